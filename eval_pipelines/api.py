@@ -1,0 +1,553 @@
+"""Python API: cases, memo entries and holdout evaluations (000's SDK calls, synchronous).
+
+Every function validates its input before anything is written; a bad value raises
+:class:`~eval_pipelines.core.errors.InputError` naming the field, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from eval_pipelines import settings
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.hashing import hash_frame, hash_json
+from eval_pipelines.core.memo import memo_version, parse_memo_entry
+from eval_pipelines.core.records import (
+    check_labels_in_tree,
+    metadata_keys,
+    normalise_records,
+    read_table,
+)
+from eval_pipelines.core.specs import (
+    DEFAULT_SEED,
+    SAMPLE_SIZE_DEFAULT,
+    HoldoutSpec,
+    make_eval_id,
+    parse_config,
+    parse_grouping,
+    parse_target_depth,
+    parse_variants,
+    validate_case_id,
+    validate_sample_size,
+    validate_seed,
+)
+from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
+from eval_pipelines.storage import cases, evaluations, memo
+from eval_pipelines.storage.warehouse import WarehouseBusy, connect, transaction
+
+TERMINAL_FAILURES = {"FAILURE", "CANCELED"}
+
+
+class EvalFailed(RuntimeError):
+    """The evaluation's run failed or was cancelled."""
+
+
+def _warehouse(warehouse: Path | str | None) -> Path:
+    return Path(warehouse).absolute() if warehouse else settings.warehouse_path()
+
+
+# --- cases -------------------------------------------------------------------------------
+
+
+def _tree_nodes_frame(tree: CodeTree, titles: dict[str, str | None] | None) -> pl.DataFrame:
+    codes = sorted(tree.paths)
+    kinds = {level.depth: level.name for level in tree.levels}
+    return pl.DataFrame(
+        {
+            "code": codes,
+            "parent": [tree.paths[c][-2] if len(tree.paths[c]) > 1 else None for c in codes],
+            "depth": [len(tree.paths[c]) for c in codes],
+            "title": [(titles or {}).get(c) for c in codes],
+            "kind": [kinds[len(tree.paths[c])] if tree.mode == "prefix" else None for c in codes],
+        },
+        schema={
+            "code": pl.String,
+            "parent": pl.String,
+            "depth": pl.Int32,
+            "title": pl.String,
+            "kind": pl.String,
+        },
+    )
+
+
+def create_case(
+    case_id: str,
+    records_path: Path | str,
+    *,
+    tree_path: Path | str | None = None,
+    levels: list[int] | None = None,
+    key_column: str = "record_key",
+    text_column: str = "text",
+    label_column: str = "label",
+    target_depth: list[int] | None = None,
+    replace: bool = False,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Load a case's labelled records and code tree, validated and written atomically."""
+    validate_case_id(case_id)
+    if (tree_path is None) == (levels is None):
+        raise InputError("--tree/--levels", None, "give exactly one of --tree or --levels")
+    frame = read_table(Path(records_path), what="--records")
+    records = normalise_records(
+        frame, key_column=key_column, text_column=text_column, label_column=label_column
+    )
+    if tree_path is not None:
+        tree_frame = read_table(Path(tree_path), what="--tree")
+        tree = tree_from_parent_links(tree_frame)
+        titles = (
+            dict(
+                zip(
+                    tree_frame["code"].cast(pl.String),
+                    tree_frame["title"].cast(pl.String),
+                    strict=True,
+                )
+            )
+            if "title" in tree_frame.columns
+            else None
+        )
+        kinds = tree_frame.select("code", "kind") if "kind" in tree_frame.columns else None
+        nodes = _tree_nodes_frame(tree, titles)
+        if kinds is not None:
+            nodes = nodes.drop("kind").join(
+                kinds.with_columns(pl.col("code").cast(pl.String), pl.col("kind").cast(pl.String)),
+                on="code",
+                how="left",
+            )
+    else:
+        assert levels is not None
+        tree = tree_from_prefix_levels(records.get_column("label").unique().to_list(), levels)
+        nodes = _tree_nodes_frame(tree, None)
+    records = check_labels_in_tree(records, tree)
+    depth = parse_target_depth(
+        target_depth if target_depth is not None else [tree.max_depth],
+        "--target-depth",
+        tree.max_depth,
+    )
+    tree_version = hash_json(
+        {
+            "mode": tree.mode,
+            "levels": list(tree.prefix_lengths),
+            "nodes": hash_frame(nodes.select("code", "parent")),
+        }
+    )
+    info = cases.CaseInfo(
+        case_id=case_id,
+        tree_mode=tree.mode,
+        prefix_lengths=tree.prefix_lengths,
+        target_depth=depth,
+        records_version=hash_frame(records.select("record_key", "text", "label", "metadata")),
+        tree_version=tree_version,
+        n_records=records.height,
+        metadata_columns=tuple(sorted(metadata_keys(records))),
+        source=str(records_path),
+    )
+    with connect(_warehouse(warehouse)) as conn, transaction(conn):
+        if cases.case_exists(conn, case_id) and not replace:
+            raise ConflictError(
+                f"case={case_id!r}: already exists; pass --replace to load new records"
+            )
+        cases.save_case(conn, info, records, nodes)
+    return {
+        "caseId": case_id,
+        "records": info.n_records,
+        "recordsVersion": info.records_version,
+        "treeVersion": info.tree_version,
+        "treeMode": tree.mode,
+        "levels": [{"depth": lv.depth, "name": lv.name} for lv in tree.levels],
+        "targetDepth": list(depth),
+        "metadataColumns": list(info.metadata_columns),
+    }
+
+
+def list_cases(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+    with connect(_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
+        return cases.list_cases(conn).to_dicts()
+
+
+# --- memo ----------------------------------------------------------------------------------
+
+
+def add_memo_entry(
+    case_id: str, entry_path: Path | str, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Add a memo entry (YAML or JSON file) as ``proposed``."""
+    path = Path(entry_path)
+    if not path.exists():
+        raise InputError("--file", str(path), "file does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise InputError("--file", str(path), f"is not valid YAML/JSON: {error}") from None
+    with connect(_warehouse(warehouse)) as conn:
+        info = cases.load_case(conn, case_id)
+        tree = cases.load_tree(conn, info)
+        entry = parse_memo_entry(raw, tree)
+        with transaction(conn):
+            added = memo.add_entry(conn, case_id, entry)
+        status = conn.execute(
+            "SELECT status FROM memo_entries WHERE case_id = ? AND entry_id = ?",
+            [case_id, entry.entry_id],
+        ).fetchone()
+    return {
+        "caseId": case_id,
+        "entryId": entry.entry_id,
+        "status": status[0] if status else "proposed",
+        "added": added,
+    }
+
+
+def approve_memo_entry(
+    case_id: str, entry_id: str, *, by: str, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    if not by or not by.strip():
+        raise InputError("--by", by, "name the person who approves the entry")
+    with connect(_warehouse(warehouse)) as conn:
+        info = cases.load_case(conn, case_id)
+        with transaction(conn):
+            memo.approve_entry(conn, case_id, entry_id, by)
+        active = [
+            e
+            for e in memo.load_entries(conn, case_id, cases.load_tree(conn, info))
+            if e.status == "active"
+        ]
+    return {
+        "caseId": case_id,
+        "entryId": entry_id,
+        "status": "active",
+        "approvedBy": by,
+        "memoVersion": memo_version(active),
+    }
+
+
+def list_memo_entries(case_id: str, *, warehouse: Path | str | None = None) -> list[dict]:
+    with connect(_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
+        cases.load_case(conn, case_id)
+        frame = memo.list_entries(conn, case_id)
+    return [
+        {
+            "entryId": row["entry_id"],
+            "status": row["status"],
+            "instruction": row["instruction"],
+            "rule": {
+                k: v for k, v in json.loads(row["entry_json"]).items() if k in ("when", "then")
+            },
+            "approvedBy": row["approved_by"],
+        }
+        for row in frame.iter_rows(named=True)
+    ]
+
+
+# --- holdout evaluations -------------------------------------------------------------------
+
+
+def _build_spec(
+    conn: Any,
+    case_id: str,
+    variants: Any,
+    *,
+    sample_size: Any,
+    seed: Any,
+    grouping: dict[str, Any] | None,
+    group_field: str | None,
+    config: Any,
+    sequence_for_id: int,
+) -> HoldoutSpec:
+    validate_sample_size(sample_size)
+    validate_seed(seed)
+    info = cases.load_case(conn, case_id)
+    tree = cases.load_tree(conn, info)
+    grouping = dict(grouping or {})
+    unknown = set(grouping) - {"mode", "threshold", "field"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(f"grouping.{key}", grouping[key], "unknown; use mode, threshold")
+    if "field" in grouping and group_field is None:
+        group_field = grouping["field"]
+    resolved = parse_grouping(grouping.get("mode"), grouping.get("threshold"), group_field)
+    if resolved.field is not None and resolved.field not in info.metadata_columns:
+        raise InputError(
+            "groupField",
+            resolved.field,
+            f"is not a metadata column of case {case_id} (columns: {list(info.metadata_columns)})",
+        )
+    shared = parse_config(config, where="config", max_depth=tree.max_depth)
+    pinned = shared.target_depth or info.target_depth
+    entries = memo.load_entries(conn, case_id, tree)
+    parsed = parse_variants(
+        variants,
+        shared_config=shared,
+        pinned_target_depth=pinned,
+        known_memo_ids={e.entry_id for e in entries},
+        max_depth=tree.max_depth,
+    )
+    from eval_pipelines.core.classify import known_classifiers
+
+    for index, variant in enumerate(parsed):
+        if variant.config.classifier not in known_classifiers():
+            raise InputError(
+                f"variants[{index}].config.classifier",
+                variant.config.classifier,
+                f"unknown classifier; known: {known_classifiers()}",
+            )
+    return HoldoutSpec(
+        eval_id=make_eval_id(case_id, sequence_for_id, seed),
+        case_id=case_id,
+        seed=seed,
+        sample_size=sample_size,
+        grouping=resolved,
+        config=shared,
+        target_depth=pinned,
+        variants=parsed,
+        records_version=info.records_version,
+        tree_version=info.tree_version,
+        memo_version=memo_version([e for e in entries if e.status == "active"]),
+    )
+
+
+def start_holdout_eval(
+    case_id: str,
+    variants: Any,
+    *,
+    sample_size: Any = SAMPLE_SIZE_DEFAULT,
+    seed: Any = DEFAULT_SEED,
+    grouping: dict[str, Any] | None = None,
+    group_field: str | None = None,
+    config: Any = None,
+    warehouse: Path | str | None = None,
+    launch: str = "background",
+) -> dict[str, Any]:
+    """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
+
+    ``launch`` is ``background`` (a detached process; returns at once), ``inline`` (runs in
+    this process before returning) or ``none`` (register only; materialise it from the UI or
+    with ``dagster asset materialize``). Returns ``{evalId, runId, status}``.
+    """
+    from eval_pipelines.instance import dagster_instance
+
+    path = _warehouse(warehouse)
+    with connect(path) as conn:
+        # Validate fully (no writes) before reserving a sequence number.
+        _build_spec(
+            conn,
+            case_id,
+            variants,
+            sample_size=sample_size,
+            seed=seed,
+            grouping=grouping,
+            group_field=group_field,
+            config=config,
+            sequence_for_id=0,
+        )
+        run_id = str(uuid.uuid4()) if launch != "none" else None
+        with transaction(conn):
+            sequence = cases.next_eval_sequence(conn, case_id)
+            spec = _build_spec(
+                conn,
+                case_id,
+                variants,
+                sample_size=sample_size,
+                seed=seed,
+                grouping=grouping,
+                group_field=group_field,
+                config=config,
+                sequence_for_id=sequence,
+            )
+            evaluations.insert_evaluation(conn, spec, sequence)
+            if run_id is not None:
+                evaluations.set_run_id(conn, spec.eval_id, run_id)
+    instance = dagster_instance()
+    from eval_pipelines.defs.partitions import EVALUATIONS
+
+    instance.add_dynamic_partitions(EVALUATIONS, [spec.eval_id])
+    status = "REGISTERED"
+    if launch == "inline":
+        from eval_pipelines.launch import run_evaluation
+
+        os.environ.setdefault(settings.WAREHOUSE_ENV, str(path))
+        result = run_evaluation(instance, spec.eval_id, run_id)
+        status = "SUCCESS" if result.success else "FAILURE"
+    elif launch == "background":
+        log_dir = Path(os.environ["DAGSTER_HOME"]) / "eval_pipelines_launches"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **{settings.WAREHOUSE_ENV: str(path)})
+        with open(log_dir / f"{spec.eval_id}.log", "ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "eval_pipelines.launch", spec.eval_id, str(run_id)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        status = "QUEUED"
+    return {"evalId": spec.eval_id, "runId": run_id, "status": status}
+
+
+def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str, str]:
+    from dagster import DagsterEventType
+
+    statuses = {key: "pending" for key in step_keys}
+    events = {
+        DagsterEventType.STEP_START: "running",
+        DagsterEventType.STEP_SUCCESS: "succeeded",
+        DagsterEventType.STEP_FAILURE: "failed",
+        DagsterEventType.STEP_UP_FOR_RETRY: "retrying",
+    }
+    for record in instance.all_logs(run_id, of_type=set(events)):
+        event = record.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        for key in step_keys:
+            if event.step_key.endswith(f"classify_variant[{key}]"):
+                statuses[key] = events[event.event_type]
+    return statuses
+
+
+def get_holdout_eval(
+    case_id: str, eval_id: str, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Status, each variant's step and status, sample hash, versions and (once complete) the
+    report. Raises :class:`WarehouseBusy` when a run holds the warehouse for over 15 s."""
+    from eval_pipelines.instance import dagster_instance
+
+    with connect(_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+        row = evaluations.evaluation_row(conn, eval_id)
+        if row["case_id"] != case_id:
+            raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
+        report = evaluations.load_report(conn, eval_id)
+        sample = evaluations.load_sample(conn, eval_id)
+        sample_hash = sample.get_column("sample_hash")[0] if sample.height else None
+    spec = json.loads(row["spec_json"])
+    run_id = row["run_id"]
+    instance = dagster_instance()
+    run = instance.get_run_by_id(run_id) if run_id else None
+    run_status = run.status.value if run is not None else None
+    steps = (
+        _step_statuses(instance, run_id, [v["stepKey"] for v in spec["variants"]]) if run else {}
+    )
+    if report is not None:
+        status = "complete"
+    elif run_status in TERMINAL_FAILURES:
+        status = "failed"
+    elif run_status == "SUCCESS":
+        status = "failed"  # a successful run always writes the report
+    elif run_id is None:
+        status = "registered"
+    else:
+        status = "running"
+    result: dict[str, Any] = {
+        "evalId": eval_id,
+        "caseId": case_id,
+        "runId": run_id,
+        "status": status,
+        "runStatus": run_status,
+        "variants": [
+            {
+                "name": v["name"],
+                "step": f"classify_variant[{v['stepKey']}]",
+                "status": steps.get(v["stepKey"], "pending"),
+            }
+            for v in spec["variants"]
+        ],
+        "sampleHash": sample_hash,
+        "recordsVersion": spec["recordsVersion"],
+        "treeVersion": spec["treeVersion"],
+        "memoVersion": spec["memoVersion"],
+        "spec": spec,
+    }
+    if report is not None:
+        result["report"] = report
+    return result
+
+
+def wait_for_eval(
+    case_id: str,
+    eval_id: str,
+    *,
+    timeout: float = 3600,
+    poll_seconds: float = 0.5,
+    warehouse: Path | str | None = None,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Block until the report exists. Raises :class:`EvalFailed` or ``TimeoutError``."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            status = get_holdout_eval(case_id, eval_id, warehouse=warehouse)
+        except WarehouseBusy:
+            status = None
+        if status is not None:
+            summary = (status["status"], tuple(v["status"] for v in status["variants"]))
+            if progress is not None and summary != last:
+                progress(status)
+                last = summary
+            if status["status"] == "complete":
+                return status
+            if status["status"] == "failed":
+                raise EvalFailed(
+                    f"evaluation {eval_id} failed (run {status['runId']}, "
+                    f"{status['runStatus']}); see the run in the Dagster UI"
+                )
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"evaluation {eval_id} still running after {timeout} s")
+        time.sleep(poll_seconds)
+
+
+def eval_rows(
+    case_id: str,
+    eval_id: str,
+    *,
+    variant: str | None = None,
+    errors_only: bool = False,
+    warehouse: Path | str | None = None,
+) -> list[dict[str, Any]]:
+    """One row per sampled record and variant, with correctness per level."""
+    from eval_pipelines.stages.holdout import variant_outcomes
+
+    with connect(_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+        row = evaluations.evaluation_row(conn, eval_id)
+        if row["case_id"] != case_id:
+            raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
+        spec, tree, outcomes = variant_outcomes(conn, eval_id)
+    names = [v.name for v in spec.variants]
+    if variant is not None and variant not in names:
+        raise InputError("--variant", variant, f"is not a variant of {eval_id}: {names}")
+    rows = []
+    for name in names:
+        if variant is not None and name != variant:
+            continue
+        for record in outcomes[name].iter_rows(named=True):
+            correct = {
+                str(level.depth): record[f"right_{level.depth}"]
+                for level in tree.levels
+                if record[f"right_{level.depth}"] is not None
+            }
+            if errors_only and all(correct.get(str(d), True) for d in spec.target_depth):
+                continue
+            rows.append(
+                {
+                    "recordKey": record["record_key"],
+                    "variant": name,
+                    "label": record["label"],
+                    "prediction": record["code"],
+                    "confidence": record["confidence"],
+                    "route": record["route"],
+                    "correct": correct,
+                    "candidates": json.loads(record["candidates"]),
+                    "effectiveCandidates": record["effective_candidates"],
+                    "memoApplied": json.loads(record["memo_applied"]),
+                    "error": record["error"],
+                }
+            )
+    return rows

@@ -1,0 +1,410 @@
+"""Evaluation specs: what an evaluation will do, validated once at the boundary.
+
+A spec is written to storage before its Dagster run starts and belongs to the evaluation's
+partition, so UI re-materialisations and backfills read the same spec (never run config).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from eval_pipelines.core.errors import InputError
+
+SAMPLE_SIZE_MIN = 10
+SAMPLE_SIZE_MAX = 5_000
+SAMPLE_SIZE_DEFAULT = 200
+DEFAULT_SEED = 7
+DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.98
+VARIANT_NAME_MAX = 64
+GROUPING_MODES = ("nearDuplicate", "field", "none")
+STRATEGIES = ("weighted", "majority", "nearest")
+CANDIDATES_MAX = 200
+CASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def validate_case_id(case_id: str) -> str:
+    """Case ids become part of partition keys and file names: letters, digits, ``_ . -``."""
+    if not isinstance(case_id, str) or not CASE_ID_PATTERN.match(case_id):
+        raise InputError(
+            "case",
+            case_id,
+            "a case id is 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        )
+    return case_id
+
+
+@dataclass(frozen=True)
+class ClassifyConfig:
+    """Classify settings of one variant (000's ``config``).
+
+    Attributes
+    ----------
+    classifier
+        Name of the classifier; ``knn-vote`` is built in and needs no network.
+    strategy
+        How retrieved evidence votes: ``weighted`` (by cosine similarity), ``majority``
+        (one vote each) or ``nearest`` (the single most similar record decides).
+    candidates
+        Number of evidence records retrieved per sampled record (after leave-out).
+    target_depth
+        Levels the evaluation is scored at; pinned per evaluation.
+    decline_below
+        Vote share below which the classifier stops descending the tree; a prediction that
+        does not reach the (shallowest) target depth is routed ``declined``.
+    auto_above
+        Vote share at the target depth from which a prediction is routed ``auto``
+        (otherwise ``review``).
+    llm_level
+        Model tier for classifiers that use one; recorded and passed through.
+    options
+        Free-form settings for plug-in classifiers.
+    """
+
+    classifier: str = "knn-vote"
+    strategy: str = "weighted"
+    candidates: int = 20
+    target_depth: tuple[int, ...] = ()
+    decline_below: float = 0.3
+    auto_above: float = 0.8
+    llm_level: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classifier": self.classifier,
+            "strategy": self.strategy,
+            "candidates": self.candidates,
+            "targetDepth": list(self.target_depth),
+            "declineBelow": self.decline_below,
+            "autoAbove": self.auto_above,
+            "llmLevel": self.llm_level,
+            "options": self.options,
+        }
+
+
+_CONFIG_KEYS = {
+    "classifier": "classifier",
+    "strategy": "strategy",
+    "candidates": "candidates",
+    "targetDepth": "target_depth",
+    "declineBelow": "decline_below",
+    "autoAbove": "auto_above",
+    "llmLevel": "llm_level",
+    "options": "options",
+}
+
+
+def parse_config(raw: Any, *, where: str, max_depth: int) -> ClassifyConfig:
+    """Parse a config object; unknown keys are errors (a typo must not become a default)."""
+    if raw is None:
+        return ClassifyConfig()
+    if not isinstance(raw, dict):
+        raise InputError(where, raw, "config must be a JSON object")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _CONFIG_KEYS:
+            raise InputError(
+                f"{where}.{key}", value, f"unknown config key; known keys: {sorted(_CONFIG_KEYS)}"
+            )
+        values[_CONFIG_KEYS[key]] = value
+    config = ClassifyConfig(**{k: v for k, v in values.items() if k != "target_depth"})
+    if not isinstance(config.classifier, str) or not config.classifier:
+        raise InputError(f"{where}.classifier", config.classifier, "must be a classifier name")
+    if config.strategy not in STRATEGIES:
+        raise InputError(f"{where}.strategy", config.strategy, f"must be one of {STRATEGIES}")
+    if (
+        isinstance(config.candidates, bool)
+        or not isinstance(config.candidates, int)
+        or not 1 <= config.candidates <= CANDIDATES_MAX
+    ):
+        raise InputError(
+            f"{where}.candidates", config.candidates, f"must be an integer in 1..{CANDIDATES_MAX}"
+        )
+    for name, key in (("declineBelow", "decline_below"), ("autoAbove", "auto_above")):
+        value = getattr(config, key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise InputError(f"{where}.{name}", value, "must be a number in [0, 1]")
+    if config.auto_above < config.decline_below:
+        raise InputError(f"{where}.autoAbove", config.auto_above, "must be at least declineBelow")
+    if config.llm_level is not None and not isinstance(config.llm_level, str):
+        raise InputError(f"{where}.llmLevel", config.llm_level, "must be a string")
+    if not isinstance(config.options, dict):
+        raise InputError(f"{where}.options", config.options, "must be a JSON object")
+    if "target_depth" in values:
+        config = replace(
+            config, target_depth=parse_target_depth(values["target_depth"], where, max_depth)
+        )
+    return config
+
+
+def parse_target_depth(raw: Any, where: str, max_depth: int) -> tuple[int, ...]:
+    """Target depth: one level or a list of levels, each in 1..max_depth."""
+    items = [raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
+    if not isinstance(items, list | tuple) or not items:
+        raise InputError(f"{where}.targetDepth", raw, "must be a level or a non-empty list")
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= max_depth:
+            raise InputError(
+                f"{where}.targetDepth", raw, f"each level must be an integer in 1..{max_depth}"
+            )
+    return tuple(sorted(set(items)))
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How near-duplicates of the sample are kept out of its evidence."""
+
+    mode: str = "nearDuplicate"
+    threshold: float | None = DEFAULT_NEAR_DUPLICATE_THRESHOLD
+    field: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.mode == "nearDuplicate":
+            return {"mode": self.mode, "threshold": self.threshold}
+        if self.mode == "field":
+            return {"mode": self.mode, "field": self.field}
+        return {"mode": self.mode}
+
+
+def parse_grouping(mode: str | None, threshold: float | None, group_field: str | None) -> Grouping:
+    """Resolve grouping flags as 000 states them.
+
+    ``groupField`` alone means mode ``field``; with any other mode it is an error. A threshold
+    belongs to ``nearDuplicate`` only and must lie in (0, 1].
+    """
+    if mode is None:
+        mode = "field" if group_field is not None else "nearDuplicate"
+    if mode not in GROUPING_MODES:
+        raise InputError("grouping.mode", mode, f"must be one of {', '.join(GROUPING_MODES)}")
+    if group_field is not None and mode != "field":
+        raise InputError(
+            "groupField", group_field, f"can only be combined with grouping mode field, not {mode}"
+        )
+    if threshold is not None:
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or math.isnan(threshold)
+            or not 0 < threshold <= 1
+        ):
+            raise InputError("grouping.threshold", threshold, "must be above 0 and at most 1")
+        if mode != "nearDuplicate":
+            raise InputError(
+                "grouping.threshold", threshold, f"applies to mode nearDuplicate only, not {mode}"
+            )
+    if mode == "field":
+        if not group_field:
+            raise InputError("groupField", group_field, "grouping mode field needs a groupField")
+        return Grouping(mode="field", threshold=None, field=group_field)
+    if mode == "none":
+        return Grouping(mode="none", threshold=None, field=None)
+    return Grouping(
+        mode="nearDuplicate",
+        threshold=float(threshold) if threshold is not None else DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+        field=None,
+    )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One classify job over the shared sample; the first variant is the baseline."""
+
+    name: str
+    memo_include: tuple[str, ...]
+    config: ClassifyConfig
+    step_key: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "memoInclude": list(self.memo_include),
+            "config": self.config.to_json(),
+            "stepKey": self.step_key,
+        }
+
+
+def step_key_for(name: str, taken: set[str]) -> str:
+    """A Dagster mapping key (``[A-Za-z0-9_]``) for a variant name, unique within the eval."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "variant"
+    key, suffix = base, 2
+    while key in taken:
+        key, suffix = f"{base}_{suffix}", suffix + 1
+    taken.add(key)
+    return key
+
+
+def parse_variants(
+    raw: Any,
+    *,
+    shared_config: ClassifyConfig,
+    pinned_target_depth: tuple[int, ...],
+    known_memo_ids: set[str],
+    max_depth: int,
+) -> tuple[Variant, ...]:
+    """Parse ``variants.json``: a non-empty list of ``{"name", "memo_include"?, "config"?}``.
+
+    A variant's config replaces the shared config when present; the target depth is pinned per
+    evaluation, so a variant that names a different one is an error.
+    """
+    if not isinstance(raw, list) or not raw:
+        raise InputError("variants", raw, "give at least one variant (the first is the baseline)")
+    variants: list[Variant] = []
+    names: set[str] = set()
+    step_keys: set[str] = set()
+    for index, item in enumerate(raw):
+        where = f"variants[{index}]"
+        if not isinstance(item, dict):
+            raise InputError(where, item, 'each variant is an object {"name", ...}')
+        unknown = set(item) - {"name", "memo_include", "memoInclude", "config"}
+        if unknown:
+            raise InputError(
+                f"{where}.{sorted(unknown)[0]}",
+                item[sorted(unknown)[0]],
+                "unknown variant key; known keys: name, memo_include, config",
+            )
+        name = item.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"{where}.name", name, "every variant needs a non-empty name")
+        if len(name) > VARIANT_NAME_MAX:
+            raise InputError(
+                f"{where}.name", name, f"variant names are at most {VARIANT_NAME_MAX} characters"
+            )
+        if name in names:
+            raise InputError(f"{where}.name", name, "variant names must be unique")
+        names.add(name)
+        if "memo_include" in item and "memoInclude" in item:
+            raise InputError(f"{where}.memo_include", item["memo_include"], "give it once")
+        include = item.get("memo_include", item.get("memoInclude", []))
+        if not isinstance(include, list) or not all(isinstance(m, str) for m in include):
+            raise InputError(f"{where}.memo_include", include, "must be a list of memo entry ids")
+        for memo_id in include:
+            if memo_id not in known_memo_ids:
+                raise InputError(
+                    f"{where}.memo_include", memo_id, "is not a memo entry of this case"
+                )
+        if "config" in item:
+            config = parse_config(item["config"], where=f"{where}.config", max_depth=max_depth)
+            if config.target_depth and config.target_depth != pinned_target_depth:
+                raise InputError(
+                    f"{where}.config.targetDepth",
+                    list(config.target_depth),
+                    f"the evaluation pins targetDepth {list(pinned_target_depth)} for every "
+                    "variant; set it in the shared config",
+                )
+        else:
+            config = shared_config
+        config = replace(config, target_depth=pinned_target_depth)
+        variants.append(
+            Variant(
+                name=name,
+                memo_include=tuple(dict.fromkeys(include)),
+                config=config,
+                step_key=step_key_for(name, step_keys),
+            )
+        )
+    return tuple(variants)
+
+
+def validate_sample_size(sample_size: Any) -> int:
+    if (
+        isinstance(sample_size, bool)
+        or not isinstance(sample_size, int)
+        or not SAMPLE_SIZE_MIN <= sample_size <= SAMPLE_SIZE_MAX
+    ):
+        raise InputError(
+            "sampleSize",
+            sample_size,
+            f"must be an integer from {SAMPLE_SIZE_MIN} to {SAMPLE_SIZE_MAX}",
+        )
+    return sample_size
+
+
+def validate_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise InputError("seed", seed, "must be a non-negative integer below 2**63")
+    return seed
+
+
+@dataclass(frozen=True)
+class HoldoutSpec:
+    """Everything an evaluation needs, resolved and validated; stored before the run starts."""
+
+    eval_id: str
+    case_id: str
+    seed: int
+    sample_size: int
+    grouping: Grouping
+    config: ClassifyConfig
+    target_depth: tuple[int, ...]
+    variants: tuple[Variant, ...]
+    records_version: str
+    tree_version: str
+    memo_version: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "evalId": self.eval_id,
+            "caseId": self.case_id,
+            "seed": self.seed,
+            "sampleSize": self.sample_size,
+            "grouping": self.grouping.to_json(),
+            "config": self.config.to_json(),
+            "targetDepth": list(self.target_depth),
+            "variants": [v.to_json() for v in self.variants],
+            "recordsVersion": self.records_version,
+            "treeVersion": self.tree_version,
+            "memoVersion": self.memo_version,
+        }
+
+    @property
+    def max_candidates(self) -> int:
+        return max(v.config.candidates for v in self.variants)
+
+
+def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
+    """Rebuild a stored spec (already validated when it was written)."""
+
+    def config_of(raw: dict[str, Any]) -> ClassifyConfig:
+        return ClassifyConfig(
+            classifier=raw["classifier"],
+            strategy=raw["strategy"],
+            candidates=raw["candidates"],
+            target_depth=tuple(raw["targetDepth"]),
+            decline_below=raw["declineBelow"],
+            auto_above=raw["autoAbove"],
+            llm_level=raw["llmLevel"],
+            options=raw.get("options", {}),
+        )
+
+    grouping = data["grouping"]
+    return HoldoutSpec(
+        eval_id=data["evalId"],
+        case_id=data["caseId"],
+        seed=data["seed"],
+        sample_size=data["sampleSize"],
+        grouping=Grouping(
+            mode=grouping["mode"], threshold=grouping.get("threshold"), field=grouping.get("field")
+        ),
+        config=config_of(data["config"]),
+        target_depth=tuple(data["targetDepth"]),
+        variants=tuple(
+            Variant(
+                name=v["name"],
+                memo_include=tuple(v["memoInclude"]),
+                config=config_of(v["config"]),
+                step_key=v["stepKey"],
+            )
+            for v in data["variants"]
+        ),
+        records_version=data["recordsVersion"],
+        tree_version=data["treeVersion"],
+        memo_version=data["memoVersion"],
+    )
+
+
+def make_eval_id(case_id: str, sequence: int, seed: int) -> str:
+    """Evaluation id and partition key, e.g. ``icd10cm-e0007-s7``: case, sequence and seed."""
+    return f"{case_id}-e{sequence:04d}-s{seed}"

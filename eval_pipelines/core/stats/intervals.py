@@ -1,0 +1,71 @@
+"""Confidence intervals for a binomial proportion."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided confidence interval.
+
+    Attributes
+    ----------
+    low, high
+        The bounds, ``0 <= low <= high <= 1`` for a proportion.
+    confidence_level
+        The nominal coverage, e.g. 0.95.
+    """
+
+    low: float
+    high: float
+    confidence_level: float
+
+
+def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> Interval:
+    """Wilson score interval for ``k`` successes in ``n`` trials.
+
+    Parameters
+    ----------
+    k
+        Number of successes, ``0 <= k <= n``.
+    n
+        Number of trials, ``n >= 1``.
+    confidence_level
+        Two-sided coverage in (0, 1).
+
+    Returns
+    -------
+    Interval
+        With ``low = 0`` exactly when ``k == 0`` and ``high = 1`` exactly when ``k == n``.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 1``, ``k`` is outside ``[0, n]`` or ``confidence_level`` outside (0, 1).
+        There is no interval for no trials: callers report ``insufficient_evidence`` instead.
+
+    References
+    ----------
+    .. [1] E. B. Wilson, "Probable inference, the law of succession, and statistical
+           inference", J. Am. Stat. Assoc. 22 (1927), 209-212.
+    .. [2] R. G. Newcombe, "Two-sided confidence intervals for the single proportion:
+           comparison of seven methods", Statistics in Medicine 17 (1998), 857-872.
+    """
+    if n < 1:
+        raise ValueError(f"n={n}: a Wilson interval needs at least one trial")
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k}: must be between 0 and n={n}")
+    if not 0.0 < confidence_level < 1.0:
+        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
+    z = float(stats.norm.ppf(0.5 + confidence_level / 2.0))
+    p_hat = k / n
+    denominator = 1.0 + z * z / n
+    centre = (p_hat + z * z / (2.0 * n)) / denominator
+    half_width = z * math.sqrt(p_hat * (1.0 - p_hat) / n + z * z / (4.0 * n * n)) / denominator
+    low = 0.0 if k == 0 else max(0.0, centre - half_width)
+    high = 1.0 if k == n else min(1.0, centre + half_width)
+    return Interval(low=low, high=high, confidence_level=confidence_level)

@@ -1,0 +1,40 @@
+"""Shared fixtures: real DuckDB files and real Dagster instances in temporary folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "data" / "demo"
+SMALL_CHAPTERS = ["3", "8", "10", "16"]
+
+
+@pytest.fixture(scope="session")
+def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Four ICD-10-CM chapters (3,049 real records) as Parquet files: records and tree."""
+    folder = tmp_path_factory.mktemp("small_case")
+    records = pl.read_parquet(DEMO / "icd10cm_records.parquet").filter(
+        pl.col("chapter").is_in(SMALL_CHAPTERS)
+    )
+    tree = pl.read_parquet(DEMO / "icd10cm_tree.parquet").filter(
+        pl.col("chapter").is_in(SMALL_CHAPTERS)
+    )
+    paths = {"records": folder / "records.parquet", "tree": folder / "tree.parquet"}
+    records.write_parquet(paths["records"])
+    tree.write_parquet(paths["tree"])
+    return paths
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh warehouse, index cache and Dagster home for one test."""
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
+    monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(tmp_path / "indexes"))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
