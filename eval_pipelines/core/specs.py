@@ -135,21 +135,22 @@ def parse_config(raw: Any, *, where: str, max_depth: int) -> ClassifyConfig:
         raise InputError(f"{where}.options", config.options, "must be a JSON object")
     if "target_depth" in values:
         config = replace(
-            config, target_depth=parse_target_depth(values["target_depth"], where, max_depth)
+            config,
+            target_depth=parse_target_depth(
+                values["target_depth"], f"{where}.targetDepth", max_depth
+            ),
         )
     return config
 
 
-def parse_target_depth(raw: Any, where: str, max_depth: int) -> tuple[int, ...]:
+def parse_target_depth(raw: Any, field: str, max_depth: int) -> tuple[int, ...]:
     """Target depth: one level or a list of levels, each in 1..max_depth."""
     items = [raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
     if not isinstance(items, list | tuple) or not items:
-        raise InputError(f"{where}.targetDepth", raw, "must be a level or a non-empty list")
+        raise InputError(field, raw, "must be a level or a non-empty list")
     for item in items:
         if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= max_depth:
-            raise InputError(
-                f"{where}.targetDepth", raw, f"each level must be an integer in 1..{max_depth}"
-            )
+            raise InputError(field, raw, f"each level must be an integer in 1..{max_depth}")
     return tuple(sorted(set(items)))
 
 

@@ -8,7 +8,6 @@ metadata. Steps that open the warehouse run in the ``duckdb`` pool (one writer a
 classification runs outside it, one step per variant.
 """
 
-
 import json
 from collections.abc import Iterator
 from typing import Any

@@ -1,6 +1,5 @@
 """Resources: the DuckDB warehouse (and where its evidence indexes are cached)."""
 
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

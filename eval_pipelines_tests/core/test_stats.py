@@ -31,8 +31,9 @@ def test_wilson_edges_are_exact_bounds():
     assert wilson_interval(25, 25).high == 1.0
 
 
-@pytest.mark.parametrize(("k", "n", "level"), [(0, 0, 0.95), (-1, 5, 0.95), (6, 5, 0.95),
-                                               (1, 5, 1.0), (1, 5, 0.0)])
+@pytest.mark.parametrize(
+    ("k", "n", "level"), [(0, 0, 0.95), (-1, 5, 0.95), (6, 5, 0.95), (1, 5, 1.0), (1, 5, 0.0)]
+)
 def test_wilson_rejects_bad_input(k, n, level):
     with pytest.raises(ValueError):
         wilson_interval(k, n, confidence_level=level)
@@ -45,8 +46,9 @@ def test_wilson_reference_value():
     assert result.high == pytest.approx(0.3662, abs=5e-5)
 
 
-@pytest.mark.parametrize(("b", "c"), [(0, 1), (1, 0), (3, 9), (9, 3), (10, 10), (0, 25),
-                                      (47, 61), (120, 80), (1, 2)])
+@pytest.mark.parametrize(
+    ("b", "c"), [(0, 1), (1, 0), (3, 9), (9, 3), (10, 10), (0, 25), (47, 61), (120, 80), (1, 2)]
+)
 def test_mcnemar_matches_statsmodels(b, c):
     # expected from statsmodels mcnemar(table, exact=True): binomial test on b, c
     table = np.array([[20, b], [c, 30]])

@@ -1,0 +1,134 @@
+"""The holdout assets as Dagster runs them: real materialisations, real DuckDB, one step per
+variant, idempotent re-materialisation of any stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from eval_pipelines import api
+from eval_pipelines.defs.holdout_assets import holdout_assets
+from eval_pipelines.defs.resources import WarehouseResource
+
+VARIANTS = [{"name": "baseline"}, {"name": "k-5 (fewer)", "config": {"candidates": 5}}]
+
+
+def test_definitions_load() -> None:
+    from eval_pipelines.definitions import defs
+
+    dg.Definitions.validate_loadable(defs)
+    job = defs.resolve_job_def("holdout_eval")
+    assert job.partitions_def is not None
+
+
+@pytest.fixture
+def registered(workdir: Path, small_case_files: dict[str, Path]) -> str:
+    api.create_case(
+        "small",
+        small_case_files["records"],
+        tree_path=small_case_files["tree"],
+        target_depth=[3, 4],
+    )
+    return api.start_holdout_eval("small", VARIANTS, sample_size=40, seed=9, launch="none")[
+        "evalId"
+    ]
+
+
+def _rows(table: str, eval_id: str) -> int:
+    with duckdb.connect("warehouse.duckdb", read_only=True) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table} WHERE eval_id = ?", [eval_id]).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) -> None:
+    resources = {"warehouse": WarehouseResource()}
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("evaluations", [registered])
+        result = dg.materialize(
+            holdout_assets, instance=instance, partition_key=registered, resources=resources
+        )
+        assert result.success
+        steps = {e.step_key for e in result.all_events if e.is_step_success}
+        assert {s for s in steps if "classify_variant[" in s} == {
+            "variant_predictions.classify_variant[baseline]",
+            "variant_predictions.classify_variant[k_5__fewer_]",
+        }
+        materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+        assert materialized == {
+            "eval_spec",
+            "holdout_sample",
+            "leave_out",
+            "variant_predictions",
+            "variant_scores",
+            "eval_report",
+        }
+        report_event = [m for m in result.asset_materializations_for_node("eval_report")][0]
+        assert "accuracy_L4/baseline" in report_event.metadata
+        assert "Holdout evaluation" in report_event.metadata["report"].value
+        counts = {
+            t: _rows(t, registered)
+            for t in ("holdout_samples", "predictions", "variant_scores", "eval_reports")
+        }
+        assert counts == {
+            "holdout_samples": 40,
+            "predictions": 80,
+            "variant_scores": 2,
+            "eval_reports": 1,
+        }
+
+        # Re-materialising one stage (as from the UI) replaces its rows, never appends.
+        again = dg.materialize(
+            holdout_assets,
+            instance=instance,
+            partition_key=registered,
+            resources=resources,
+            selection=["variant_predictions"],
+        )
+        assert again.success
+        assert _rows("predictions", registered) == 80
+        before = api.get_holdout_eval("small", registered)["report"]
+        dg.materialize(
+            holdout_assets,
+            instance=instance,
+            partition_key=registered,
+            resources=resources,
+            selection=["variant_scores", "eval_report"],
+        )
+        after = api.get_holdout_eval("small", registered)["report"]
+        assert before["variants"] == after["variants"]
+
+
+def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
+    from eval_pipelines.core import classify
+
+    calls = {"n": 0}
+
+    def broken(records, evidence, memo, config, *, tree):
+        calls["n"] += 1
+        raise RuntimeError("model service unavailable")
+
+    classify.register_classifier("broken-for-test", broken)
+    eval_id = api.start_holdout_eval(
+        "small",
+        [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-test"}}],
+        sample_size=20,
+        launch="none",
+    )["evalId"]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("evaluations", [eval_id])
+        result = dg.materialize(
+            holdout_assets,
+            instance=instance,
+            partition_key=eval_id,
+            resources={"warehouse": WarehouseResource()},
+            raise_on_error=False,
+        )
+    assert not result.success
+    failed = {e.step_key for e in result.all_events if e.is_step_failure}
+    assert failed == {"variant_predictions.classify_variant[bad]"}
+    assert calls["n"] == 3  # the first try plus two retries (RetryPolicy)
+    assert _rows("eval_reports", eval_id) == 0

@@ -1,0 +1,117 @@
+"""Creating cases: Parquet, CSV and JSON Lines; validated, atomic, versioned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from eval_pipelines import api
+from eval_pipelines.core.errors import ConflictError, InputError
+
+TREE = pl.DataFrame({"code": ["A", "A1", "A2", "B", "B1"], "parent": [None, "A", "A", None, "B"]})
+
+
+def _records(**columns: list) -> pl.DataFrame:
+    base = {
+        "record_key": ["r1", "r2", "r3"],
+        "text": ["alpha one", "alpha two", "beta one"],
+        "label": ["A1", "A2", "B1"],
+        "shop": ["s1", "s1", "s2"],
+    }
+    return pl.DataFrame(base | columns)
+
+
+@pytest.fixture
+def tree_file(workdir: Path) -> Path:
+    path = workdir / "tree.csv"
+    TREE.write_csv(path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "jsonl"])
+def test_all_three_formats_load(workdir: Path, tree_file: Path, suffix: str) -> None:
+    path = workdir / f"records.{suffix}"
+    frame = _records()
+    {"parquet": frame.write_parquet, "csv": frame.write_csv, "jsonl": frame.write_ndjson}[suffix](
+        path
+    )
+    result = api.create_case("c1", path, tree_path=tree_file)
+    assert result["records"] == 3
+    assert result["metadataColumns"] == ["shop"]
+    assert [lv["depth"] for lv in result["levels"]] == [1, 2]
+
+
+def test_version_ignores_row_order_and_sees_values(workdir: Path, tree_file: Path) -> None:
+    frame = _records()
+    frame.write_parquet(workdir / "a.parquet")
+    frame.reverse().write_parquet(workdir / "b.parquet")
+    _records(text=["alpha one", "alpha two", "beta 1"]).write_parquet(workdir / "c.parquet")
+    a = api.create_case("a", workdir / "a.parquet", tree_path=tree_file)
+    b = api.create_case("b", workdir / "b.parquet", tree_path=tree_file)
+    c = api.create_case("c", workdir / "c.parquet", tree_path=tree_file)
+    assert a["recordsVersion"] == b["recordsVersion"] != c["recordsVersion"]
+
+
+def test_custom_columns_and_levels(workdir: Path) -> None:
+    frame = pl.DataFrame(
+        {"id": ["x", "y"], "desc": ["live horses", "frozen fish"], "hs": ["0101.21.00", "0303.11"]}
+    )
+    frame.write_csv(workdir / "goods.csv")
+    result = api.create_case(
+        "goods",
+        workdir / "goods.csv",
+        levels=[2, 4, 6, 8],
+        key_column="id",
+        text_column="desc",
+        label_column="hs",
+    )
+    assert result["treeMode"] == "prefix"
+    assert result["targetDepth"] == [4]
+
+
+BAD_RECORDS = [
+    (_records(record_key=["r1", None, "r3"]), "records.record_key", "present on every row"),
+    (_records(record_key=["r1", "r1", "r3"]), "records.record_key", "unique"),
+    (_records(text=["alpha", "  ", "beta"]), "records.text", "empty or blank"),
+    (_records(label=["A1", None, "B1"]), "records.label", "present on every row"),
+    (_records(label=["A1", "Z9", "B1"]), "records.label", "not a code of the case's tree"),
+    (_records().drop("text"), "--text-column", "column not found"),
+]
+
+
+@pytest.mark.parametrize(("frame", "field", "rule"), BAD_RECORDS)
+def test_bad_records_name_the_field_and_write_nothing(
+    workdir: Path, tree_file: Path, frame: pl.DataFrame, field: str, rule: str
+) -> None:
+    path = workdir / "bad.parquet"
+    frame.write_parquet(path)
+    with pytest.raises(InputError, match=rule) as error:
+        api.create_case("bad", path, tree_path=tree_file)
+    assert error.value.field == field
+    assert not (workdir / "warehouse.duckdb").exists() or api.list_cases() == []
+
+
+def test_existing_case_needs_replace(workdir: Path, tree_file: Path) -> None:
+    _records().write_parquet(workdir / "r.parquet")
+    api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
+    with pytest.raises(ConflictError, match="--replace"):
+        api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
+    assert api.create_case("c", workdir / "r.parquet", tree_path=tree_file, replace=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"case_id": "bad/id"}, "case"),
+        ({"target_depth": [3]}, "--target-depth"),
+        ({"levels": [2, 4]}, "--tree/--levels"),
+    ],
+)
+def test_other_bad_arguments(workdir: Path, tree_file: Path, kwargs: dict, field: str) -> None:
+    _records().write_parquet(workdir / "r.parquet")
+    arguments = {"case_id": "c", "records_path": workdir / "r.parquet", "tree_path": tree_file}
+    with pytest.raises(InputError) as error:
+        api.create_case(**(arguments | kwargs))
+    assert error.value.field == field

@@ -1,0 +1,253 @@
+"""Holdout evaluations through the Python API, on real ICD-10-CM records, a real DuckDB file
+and a real Dagster instance (runs executed in-process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import DagsterInstance
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.proportion import proportion_confint
+
+from eval_pipelines import api
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+
+VARIANTS = [{"name": "baseline"}, {"name": "five nearest", "config": {"candidates": 5}}]
+
+
+@pytest.fixture
+def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
+    api.create_case(
+        "small",
+        small_case_files["records"],
+        tree_path=small_case_files["tree"],
+        target_depth=[3, 4],
+    )
+    return "small"
+
+
+def _count(table: str) -> int:
+    with duckdb.connect(str(Path("warehouse.duckdb").absolute()), read_only=True) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_report_statistics_match_independent_oracles(small_case: str) -> None:
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, sample_size=150, seed=11, launch="inline"
+    )
+    assert started["status"] == "SUCCESS"
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    assert status["status"] == "complete"
+    report = status["report"]
+    rows = api.eval_rows(small_case, started["evalId"])
+    assert len(rows) == 2 * 150
+
+    for variant in report["variants"]:
+        mine = [r for r in rows if r["variant"] == variant["name"]]
+        for depth, level in variant["score"]["levels"].items():
+            scored = [r for r in mine if depth in r["correct"]]
+            k = sum(r["correct"][depth] for r in scored)
+            accuracy = level["accuracy"]
+            assert (accuracy["k"], accuracy["n"]) == (k, len(scored))
+            if accuracy["n"] >= 10:
+                # expected from statsmodels proportion_confint(method="wilson"); the report
+                # rounds to 6 decimals, hence the tolerance.
+                low, high = proportion_confint(k, len(scored), alpha=0.05, method="wilson")
+                assert accuracy["interval"] == pytest.approx([low, high], abs=1e-6)
+                assert accuracy["value"] == pytest.approx(k / len(scored), abs=1e-6)
+        declined = sum(r["route"] == "declined" for r in mine)
+        assert variant["score"]["declineRate"]["k"] == declined
+
+    (comparison,) = report["comparisons"]
+    base = {r["recordKey"]: r for r in rows if r["variant"] == "baseline"}
+    cand = {r["recordKey"]: r for r in rows if r["variant"] == "five nearest"}
+    for depth, level in comparison["levels"].items():
+        keys = [k for k in base if depth in base[k]["correct"]]
+        b = sum(base[k]["correct"][depth] and not cand[k]["correct"][depth] for k in keys)
+        c = sum(not base[k]["correct"][depth] and cand[k]["correct"][depth] for k in keys)
+        both = sum(base[k]["correct"][depth] and cand[k]["correct"][depth] for k in keys)
+        assert (level["newlyWrong"], level["newlyRight"], level["bothRight"]) == (b, c, both)
+        # expected from statsmodels mcnemar(exact=True); rounded to 8 decimals in the report
+        table = [[both, b], [c, len(keys) - both - b - c]]
+        assert level["mcnemarP"] == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-8)
+
+
+def test_report_shape_follows_000(small_case: str) -> None:
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=3, launch="inline")
+    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    assert set(report["sample"]) >= {
+        "size",
+        "requestedSize",
+        "seed",
+        "groupField",
+        "grouping",
+        "sampleHash",
+        "excludedRecords",
+    }
+    assert report["sample"]["grouping"]["mode"] == "nearDuplicate"
+    assert report["sample"]["grouping"]["threshold"] == 0.98
+    assert "groupMembersExcluded" in report["sample"]["grouping"]
+    assert [v["name"] for v in report["variants"]] == ["baseline", "five nearest"]
+    for variant in report["variants"]:
+        assert set(variant) >= {"name", "score", "failedRows", "usage", "leaveOut"}
+        assert set(variant["score"]["targetDepth"]) == {"3", "4"}
+        assert set(variant["score"]["routing"]) == {"auto", "review", "declined"}
+    assert "agreement with past filing" in report["note"]
+    row = api.eval_rows(small_case, started["evalId"], variant="baseline")[0]
+    assert set(row) >= {
+        "recordKey",
+        "variant",
+        "label",
+        "prediction",
+        "confidence",
+        "route",
+        "correct",
+        "candidates",
+        "effectiveCandidates",
+    }
+
+
+def test_same_seed_same_sample_and_ungrouped_warns(small_case: str) -> None:
+    first = api.start_holdout_eval(
+        small_case, VARIANTS[:1], sample_size=30, seed=5, launch="inline"
+    )
+    second = api.start_holdout_eval(
+        small_case, VARIANTS[:1], sample_size=30, seed=5, grouping={"mode": "none"}, launch="inline"
+    )
+    third = api.start_holdout_eval(
+        small_case, VARIANTS[:1], sample_size=30, seed=6, launch="inline"
+    )
+    reports = [
+        api.get_holdout_eval(small_case, s["evalId"])["report"] for s in (first, second, third)
+    ]
+    assert first["evalId"].endswith("-s5") and third["evalId"].endswith("-s6")
+    assert reports[0]["sample"]["sampleHash"] == reports[1]["sample"]["sampleHash"]
+    assert reports[0]["sample"]["sampleHash"] != reports[2]["sample"]["sampleHash"]
+    assert [w["code"] for w in reports[1]["warnings"]] == ["ungrouped"]
+    assert "ungrouped" not in [w["code"] for w in reports[0]["warnings"]]
+
+
+def test_field_grouping_leaves_out_the_whole_group(small_case: str) -> None:
+    started = api.start_holdout_eval(
+        small_case, VARIANTS[:1], sample_size=60, seed=2, group_field="group_key", launch="inline"
+    )
+    eval_id = started["evalId"]
+    with duckdb.connect("warehouse.duckdb", read_only=True) as conn:
+        wrong = conn.execute(
+            "SELECT count(*) FROM leave_out l JOIN records s ON s.record_key = l.sample_key "
+            "JOIN records e ON e.record_key = l.excluded_key WHERE l.eval_id = ? AND "
+            "json_extract_string(s.metadata, '$.group_key') <> "
+            "json_extract_string(e.metadata, '$.group_key')",
+            [eval_id],
+        ).fetchone()
+        expected = conn.execute(
+            "SELECT count(*) FROM holdout_samples h JOIN records s ON s.record_key = h.record_key "
+            "JOIN records o ON json_extract_string(o.metadata, '$.group_key') = "
+            "json_extract_string(s.metadata, '$.group_key') AND o.record_key <> s.record_key "
+            "WHERE h.eval_id = ?",
+            [eval_id],
+        ).fetchone()
+        leaked = conn.execute(
+            "SELECT count(*) FROM candidates c JOIN leave_out l ON l.eval_id = c.eval_id AND "
+            "l.sample_key = c.sample_key AND l.excluded_key = c.evidence_key WHERE c.eval_id = ?",
+            [eval_id],
+        ).fetchone()
+    report = api.get_holdout_eval(small_case, eval_id)["report"]
+    assert wrong == (0,)
+    assert leaked == (0,)
+    assert expected is not None
+    assert report["sample"]["grouping"] == {
+        "mode": "field",
+        "field": "group_key",
+        "groupMembersExcluded": expected[0],
+    }
+    assert report["sample"]["groupField"] == "group_key"
+
+
+def test_memo_entry_changes_only_the_variant_that_includes_it(
+    small_case: str, tmp_path: Path
+) -> None:
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        "id: m_otitis\ninstruction: Otitis media goes to H66.9 in this test.\n"
+        "when: {keywords: [otitis]}\nthen: {assign: H66.90}\n"
+    )
+    assert api.add_memo_entry(small_case, entry)["status"] == "proposed"
+    variants = [{"name": "baseline"}, {"name": "with-rule", "memo_include": ["m_otitis"]}]
+    started = api.start_holdout_eval(small_case, variants, sample_size=300, seed=1, launch="inline")
+    rows = api.eval_rows(small_case, started["evalId"])
+    ruled = [r for r in rows if r["variant"] == "with-rule" and r["memoApplied"]]
+    assert ruled, "the sample should contain otitis records"
+    assert all(r["prediction"] == "H66.90" and r["route"] == "auto" for r in ruled)
+    assert not any(r["memoApplied"] for r in rows if r["variant"] == "baseline")
+    listed = api.list_memo_entries(small_case)
+    assert [(e["entryId"], e["status"]) for e in listed] == [("m_otitis", "proposed")]
+    approved = api.approve_memo_entry(small_case, "m_otitis", by="reviewer")
+    assert approved["status"] == "active" and approved["memoVersion"] != "empty"
+
+
+BAD_STARTS = [
+    ({"sample_size": 9}, "sampleSize"),
+    ({"sample_size": 5001}, "sampleSize"),
+    ({"variants": []}, "variants"),
+    ({"variants": [{"name": "a"}, {"name": "a"}]}, "variants[1].name"),
+    ({"variants": [{"name": "x" * 65}]}, "variants[0].name"),
+    ({"variants": [{"name": "a", "memo_include": ["m_nope"]}]}, "variants[0].memo_include"),
+    ({"variants": [{"name": "a", "config": {"candidate": 5}}]}, "variants[0].config.candidate"),
+    ({"grouping": {"threshold": 0.0}}, "grouping.threshold"),
+    ({"grouping": {"threshold": 1.5}}, "grouping.threshold"),
+    ({"grouping": {"mode": "fuzzy"}}, "grouping.mode"),
+    ({"grouping": {"mode": "nearDuplicate"}, "group_field": "group_key"}, "groupField"),
+    ({"group_field": "no_such_column"}, "groupField"),
+    ({"config": {"targetDepth": [9]}}, "config.targetDepth"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field"), BAD_STARTS)
+def test_bad_input_names_the_field_and_writes_nothing(
+    small_case: str, overrides: dict, field: str
+) -> None:
+    arguments = {"variants": VARIANTS, "sample_size": 50, "seed": 7} | overrides
+    variants = arguments.pop("variants")
+    with pytest.raises(InputError) as error:
+        api.start_holdout_eval(small_case, variants, launch="inline", **arguments)
+    assert error.value.field == field
+    assert _count("evaluations") == 0
+    assert DagsterInstance.get().get_dynamic_partitions("evaluations") == []
+
+
+def test_unknown_case_is_refused(small_case: str) -> None:
+    with pytest.raises(NotFoundError, match="no such case"):
+        api.start_holdout_eval("nope", VARIANTS, launch="inline")
+    assert _count("evaluations") == 0
+
+
+def test_records_changed_after_registration_fail_the_run(
+    small_case: str, small_case_files: dict[str, Path], tmp_path: Path
+) -> None:
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    import polars as pl
+
+    changed = tmp_path / "changed.parquet"
+    pl.read_parquet(small_case_files["records"]).head(2000).write_parquet(changed)
+    api.create_case(small_case, changed, tree_path=small_case_files["tree"], replace=True)
+    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.launch import run_evaluation
+
+    result = run_evaluation(dagster_instance(), started["evalId"])
+    assert not result.success
+    with pytest.raises(ConflictError, match="records changed"):
+        from eval_pipelines.stages.holdout import check_spec
+        from eval_pipelines.storage.warehouse import connect
+
+        with connect(Path("warehouse.duckdb").absolute(), read_only=True) as conn:
+            check_spec(conn, started["evalId"])
+    assert (
+        json.loads(json.dumps(api.get_holdout_eval(small_case, started["evalId"])))["status"]
+        == "registered"
+    )

@@ -1,0 +1,242 @@
+"""The ``eval-pipelines`` command end to end, as a user runs it: real processes, a real
+background Dagster run, dotted numeric codes with ``--levels``, and the bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+CLI = [sys.executable, "-m", "eval_pipelines.cli"]
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, env=os.environ.copy(), timeout=300
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+@pytest.fixture
+def tariff_files(workdir: Path) -> Path:
+    """Goods descriptions labelled with dotted 8-digit codes (2/4/6/8-digit levels)."""
+    rng = np.random.default_rng(0)
+    materials = ["cotton", "wool", "steel", "copper", "oak", "glass"]
+    goods = ["shirts", "rods", "sheets", "tubes", "panels", "threads"]
+    adjectives = ["red", "blue", "large", "small", "knitted", "rolled", "polished", "raw"]
+    rows = []
+    for m, material in enumerate(materials):
+        for g, good in enumerate(goods):
+            for v in range(3):
+                code = f"{m + 10:02d}{g + 1:02d}.{v + 1}0.00"
+                for i in range(4):
+                    words = [material, good, *rng.choice(adjectives, 2, replace=False)]
+                    rows.append(
+                        {
+                            "sku": f"{code}-{i}",
+                            "description": " ".join(words),
+                            "hs_code": code,
+                            "supplier": f"s{int(rng.integers(5))}",
+                        }
+                    )
+    path = workdir / "tariff.csv"
+    pl.DataFrame(rows).write_csv(path)
+    return path
+
+
+def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
+    created = json.loads(
+        run(
+            "case",
+            "create",
+            "tariff",
+            "--records",
+            str(tariff_files),
+            "--levels",
+            "2,4,6,8",
+            "--key-column",
+            "sku",
+            "--text-column",
+            "description",
+            "--label-column",
+            "hs_code",
+            "--target-depth",
+            "2,3",
+        ).stdout
+    )
+    assert created["records"] == 432 and created["treeMode"] == "prefix"
+    variants = workdir / "variants.json"
+    variants.write_text(
+        json.dumps([{"name": "baseline"}, {"name": "majority", "config": {"strategy": "majority"}}])
+    )
+    out = run(
+        "eval",
+        "holdout",
+        "tariff",
+        "--variants-file",
+        str(variants),
+        "--sample-size",
+        "50",
+        "--seed",
+        "3",
+        "--group-field",
+        "supplier",
+        "--wait",
+        "--json",
+    )
+    first_line, rest = out.stdout.split("\n", 1)
+    started = json.loads(first_line)
+    assert set(started) == {"evalId", "runId", "status"}
+    assert started["evalId"] == "tariff-e0001-s3"
+    status = json.loads(rest)
+    assert status["status"] == "complete" and status["runStatus"] == "SUCCESS"
+    assert [v["status"] for v in status["variants"]] == ["succeeded", "succeeded"]
+    report = status["report"]
+    assert report["sample"]["grouping"]["mode"] == "field"
+    assert [lv["name"] for lv in report["levels"]] == [
+        "2 characters",
+        "4 characters",
+        "6 characters",
+        "8 characters",
+    ]
+
+    again = json.loads(run("eval", "status", "tariff", started["evalId"], "--json").stdout)
+    assert again["report"] == report and again["sampleHash"] == report["sample"]["sampleHash"]
+    rows = [
+        json.loads(line)
+        for line in run(
+            "eval", "rows", "tariff", started["evalId"], "--variant", "majority"
+        ).stdout.splitlines()
+    ]
+    assert len(rows) == 50 and {r["variant"] for r in rows} == {"majority"}
+    errors = run("eval", "rows", "tariff", started["evalId"], "--errors-only").stdout
+    assert all(
+        not all(json.loads(r)["correct"][d] for d in ("2", "3") if d in json.loads(r)["correct"])
+        for r in errors.splitlines()
+    )
+
+
+def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
+    run(
+        "case",
+        "create",
+        "tariff",
+        "--records",
+        str(tariff_files),
+        "--levels",
+        "2,4,6,8",
+        "--key-column",
+        "sku",
+        "--text-column",
+        "description",
+        "--label-column",
+        "hs_code",
+    )
+    entry = workdir / "entry.yaml"
+    entry.write_text(
+        "id: m_steel\ninstruction: Steel goods are chapter 12.\n"
+        "when: {keywords: [steel]}\nthen: {prefer: ['12'], boost: 2}\n"
+    )
+    added = json.loads(run("memo", "add", "tariff", "--file", str(entry)).stdout)
+    assert added["status"] == "proposed"
+    approved = json.loads(run("memo", "approve", "tariff", "m_steel", "--by", "ana").stdout)
+    assert approved["status"] == "active"
+    listed = json.loads(run("memo", "list", "tariff").stdout)
+    assert listed[0]["approvedBy"] == "ana"
+    bad = workdir / "bad.yaml"
+    bad.write_text("instruction: x\nwhen: {keywords: [a]}\nthen: {assign: '99'}\n")
+    result = run("memo", "add", "tariff", "--file", str(bad), check=False)
+    assert result.returncode == 2 and "memo.then.assign" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sample-size", "9"], "sampleSize=9: must be an integer from 10 to 5000"),
+        (["--grouping-threshold", "1.5"], "grouping.threshold=1.5"),
+        (["--grouping-mode", "fuzzy"], "grouping.mode='fuzzy'"),
+        (["--grouping-mode", "none", "--group-field", "supplier"], "groupField='supplier'"),
+        (["--group-field", "colour"], "groupField='colour': is not a metadata column"),
+    ],
+)
+def test_bad_flags_exit_2_and_write_nothing(
+    workdir: Path, tariff_files: Path, flags: list[str], message: str
+) -> None:
+    run(
+        "case",
+        "create",
+        "tariff",
+        "--records",
+        str(tariff_files),
+        "--levels",
+        "2,4,6,8",
+        "--key-column",
+        "sku",
+        "--text-column",
+        "description",
+        "--label-column",
+        "hs_code",
+    )
+    variants = workdir / "variants.json"
+    variants.write_text(json.dumps([{"name": "baseline"}]))
+    result = run("eval", "holdout", "tariff", "--variants-file", str(variants), *flags, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    listed = run("eval", "holdout", "tariff", "--variants-file", str(variants), "--no-launch")
+    assert json.loads(listed.stdout)["evalId"] == "tariff-e0001-s7"  # nothing was reserved
+
+
+def test_bad_records_file_exit_2(workdir: Path, tariff_files: Path) -> None:
+    frame = pl.read_csv(tariff_files)
+    frame.with_columns(
+        pl.when(pl.col("sku") == frame["sku"][5])
+        .then(pl.lit("0101"))
+        .otherwise(pl.col("hs_code"))
+        .alias("hs_code")
+    ).write_csv("bad.csv")
+    result = run(
+        "case",
+        "create",
+        "tariff",
+        "--records",
+        "bad.csv",
+        "--levels",
+        "2,4,6,8",
+        "--key-column",
+        "sku",
+        "--text-column",
+        "description",
+        "--label-column",
+        "hs_code",
+        "--tree",
+        "x.csv",
+        check=False,
+    )
+    assert result.returncode == 2  # --tree and --levels together: argparse refuses
+    result = run(
+        "case",
+        "create",
+        "tariff",
+        "--records",
+        "bad.csv",
+        "--levels",
+        "2,4,6",
+        "--key-column",
+        "sku",
+        "--text-column",
+        "description",
+        "--label-column",
+        "hs_code",
+        check=False,
+    )
+    assert result.returncode == 2 and "label=" in result.stderr
+    assert not (workdir / "warehouse.duckdb").exists()
