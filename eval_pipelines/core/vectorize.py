@@ -144,11 +144,13 @@ def _features_reference(text: str, n_features: int = DEFAULT_N_FEATURES) -> dict
 
 @numba.njit(cache=True, inline="always")
 def _fnv_step(h: int, byte: int) -> int:
+    """One FNV-1a round; int64 arithmetic with a 32-bit mask (numba widens uint32 anyway)."""
     return ((h ^ byte) * _FNV_PRIME) & _MASK32
 
 
 @numba.njit(cache=True, inline="always")
 def _word_byte(byte: int) -> bool:
+    """Same rule as :func:`_is_word_byte`, lower-case letters tested first (most frequent)."""
     return (
         (byte >= 97 and byte <= 122)
         or (byte >= 48 and byte <= 57)

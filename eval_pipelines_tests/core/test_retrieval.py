@@ -1,0 +1,267 @@
+"""Exact neighbour search: the numba scan against the scipy/numpy brute-force reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from eval_pipelines.core import retrieval as rt
+from eval_pipelines.core import vectorize as vz
+
+_DEMO_RECORDS = Path(__file__).resolve().parents[2] / "data" / "demo" / "icd10cm_records.parquet"
+
+_TEMPLATES = [
+    "{fx} of {bone}, {side}, {enc}",
+    "{fx} of shaft of {bone}, {side}",
+    "Pain in {side} {joint}",
+    "Osteoarthritis of {side} {joint}, stage {n}",
+    "{burn} degree burn of {side} {joint}, {enc}",
+    "Type {n} diabetes with {comp}",
+    "Contusion of {side} {joint} {enc}",
+]
+_FILL = {
+    "fx": ["Displaced fracture", "Nondisplaced fracture", "Fracture", "Torus fracture", "Fx"],
+    "bone": ["femur", "tibia", "fibula", "radius", "ulna", "humerus", "r femr"],
+    "side": ["left", "right", "bilateral", "unspecified", "l", "r"],
+    "enc": ["initial encounter", "subsequent encounter", "sequela", "init", "subs"],
+    "joint": ["knee", "hip", "shoulder", "elbow", "wrist", "ankle"],
+    "n": ["1", "2", "3", "4", "10"],
+    "burn": ["First", "Second", "Third"],
+    "comp": ["neuropathy", "nephropathy", "retinopathy", "ketoacidosis", "hyperosmolarity"],
+}
+
+
+def _synthetic_texts(n: int, seed: int) -> list[str]:
+    """Near-duplicate-rich texts: templates with swapped words, laterality and numbers."""
+    rng = np.random.default_rng(seed)
+    texts: list[str] = []
+    while len(texts) < n:
+        template = _TEMPLATES[int(rng.integers(len(_TEMPLATES)))]
+        values = {key: words[int(rng.integers(len(words)))] for key, words in _FILL.items()}
+        text = template.format(**values)
+        if rng.random() < 0.1:
+            # A word swap keeps the words but changes the bigrams.
+            words = text.split()
+            i, j = rng.integers(len(words), size=2)
+            words[i], words[j] = words[j], words[i]
+            text = " ".join(words)
+        texts.append(text)
+    # Edge rows: exact duplicates, empty texts, and a text sharing no feature with the rest.
+    texts[10] = texts[11] = texts[12] = texts[13]
+    texts[20] = ""
+    texts[21] = "?!"
+    texts[30] = "ǅǆǇ Ꙁꙁ"
+    return texts
+
+
+@pytest.fixture(scope="module")
+def index() -> rt.EvidenceIndex:
+    _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+    return rt.build_evidence_index(matrix)
+
+
+@pytest.fixture(scope="module")
+def queries() -> np.ndarray:
+    rng = np.random.default_rng(2)
+    sample = rng.choice(3000, size=400, replace=False)
+    return np.concatenate([[10, 13, 20, 21, 30], sample[~np.isin(sample, [10, 13, 20, 21, 30])]])
+
+
+def _assert_same(fast: rt.SearchResult, slow: rt.SearchResult) -> None:
+    # Both paths add the same float32 products in the same order, so scores are bit-identical
+    # and ties break identically (smaller id first).
+    np.testing.assert_array_equal(fast.neighbours, slow.neighbours)
+    np.testing.assert_array_equal(fast.similarities, slow.similarities)
+    np.testing.assert_array_equal(fast.near_duplicate_indptr, slow.near_duplicate_indptr)
+    np.testing.assert_array_equal(fast.near_duplicate_indices, slow.near_duplicate_indices)
+    assert fast.neighbours.dtype == np.int32
+    assert fast.similarities.dtype == np.float32
+    assert fast.near_duplicate_indptr.dtype == np.int64
+    assert fast.near_duplicate_indices.dtype == np.int32
+
+
+def _near_duplicates(result: rt.SearchResult, row: int) -> np.ndarray:
+    indptr = result.near_duplicate_indptr
+    return result.near_duplicate_indices[indptr[row] : indptr[row + 1]]
+
+
+def test_index_is_the_transpose(index: rt.EvidenceIndex) -> None:
+    assert index.n_docs == 3000
+    assert (index.postings != index.docs.T.tocsr()).nnz == 0
+    assert index.postings.indices.dtype == np.int32
+    assert index.postings.has_sorted_indices
+
+
+@pytest.mark.parametrize("threshold", [None, 0.93, 0.98, 1.0])
+def test_search_equals_brute_force(
+    index: rt.EvidenceIndex, queries: np.ndarray, threshold: float | None
+) -> None:
+    fast = rt.search(index, queries, k=20, near_duplicate_threshold=threshold)
+    slow = rt.search_brute_force(index, queries, k=20, near_duplicate_threshold=threshold)
+    _assert_same(fast, slow)
+    if threshold is None:
+        assert fast.near_duplicate_indices.size == 0
+    else:
+        assert fast.near_duplicate_indices.size > 0
+    sims = fast.similarities
+    valid = fast.neighbours >= 0
+    assert np.all(np.diff(sims, axis=1) <= 0)
+    assert np.all(sims[valid] > 0) and np.all(sims[~valid] == 0)
+    for row, q in enumerate(queries):
+        assert q not in fast.neighbours[row]
+        near = _near_duplicates(fast, row)
+        assert q not in near
+        assert np.all(np.diff(near) > 0)
+        assert not np.isin(fast.neighbours[row], near).any()
+
+
+def test_exact_duplicates_at_threshold_one(index: rt.EvidenceIndex) -> None:
+    result = rt.search(index, np.array([10, 13]), k=5, near_duplicate_threshold=1.0)
+    assert _near_duplicates(result, 0).tolist() == [11, 12, 13]
+    assert _near_duplicates(result, 1).tolist() == [10, 11, 12]
+    without = rt.search(index, np.array([10]), k=5)
+    assert without.neighbours[0, :3].tolist() == [11, 12, 13]
+
+
+def test_exclusions_are_honoured_without_shortfall(
+    index: rt.EvidenceIndex, queries: np.ndarray
+) -> None:
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(0, 60, size=queries.shape[0])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    # Leave out each query's own top documents too, so the exclusions bite.
+    plain = rt.search(index, queries, k=30)
+    lists = []
+    for row, length in enumerate(lengths):
+        own = plain.neighbours[row, : length // 2]
+        own = own[own >= 0]
+        lists.append(np.concatenate([own, rng.integers(0, index.n_docs, length - own.size)]))
+    indices = np.concatenate(lists).astype(np.int32)
+    for threshold in (None, 0.93):
+        fast = rt.search(
+            index,
+            queries,
+            k=30,
+            near_duplicate_threshold=threshold,
+            exclude_indptr=indptr,
+            exclude_indices=indices,
+        )
+        slow = rt.search_brute_force(
+            index,
+            queries,
+            k=30,
+            near_duplicate_threshold=threshold,
+            exclude_indptr=indptr,
+            exclude_indices=indices,
+        )
+        _assert_same(fast, slow)
+        scores = (index.docs[queries] @ index.docs.T).toarray()
+        for row, q in enumerate(queries):
+            left_out = set(indices[indptr[row] : indptr[row + 1]].tolist())
+            left_out |= set(_near_duplicates(fast, row).tolist()) | {int(q)}
+            assert not left_out & set(fast.neighbours[row].tolist())
+            available = np.count_nonzero(scores[row] > 0) - len(
+                [d for d in left_out if scores[row, d] > 0]
+            )
+            assert np.count_nonzero(fast.neighbours[row] >= 0) == min(30, available)
+
+
+def test_k_beyond_the_corpus_pads_with_minus_one() -> None:
+    _, matrix = vz.fit_transform(["left knee", "right knee", "knee pain", "ear"])
+    index = rt.build_evidence_index(matrix)
+    for fn in (rt.search, rt.search_brute_force):
+        result = fn(index, np.array([0, 3]), k=10)
+        assert result.neighbours.shape == (2, 10)
+        assert sorted(result.neighbours[0, :2].tolist()) == [1, 2]
+        assert np.all(result.neighbours[0, 2:] == -1)
+        assert np.all(result.similarities[0, 2:] == 0)
+        # "ear" shares no feature with the others.
+        assert np.all(result.neighbours[1] == -1)
+
+
+def test_empty_rows_and_isolated_texts(index: rt.EvidenceIndex) -> None:
+    assert index.docs[20].nnz == 0 and index.docs[21].nnz == 0
+    # The isolated text shares no hashed feature with any other document.
+    assert (index.docs @ index.docs[30].T).nnz == 1
+    result = rt.search(index, np.array([20, 21, 30]), k=8, near_duplicate_threshold=0.93)
+    assert np.all(result.neighbours == -1)
+    assert np.all(result.similarities == 0)
+    assert result.near_duplicate_indices.size == 0
+    everyone = rt.search(index, np.arange(index.n_docs), k=50)
+    assert not np.isin(everyone.neighbours, [20, 21, 30]).any()
+
+
+def test_near_duplicate_overflow_is_rerun(
+    index: rt.EvidenceIndex, queries: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = rt.search_brute_force(index, queries, k=10, near_duplicate_threshold=0.93)
+    assert np.diff(expected.near_duplicate_indptr).max() > 2
+    monkeypatch.setattr(rt, "_NEAR_DUPLICATE_CAP", 2)
+    _assert_same(rt.search(index, queries, k=10, near_duplicate_threshold=0.93), expected)
+
+
+def test_thread_count_does_not_change_results(index: rt.EvidenceIndex, queries: np.ndarray) -> None:
+    one = rt.search(index, queries, k=16, near_duplicate_threshold=0.98, n_threads=1)
+    two = rt.search(index, queries, k=16, near_duplicate_threshold=0.98, n_threads=2)
+    _assert_same(one, two)
+    empty = rt.search(index, np.zeros(0, dtype=np.int64), k=4, near_duplicate_threshold=0.98)
+    assert empty.neighbours.shape == (0, 4)
+    assert empty.near_duplicate_indptr.tolist() == [0]
+
+
+def test_save_and_load_round_trip(index: rt.EvidenceIndex, tmp_path: Path) -> None:
+    path = tmp_path / "evidence.npz"
+    rt.save_evidence_index(index, path)
+    rt.save_evidence_index(index, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["evidence.npz"]
+    loaded = rt.load_evidence_index(path)
+    assert loaded.n_docs == index.n_docs
+    for name in ("docs", "postings"):
+        a: sp.csr_matrix = getattr(loaded, name)
+        b: sp.csr_matrix = getattr(index, name)
+        assert a.shape == b.shape
+        for field in ("data", "indices", "indptr"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+            assert getattr(a, field).dtype == getattr(b, field).dtype
+    queries = np.arange(0, 3000, 97)
+    _assert_same(
+        rt.search(loaded, queries, k=5, near_duplicate_threshold=0.98),
+        rt.search(index, queries, k=5, near_duplicate_threshold=0.98),
+    )
+
+
+def test_bad_arguments_are_refused(index: rt.EvidenceIndex) -> None:
+    q = np.array([1, 2])
+    with pytest.raises(ValueError, match="near_duplicate_threshold"):
+        rt.search(index, q, k=3, near_duplicate_threshold=0.0)
+    with pytest.raises(ValueError, match="near_duplicate_threshold"):
+        rt.search(index, q, k=3, near_duplicate_threshold=1.5)
+    with pytest.raises(ValueError, match="give both"):
+        rt.search(index, q, k=3, exclude_indptr=np.array([0, 0, 0]))
+    with pytest.raises(ValueError, match="exclude_indptr.shape"):
+        rt.search(index, q, k=3, exclude_indptr=np.array([0, 0]), exclude_indices=np.array([]))
+    with pytest.raises(ValueError, match="exclude_indices"):
+        rt.search(index, q, k=3, exclude_indptr=np.array([0, 1, 1]), exclude_indices=[5000])
+    with pytest.raises(ValueError, match="query_docs"):
+        rt.search(index, np.array([3000]), k=3)
+    with pytest.raises(ValueError, match="k="):
+        rt.search(index, q, k=0)
+
+
+def test_demo_records_match_brute_force() -> None:
+    if not _DEMO_RECORDS.exists():
+        pytest.skip(f"{_DEMO_RECORDS} is absent")
+    import polars as pl
+
+    texts = pl.read_parquet(_DEMO_RECORDS, columns=["text"]).get_column("text").to_list()
+    _, matrix = vz.fit_transform(texts)
+    index = rt.build_evidence_index(matrix)
+    queries = np.random.default_rng(9).choice(index.n_docs, size=60, replace=False)
+    for threshold in (0.93, 1.0):
+        _assert_same(
+            rt.search(index, queries, k=64, near_duplicate_threshold=threshold),
+            rt.search_brute_force(index, queries, k=64, near_duplicate_threshold=threshold),
+        )
