@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
 	@mkdir -p $(DAGSTER_HOME)
-	@$(BIN)/dagster instance concurrency set duckdb 1 >/dev/null 2>&1 || true
+	@$(BIN)/dagster instance concurrency set duckdb 1
 
 demo: install  ## build the ICD-10-CM demo case and run a two-variant holdout evaluation
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \

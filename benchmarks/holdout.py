@@ -68,8 +68,9 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 def peak_rss_mb(command: list[str], env: dict[str, str]) -> float:
     """Peak resident memory of a child process, in MB (Linux reports ru_maxrss in KB)."""
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
         raise SystemExit(f"{command} failed with status {status}")
@@ -89,8 +90,9 @@ def retrieval_figures(warehouse: Path, index_dir: Path, queries: int, threads: i
     with connect(warehouse, read_only=True) as conn:
         info = load_case(conn, "icd10cm")
         records = load_records(conn, "icd10cm")
-    handle = load_or_build_index(index_dir, "icd10cm", info.records_version,
-                                 records.get_column("text").to_list())
+    handle = load_or_build_index(
+        index_dir, "icd10cm", info.records_version, records.get_column("text").to_list()
+    )
     line("index_load_cached_s", handle.seconds)
     index = handle.index
     rng = np.random.default_rng(7)
@@ -99,8 +101,9 @@ def retrieval_figures(warehouse: Path, index_dir: Path, queries: int, threads: i
     metadata = records.get_column("metadata").to_list()
     search(index, positions[:10], k=20, near_duplicate_threshold=0.98, n_threads=threads)
     started = time.perf_counter()
-    compute_leave_out(index, keys, metadata, positions, Grouping(), candidates=20,
-                      n_threads=threads)
+    compute_leave_out(
+        index, keys, metadata, positions, Grouping(), candidates=20, n_threads=threads
+    )
     seconds = time.perf_counter() - started
     rows = index.docs[positions]
     lengths = np.diff(index.postings.indptr)
@@ -113,8 +116,10 @@ def retrieval_figures(warehouse: Path, index_dir: Path, queries: int, threads: i
     sample = positions[:300]
     fast = search(index, sample, k=20, near_duplicate_threshold=0.98, n_threads=threads)
     exact = search_brute_force(index, sample, k=20, near_duplicate_threshold=0.98)
-    hits = sum(len(set(a[a >= 0]) & set(b[b >= 0])) for a, b in
-               zip(fast.neighbours, exact.neighbours, strict=True))
+    hits = sum(
+        len(set(a[a >= 0]) & set(b[b >= 0]))
+        for a, b in zip(fast.neighbours, exact.neighbours, strict=True)
+    )
     total = int((exact.neighbours >= 0).sum())
     line("recall_at_20_vs_brute_force_300_queries", hits / total if total else 1.0)
 
@@ -128,19 +133,35 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="eval-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     warehouse, index_dir = workdir / "warehouse.duckdb", workdir / "indexes"
-    env = dict(os.environ, EVAL_PIPELINES_WAREHOUSE=str(warehouse),
-               EVAL_PIPELINES_INDEX_DIR=str(index_dir), DAGSTER_HOME=str(workdir / "dagster"),
-               EVAL_PIPELINES_THREADS=str(args.threads),
-               NUMBA_CACHE_DIR=str(workdir / "numba-cache"))
+    env = dict(
+        os.environ,
+        EVAL_PIPELINES_WAREHOUSE=str(warehouse),
+        EVAL_PIPELINES_INDEX_DIR=str(index_dir),
+        DAGSTER_HOME=str(workdir / "dagster"),
+        EVAL_PIPELINES_THREADS=str(args.threads),
+        NUMBA_CACHE_DIR=str(workdir / "numba-cache"),
+    )
     (workdir / "dagster").mkdir(exist_ok=True)
     python, cli = sys.executable, [sys.executable, "-m", "eval_pipelines.cli"]
     line("workdir", workdir)
     line("cpu_count", os.cpu_count() or 0)
 
-    seconds, _ = timed([*cli, "case", "create", "icd10cm", "--records",
-                        str(DEMO / "icd10cm_records.parquet"), "--tree",
-                        str(DEMO / "icd10cm_tree.parquet"), "--target-depth", "3,4",
-                        "--replace"], env)
+    seconds, _ = timed(
+        [
+            *cli,
+            "case",
+            "create",
+            "icd10cm",
+            "--records",
+            str(DEMO / "icd10cm_records.parquet"),
+            "--tree",
+            str(DEMO / "icd10cm_tree.parquet"),
+            "--target-depth",
+            "3,4",
+            "--replace",
+        ],
+        env,
+    )
     line("case_create_s", seconds)
     cold_wall, out = timed([python, "-c", BUILD_INDEX, str(warehouse), str(index_dir)], env)
     line("index_build_cold_s", float(out.split()[0]))
@@ -154,9 +175,23 @@ def main() -> None:
     variants = workdir / "variants.json"
     variants.write_text(json.dumps(VARIANTS))
     for size in [int(s) for s in args.sizes.split(",")]:
-        seconds, out = timed([*cli, "eval", "holdout", "icd10cm", "--variants-file",
-                              str(variants), "--sample-size", str(size), "--seed", "7",
-                              "--wait", "--json"], env)
+        seconds, out = timed(
+            [
+                *cli,
+                "eval",
+                "holdout",
+                "icd10cm",
+                "--variants-file",
+                str(variants),
+                "--sample-size",
+                str(size),
+                "--seed",
+                "7",
+                "--wait",
+                "--json",
+            ],
+            env,
+        )
         report = json.loads(out.split("\n", 1)[1])["report"]
         line(f"eval_holdout_wait_{size}x2_s", seconds)
         for variant in report["variants"]:
@@ -165,8 +200,9 @@ def main() -> None:
         rss = peak_rss_mb([python, "-c", RUN_INLINE, json.dumps(VARIANTS), str(size)], env)
         line(f"peak_rss_run_{size}x2_mb", rss)
 
-    retrieval_figures(warehouse, index_dir, max(int(s) for s in args.sizes.split(",")),
-                      args.threads)
+    retrieval_figures(
+        warehouse, index_dir, max(int(s) for s in args.sizes.split(",")), args.threads
+    )
 
 
 if __name__ == "__main__":

@@ -130,30 +130,32 @@ def _vote_one(
     pool = retrieved[: config.candidates]
     matched = [entry for entry in memo if entry.rule.matches(record.text, record.metadata)]
     applied = [entry.entry_id for entry in matched]
-    common = {
-        "record_key": record.record_key,
-        "requested_candidates": config.candidates,
-        "memo_applied": applied,
-    }
+
+    def common(**fields: Any) -> Prediction:
+        return Prediction(
+            record_key=record.record_key,
+            requested_candidates=config.candidates,
+            memo_applied=applied,
+            **fields,
+        )
+
     for entry in matched:
         if entry.rule.action == "decline":
-            return Prediction(
+            return common(
                 code=None,
                 confidence=0.0,
                 route="declined",
                 effective_candidates=len(pool),
-                **common,
             )
     for entry in matched:
         if entry.rule.action == "assign":
             code = entry.rule.codes[0]
-            return Prediction(
+            return common(
                 code=code,
                 confidence=1.0,
                 route="auto",
                 candidates=[{"code": code, "score": 1.0}],
                 effective_candidates=len(pool),
-                **common,
             )
 
     weights = _weights(pool, config.strategy)
@@ -170,9 +172,7 @@ def _vote_one(
     effective = sum(1 for w in weights if w > 0)
     total = sum(weights)
     if total <= 0:
-        return Prediction(
-            code=None, confidence=0.0, route="declined", effective_candidates=effective, **common
-        )
+        return common(code=None, confidence=0.0, route="declined", effective_candidates=effective)
 
     label_scores: dict[str, float] = defaultdict(float)
     for item, weight in zip(pool, weights, strict=True):
@@ -201,13 +201,12 @@ def _vote_one(
         alive = [i for i in alive if tree.ancestor_at(pool[i].label_node, depth) == best]
 
     if not chosen:
-        return Prediction(
+        return common(
             code=None,
             confidence=0.0,
             route="declined",
             candidates=candidates,
             effective_candidates=effective,
-            **common,
         )
     code, confidence = chosen[-1]
     if len(chosen) < target:
@@ -216,13 +215,12 @@ def _vote_one(
         route = "auto"
     else:
         route = "review"
-    return Prediction(
+    return common(
         code=code,
         confidence=round(confidence, 6),
         route=route,
         candidates=candidates,
         effective_candidates=effective,
-        **common,
     )
 
 

@@ -130,8 +130,8 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
         value = then[action]
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not items or (action == "assign" and len(items) != 1):
-            rule = "one code" if action == "assign" else "a code or a list of codes"
-            raise InputError(f"memo.then.{action}", value, f"must be {rule}")
+            expected = "one code" if action == "assign" else "a code or a list of codes"
+            raise InputError(f"memo.then.{action}", value, f"must be {expected}")
         nodes = []
         for code in items:
             node = tree.node_of(str(code))

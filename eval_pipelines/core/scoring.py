@@ -126,13 +126,16 @@ def score_variant(outcomes: pl.DataFrame, tree: CodeTree, target_depth: tuple[in
 
 def leave_out_summary(predictions: pl.DataFrame) -> dict[str, Any]:
     """Requested vs effective candidates, and how many rows fell short."""
-    requested = predictions.get_column("requested_candidates")
-    effective = predictions.get_column("effective_candidates")
+    stats = predictions.select(
+        pl.col("requested_candidates").max().fill_null(0).alias("requested"),
+        pl.col("effective_candidates").mean().fill_null(0.0).alias("mean"),
+        pl.col("effective_candidates").min().fill_null(0).alias("min"),
+    ).row(0, named=True)
     short = predictions.filter(pl.col("effective_candidates") < pl.col("requested_candidates"))
     return {
-        "requestedCandidates": int(requested.max() or 0),
-        "effectiveCandidatesMean": round(float(effective.mean() or 0.0), 3),
-        "effectiveCandidatesMin": int(effective.min() or 0),
+        "requestedCandidates": int(stats["requested"]),
+        "effectiveCandidatesMean": round(float(stats["mean"]), 3),
+        "effectiveCandidatesMin": int(stats["min"]),
         "rowsShort": short.height,
         "rowsShortKeys": short.get_column("record_key").head(20).to_list(),
     }

@@ -25,9 +25,13 @@ def test_grouping_resolution():
         parse_grouping(None, float("nan"), None)
 
 
-def _variants(raw, shared=ClassifyConfig()):
+def _variants(raw, shared=None):
     return parse_variants(
-        raw, shared_config=shared, pinned_target_depth=(4,), known_memo_ids={"m_1"}, max_depth=7
+        raw,
+        shared_config=shared or ClassifyConfig(),
+        pinned_target_depth=(4,),
+        known_memo_ids={"m_1"},
+        max_depth=7,
     )
 
 
