@@ -413,6 +413,17 @@ def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str
     return statuses
 
 
+def _latest_run(instance: Any, eval_id: str, launched_run_id: str | None) -> Any:
+    """The newest run of this evaluation's partition (launched here, from the UI or the
+    dagster CLI), else the run the API launched (it may not have started yet)."""
+    from dagster import RunsFilter
+
+    runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": eval_id}), limit=1)
+    if runs:
+        return runs[0]
+    return instance.get_run_by_id(launched_run_id) if launched_run_id else None
+
+
 def get_holdout_eval(
     case_id: str, eval_id: str, *, warehouse: Path | str | None = None
 ) -> dict[str, Any]:
@@ -428,9 +439,9 @@ def get_holdout_eval(
         sample = evaluations.load_sample(conn, eval_id)
         sample_hash = sample.get_column("sample_hash")[0] if sample.height else None
     spec = json.loads(row["spec_json"])
-    run_id = row["run_id"]
     instance = dagster_instance()
-    run = instance.get_run_by_id(run_id) if run_id else None
+    run = _latest_run(instance, eval_id, row["run_id"])
+    run_id = run.run_id if run is not None else row["run_id"]
     run_status = run.status.value if run is not None else None
     steps = (
         _step_statuses(instance, run_id, [v["stepKey"] for v in spec["variants"]]) if run else {}
@@ -441,7 +452,7 @@ def get_holdout_eval(
         status = "failed"
     elif run_status == "SUCCESS":
         status = "failed"  # a successful run always writes the report
-    elif run_id is None:
+    elif run is None and row["run_id"] is None:
         status = "registered"
     else:
         status = "running"

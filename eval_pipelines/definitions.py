@@ -6,8 +6,16 @@ from eval_pipelines.defs.holdout_assets import holdout_assets
 from eval_pipelines.defs.jobs import holdout_eval_job
 from eval_pipelines.defs.resources import WarehouseResource
 
+# In-process execution: on 2 cores a whole evaluation runs in ~5 s in one process against
+# ~30 s with a process per step (measured here; most of it is process start-up). Steps stay
+# separate (one per variant, each with its own logs and retries). On a bigger machine, swap in
+# dg.multiprocess_executor (or dagster-k8s's k8s_job_executor, see the README) to classify the
+# variants in parallel.
+EXECUTOR = dg.in_process_executor
+
 defs = dg.Definitions(
     assets=holdout_assets,
     jobs=[holdout_eval_job],
     resources={"warehouse": WarehouseResource()},
+    executor=EXECUTOR,
 )

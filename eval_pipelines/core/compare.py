@@ -49,6 +49,6 @@ def compare_outcomes(
             "bothRight": both_right,
             "bothWrong": both_wrong,
             "difference": round((newly_right - newly_wrong) / pairs, 6) if pairs else None,
-            "mcnemarP": round(test.pvalue, 8),
+            "mcnemarP": test.pvalue,
         }
     return levels
