@@ -165,6 +165,72 @@ def cmd_eval_status(args: argparse.Namespace) -> int:
     return 1 if status["status"] == "failed" else 0
 
 
+def cmd_eval_compare(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    result = api.compare_holdout_evals(
+        args.case,
+        baseline_eval_id=args.baseline_eval_id,
+        candidate_eval_id=args.candidate_eval_id,
+        baseline_variant=args.baseline_variant,
+        candidate_variant=args.candidate_variant,
+        warehouse=args.warehouse,
+    )
+    _print(result)
+    return 0
+
+
+def cmd_memo_evaluate(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    config = _read_json_file(args.config_file, "--config-file") if args.config_file else None
+    started = api.evaluate_memo_entry(
+        args.case,
+        args.entry_id,
+        sample_size=args.sample_size,
+        seed=args.seed,
+        grouping=_grouping(args),
+        group_field=args.group_field,
+        config=config,
+        warehouse=args.warehouse,
+    )
+    print(json.dumps(started), flush=True)
+    if not args.wait:
+        return 0
+    status = api.wait_for_eval(
+        args.case,
+        started["evalId"],
+        timeout=args.timeout,
+        warehouse=args.warehouse,
+        progress=_progress,
+    )
+    _print_report(status, args.json)
+    return 0
+
+
+def _grouping(args: argparse.Namespace) -> dict[str, Any]:
+    grouping: dict[str, Any] = {}
+    if args.grouping_mode is not None:
+        grouping["mode"] = args.grouping_mode
+    if args.grouping_threshold is not None:
+        grouping["threshold"] = args.grouping_threshold
+    return grouping
+
+
+def _add_eval_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--sample-size", type=int, default=SAMPLE_SIZE_DEFAULT)
+    command.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    command.add_argument(
+        "--grouping-mode", default=None, help="nearDuplicate (default), field or none"
+    )
+    command.add_argument("--grouping-threshold", type=float, default=None)
+    command.add_argument("--group-field", default=None)
+    command.add_argument("--config-file", default=None)
+    command.add_argument("--wait", action="store_true", help="block until the report exists")
+    command.add_argument("--json", action="store_true", help="print the report as JSON")
+    command.add_argument("--timeout", type=float, default=3600)
+
+
 def cmd_eval_rows(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
@@ -228,6 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("entry_id")
     approve.add_argument("--by", required=True)
     approve.set_defaults(func=cmd_memo_approve)
+    evaluate = memo.add_parser(
+        "evaluate", help="memo A/B: active memo vs active memo plus this proposed entry"
+    )
+    evaluate.add_argument("case")
+    evaluate.add_argument("entry_id")
+    _add_eval_flags(evaluate)
+    evaluate.set_defaults(func=cmd_memo_evaluate)
     memo_list = memo.add_parser("list", help="list entries")
     memo_list.add_argument("case")
     memo_list.set_defaults(func=cmd_memo_list)
@@ -262,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.add_argument("--timeout", type=float, default=3600)
     status.set_defaults(func=cmd_eval_status)
+    compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
+    compare.add_argument("case")
+    compare.add_argument("baseline_eval_id")
+    compare.add_argument("candidate_eval_id")
+    compare.add_argument("--baseline-variant", required=True)
+    compare.add_argument("--candidate-variant", required=True)
+    compare.set_defaults(func=cmd_eval_compare)
     rows = evals.add_parser("rows", help="one JSON line per sampled record and variant")
     rows.add_argument("case")
     rows.add_argument("eval_id")

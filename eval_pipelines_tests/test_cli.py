@@ -117,6 +117,50 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
         ).stdout.splitlines()
     ]
     assert len(rows) == 50 and {r["variant"] for r in rows} == {"majority"}
+    compared = json.loads(
+        run(
+            "eval",
+            "compare",
+            "tariff",
+            started["evalId"],
+            started["evalId"],
+            "--baseline-variant",
+            "baseline",
+            "--candidate-variant",
+            "majority",
+        ).stdout
+    )
+    assert compared["levels"] == report["comparisons"][0]["levels"]
+    other = json.loads(
+        run(
+            "eval",
+            "holdout",
+            "tariff",
+            "--variants-file",
+            str(variants),
+            "--sample-size",
+            "50",
+            "--seed",
+            "4",
+            "--group-field",
+            "supplier",
+            "--wait",
+            "--json",
+        ).stdout.split("\n", 1)[0]
+    )
+    refused = run(
+        "eval",
+        "compare",
+        "tariff",
+        started["evalId"],
+        other["evalId"],
+        "--baseline-variant",
+        "baseline",
+        "--candidate-variant",
+        "baseline",
+        check=False,
+    )
+    assert refused.returncode == 2 and "sample hash differs" in refused.stderr
     errors = run("eval", "rows", "tariff", started["evalId"], "--errors-only").stdout
     assert all(
         not all(json.loads(r)["correct"][d] for d in ("2", "3") if d in json.loads(r)["correct"])
