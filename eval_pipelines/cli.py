@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -109,26 +110,18 @@ def cmd_memo_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval_holdout(args: argparse.Namespace) -> int:
+def _start_and_maybe_wait(args: argparse.Namespace, start: Any) -> int:
+    """Start an evaluation with the shared eval flags, print its ids, and wait if asked."""
     from eval_pipelines import api
 
-    variants = _read_json_file(args.variants_file, "--variants-file")
     config = _read_json_file(args.config_file, "--config-file") if args.config_file else None
-    grouping: dict[str, Any] = {}
-    if args.grouping_mode is not None:
-        grouping["mode"] = args.grouping_mode
-    if args.grouping_threshold is not None:
-        grouping["threshold"] = args.grouping_threshold
-    started = api.start_holdout_eval(
-        args.case,
-        variants,
+    started = start(
         sample_size=args.sample_size,
         seed=args.seed,
-        grouping=grouping,
+        grouping=_grouping(args),
         group_field=args.group_field,
         config=config,
         warehouse=args.warehouse,
-        launch="none" if args.no_launch else "background",
     )
     print(json.dumps(started), flush=True)
     if not args.wait:
@@ -142,6 +135,16 @@ def cmd_eval_holdout(args: argparse.Namespace) -> int:
     )
     _print_report(status, args.json)
     return 0
+
+
+def cmd_eval_holdout(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    variants = _read_json_file(args.variants_file, "--variants-file")
+    launch = "none" if args.no_launch else "background"
+    return _start_and_maybe_wait(
+        args, partial(api.start_holdout_eval, args.case, variants, launch=launch)
+    )
 
 
 def cmd_eval_status(args: argparse.Namespace) -> int:
@@ -183,29 +186,7 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
 def cmd_memo_evaluate(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    config = _read_json_file(args.config_file, "--config-file") if args.config_file else None
-    started = api.evaluate_memo_entry(
-        args.case,
-        args.entry_id,
-        sample_size=args.sample_size,
-        seed=args.seed,
-        grouping=_grouping(args),
-        group_field=args.group_field,
-        config=config,
-        warehouse=args.warehouse,
-    )
-    print(json.dumps(started), flush=True)
-    if not args.wait:
-        return 0
-    status = api.wait_for_eval(
-        args.case,
-        started["evalId"],
-        timeout=args.timeout,
-        warehouse=args.warehouse,
-        progress=_progress,
-    )
-    _print_report(status, args.json)
-    return 0
+    return _start_and_maybe_wait(args, partial(api.evaluate_memo_entry, args.case, args.entry_id))
 
 
 def _grouping(args: argparse.Namespace) -> dict[str, Any]:

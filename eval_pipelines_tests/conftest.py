@@ -38,3 +38,17 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
+    """The four-chapter case, created in this test's warehouse with target depth 3,4."""
+    from eval_pipelines import api
+
+    api.create_case(
+        "small",
+        small_case_files["records"],
+        tree_path=small_case_files["tree"],
+        target_depth=[3, 4],
+    )
+    return "small"

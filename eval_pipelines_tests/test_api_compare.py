@@ -10,17 +10,6 @@ from eval_pipelines import api
 from eval_pipelines.core.errors import ConflictError, InputError
 
 
-@pytest.fixture
-def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
-    api.create_case(
-        "small",
-        small_case_files["records"],
-        tree_path=small_case_files["tree"],
-        target_depth=[3, 4],
-    )
-    return "small"
-
-
 def _start(case: str, **kwargs) -> str:
     variants = kwargs.pop("variants", [{"name": "baseline"}])
     return api.start_holdout_eval(case, variants, launch="inline", **kwargs)["evalId"]

@@ -17,17 +17,6 @@ from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 VARIANTS = [{"name": "baseline"}, {"name": "five nearest", "config": {"candidates": 5}}]
 
 
-@pytest.fixture
-def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
-    api.create_case(
-        "small",
-        small_case_files["records"],
-        tree_path=small_case_files["tree"],
-        target_depth=[3, 4],
-    )
-    return "small"
-
-
 def _count(table: str) -> int:
     with duckdb.connect(str(Path("warehouse.duckdb").absolute()), read_only=True) as conn:
         row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()

@@ -25,6 +25,34 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
+TARIFF_COLUMNS = (
+    "--key-column",
+    "sku",
+    "--text-column",
+    "description",
+    "--label-column",
+    "hs_code",
+)
+
+
+def create_tariff(
+    records: Path | str, *extra: str, levels: str = "2,4,6,8", check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``case create tariff`` with the goods file's column names."""
+    return run(
+        "case",
+        "create",
+        "tariff",
+        "--records",
+        str(records),
+        "--levels",
+        levels,
+        *TARIFF_COLUMNS,
+        *extra,
+        check=check,
+    )
+
+
 @pytest.fixture
 def tariff_files(workdir: Path) -> Path:
     """Goods descriptions labelled with dotted 8-digit codes (2/4/6/8-digit levels)."""
@@ -53,25 +81,7 @@ def tariff_files(workdir: Path) -> Path:
 
 
 def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
-    created = json.loads(
-        run(
-            "case",
-            "create",
-            "tariff",
-            "--records",
-            str(tariff_files),
-            "--levels",
-            "2,4,6,8",
-            "--key-column",
-            "sku",
-            "--text-column",
-            "description",
-            "--label-column",
-            "hs_code",
-            "--target-depth",
-            "2,3",
-        ).stdout
-    )
+    created = json.loads(create_tariff(tariff_files, "--target-depth", "2,3").stdout)
     assert created["records"] == 432 and created["treeMode"] == "prefix"
     variants = workdir / "variants.json"
     variants.write_text(
@@ -169,21 +179,7 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
 
 
 def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
-    run(
-        "case",
-        "create",
-        "tariff",
-        "--records",
-        str(tariff_files),
-        "--levels",
-        "2,4,6,8",
-        "--key-column",
-        "sku",
-        "--text-column",
-        "description",
-        "--label-column",
-        "hs_code",
-    )
+    create_tariff(tariff_files)
     entry = workdir / "entry.yaml"
     entry.write_text(
         "id: m_steel\ninstruction: Steel goods are chapter 12.\n"
@@ -214,21 +210,7 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
 def test_bad_flags_exit_2_and_write_nothing(
     workdir: Path, tariff_files: Path, flags: list[str], message: str
 ) -> None:
-    run(
-        "case",
-        "create",
-        "tariff",
-        "--records",
-        str(tariff_files),
-        "--levels",
-        "2,4,6,8",
-        "--key-column",
-        "sku",
-        "--text-column",
-        "description",
-        "--label-column",
-        "hs_code",
-    )
+    create_tariff(tariff_files)
     variants = workdir / "variants.json"
     variants.write_text(json.dumps([{"name": "baseline"}]))
     result = run("eval", "holdout", "tariff", "--variants-file", str(variants), *flags, check=False)
@@ -247,40 +229,8 @@ def test_bad_records_file_exit_2(workdir: Path, tariff_files: Path) -> None:
         .otherwise(pl.col("hs_code"))
         .alias("hs_code")
     ).write_csv("bad.csv")
-    result = run(
-        "case",
-        "create",
-        "tariff",
-        "--records",
-        "bad.csv",
-        "--levels",
-        "2,4,6,8",
-        "--key-column",
-        "sku",
-        "--text-column",
-        "description",
-        "--label-column",
-        "hs_code",
-        "--tree",
-        "x.csv",
-        check=False,
-    )
+    result = create_tariff("bad.csv", "--tree", "x.csv", check=False)
     assert result.returncode == 2  # --tree and --levels together: argparse refuses
-    result = run(
-        "case",
-        "create",
-        "tariff",
-        "--records",
-        "bad.csv",
-        "--levels",
-        "2,4,6",
-        "--key-column",
-        "sku",
-        "--text-column",
-        "description",
-        "--label-column",
-        "hs_code",
-        check=False,
-    )
+    result = create_tariff("bad.csv", levels="2,4,6", check=False)
     assert result.returncode == 2 and "label=" in result.stderr
     assert not (workdir / "warehouse.duckdb").exists()

@@ -3,8 +3,6 @@ variant, idempotent re-materialisation of any stage."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
 import duckdb
 import pytest
@@ -25,13 +23,7 @@ def test_definitions_load() -> None:
 
 
 @pytest.fixture
-def registered(workdir: Path, small_case_files: dict[str, Path]) -> str:
-    api.create_case(
-        "small",
-        small_case_files["records"],
-        tree_path=small_case_files["tree"],
-        target_depth=[3, 4],
-    )
+def registered(small_case: str) -> str:
     return api.start_holdout_eval("small", VARIANTS, sample_size=40, seed=9, launch="none")[
         "evalId"
     ]
