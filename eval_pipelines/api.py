@@ -377,10 +377,10 @@ def start_holdout_eval(
         result = run_evaluation(instance, spec.eval_id, run_id)
         status = "SUCCESS" if result.success else "FAILURE"
     elif launch == "background":
-        log_dir = Path(os.environ["DAGSTER_HOME"]) / "eval_pipelines_launches"
-        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = _launch_log(spec.eval_id)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **{settings.WAREHOUSE_ENV: str(path)})
-        with open(log_dir / f"{spec.eval_id}.log", "ab") as log:
+        with open(log_path, "ab") as log:
             subprocess.Popen(
                 [sys.executable, "-m", "eval_pipelines.launch", spec.eval_id, str(run_id)],
                 stdout=log,
@@ -391,6 +391,20 @@ def start_holdout_eval(
             )
         status = "QUEUED"
     return {"evalId": spec.eval_id, "runId": run_id, "status": status}
+
+
+LAUNCH_GRACE_SECONDS = 120
+
+
+def _launch_log(eval_id: str) -> Path:
+    return Path(os.environ["DAGSTER_HOME"]) / "eval_pipelines_launches" / f"{eval_id}.log"
+
+
+def _launch_overdue(created_at: Any) -> bool:
+    from datetime import UTC, datetime
+
+    created = created_at.replace(tzinfo=UTC) if created_at.tzinfo is None else created_at
+    return (datetime.now(UTC) - created).total_seconds() > LAUNCH_GRACE_SECONDS
 
 
 def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str, str]:
@@ -454,6 +468,10 @@ def get_holdout_eval(
         status = "failed"  # a successful run always writes the report
     elif run is None and row["run_id"] is None:
         status = "registered"
+    elif run is None and _launch_overdue(row["created_at"]):
+        # The background launcher creates the run within seconds; if it never did, it died
+        # (bad environment, killed): say so instead of waiting forever.
+        status = "failed"
     else:
         status = "running"
     result: dict[str, Any] = {
@@ -476,6 +494,8 @@ def get_holdout_eval(
         "memoVersion": spec["memoVersion"],
         "spec": spec,
     }
+    if run is None and row["run_id"] is not None:
+        result["launchLog"] = str(_launch_log(eval_id))
     if report is not None:
         result["report"] = report
     return result
@@ -506,9 +526,14 @@ def wait_for_eval(
             if status["status"] == "complete":
                 return status
             if status["status"] == "failed":
+                where = (
+                    f"launcher log {status['launchLog']}"
+                    if "launchLog" in status
+                    else "the run in the Dagster UI"
+                )
                 raise EvalFailed(
                     f"evaluation {eval_id} failed (run {status['runId']}, "
-                    f"{status['runStatus']}); see the run in the Dagster UI"
+                    f"{status['runStatus']}); see {where}"
                 )
         if time.monotonic() > deadline:
             raise TimeoutError(f"evaluation {eval_id} still running after {timeout} s")

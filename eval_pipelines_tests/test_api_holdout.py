@@ -237,3 +237,17 @@ def test_records_changed_after_registration_fail_the_run(
             check_spec(conn, started["evalId"])
     status = api.get_holdout_eval(small_case, started["evalId"])
     assert (status["status"], status["runStatus"]) == ("failed", "FAILURE")
+
+
+def test_a_launcher_that_never_started_its_run_reads_failed(small_case: str) -> None:
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    with duckdb.connect("warehouse.duckdb") as conn:
+        conn.execute(
+            "UPDATE evaluations SET run_id = 'never-created', "
+            "created_at = created_at - INTERVAL 10 MINUTE WHERE eval_id = ?",
+            [started["evalId"]],
+        )
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    assert status["status"] == "failed" and status["launchLog"].endswith(".log")
+    with pytest.raises(api.EvalFailed, match="launcher log"):
+        api.wait_for_eval(small_case, started["evalId"], timeout=5)
