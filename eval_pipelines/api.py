@@ -157,6 +157,12 @@ def create_case(
                 f"case={case_id!r}: already exists; pass --replace to load new records"
             )
         cases.save_case(conn, info, records, nodes)
+    from eval_pipelines.defs.partitions import CASES
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    if not instance.has_dynamic_partition(CASES, case_id):
+        instance.add_dynamic_partitions(CASES, [case_id])
     return {
         "caseId": case_id,
         "records": info.n_records,

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from eval_pipelines.defs.evidence_assets import evidence_index
 from eval_pipelines.defs.holdout_assets import holdout_assets
 from eval_pipelines.defs.jobs import holdout_eval_job
 from eval_pipelines.defs.resources import WarehouseResource
@@ -14,7 +15,7 @@ from eval_pipelines.defs.resources import WarehouseResource
 EXECUTOR = dg.in_process_executor
 
 defs = dg.Definitions(
-    assets=holdout_assets,
+    assets=[evidence_index, *holdout_assets],
     jobs=[holdout_eval_job],
     resources={"warehouse": WarehouseResource()},
     executor=EXECUTOR,

@@ -124,3 +124,24 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
     assert failed == {"variant_predictions.classify_variant[bad]"}
     assert calls["n"] == 3  # the first try plus two retries (RetryPolicy)
     assert _rows("eval_reports", eval_id) == 0
+
+
+def test_evidence_index_is_built_once_per_records_version(small_case: str) -> None:
+    from eval_pipelines.defs.evidence_assets import evidence_index
+
+    instance = dg.DagsterInstance.get()
+    assert instance.get_dynamic_partitions("cases") == ["small"]  # registered by case create
+    results = [
+        dg.materialize(
+            [evidence_index],
+            instance=instance,
+            partition_key="small",
+            resources={"warehouse": WarehouseResource()},
+        )
+        for _ in range(2)
+    ]
+    metadata = [r.asset_materializations_for_node("evidence_index")[0].metadata for r in results]
+    assert [m["built"].value for m in metadata] == [True, False]
+    assert metadata[0]["records"].value == 3049
+    eval_id = api.start_holdout_eval("small", VARIANTS, sample_size=20, launch="inline")["evalId"]
+    assert api.get_holdout_eval("small", eval_id)["status"] == "complete"
