@@ -42,8 +42,9 @@ def _print(value: Any) -> None:
 
 def _progress(status: dict[str, Any]) -> None:
     steps = ", ".join(f"{v['name']}: {v['status']}" for v in status["variants"])
+    run = status["runStatus"] or "not started yet"
     print(
-        f"[{status['evalId']}] {status['status']} (run {status['runStatus']}); {steps}",
+        f"[{status['evalId']}] {status['status']} (run {run}); {steps}",
         file=sys.stderr,
         flush=True,
     )
