@@ -128,7 +128,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     ]
     depths = [str(d) for d in report["targetDepth"]]
     names = {str(level["depth"]): level["name"] for level in report["levels"]}
-    header = ["variant", *(f"L{d} {names[d]}" for d in depths), "decline rate", "failed"]
+    titles = [f"L{d} {names[d].removesuffix(f' L{d}')}" for d in depths]
+    header = ["variant", *titles, "decline rate", "failed"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for variant in report["variants"]:
         score = variant["score"]

@@ -124,6 +124,12 @@ def tree_from_parent_links(nodes: pl.DataFrame) -> CodeTree:
             if counts:
                 name = counts.most_common(1)[0][0]
         levels.append(Level(depth=depth, name=name))
+    repeated = {name for name, count in Counter(lv.name for lv in levels).items() if count > 1}
+    # Several levels of one kind (ICD-10-CM's 4-, 5- and 6-character subcategories) get their
+    # depth in the name, so every level reads differently in reports.
+    levels = [
+        Level(lv.depth, f"{lv.name} L{lv.depth}") if lv.name in repeated else lv for lv in levels
+    ]
     return CodeTree(mode="tree", levels=tuple(levels), paths=paths)
 
 

@@ -23,7 +23,13 @@ def test_levels_come_from_parent_links_not_prefixes():
     assert tree.path("A01.00") == ("1", "A00-A09", "A01", "A01.0", "A01.00")
     assert tree.ancestor_at("A00.0", 2) == "A00-A09"
     assert tree.ancestor_at("A00.0", 5) is None
-    assert [level.name for level in tree.levels][:3] == ["chapter", "block", "category"]
+    assert [level.name for level in tree.levels] == [
+        "chapter",
+        "block",
+        "category",
+        "sub L4",
+        "sub L5",  # repeated kinds carry their depth
+    ]
 
 
 def test_prefix_levels_ignore_separators():
