@@ -251,3 +251,12 @@ def test_a_launcher_that_never_started_its_run_reads_failed(small_case: str) -> 
     assert status["status"] == "failed" and status["launchLog"].endswith(".log")
     with pytest.raises(api.EvalFailed, match="launcher log"):
         api.wait_for_eval(small_case, started["evalId"], timeout=5)
+
+
+def test_sample_larger_than_the_case_takes_every_record_and_says_so(small_case: str) -> None:
+    started = api.start_holdout_eval(
+        small_case, VARIANTS[:1], sample_size=5000, grouping={"mode": "none"}, launch="inline"
+    )
+    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    assert (report["sample"]["size"], report["sample"]["requestedSize"]) == (3049, 5000)
+    assert "sample_smaller_than_requested" in [w["code"] for w in report["warnings"]]
