@@ -7,6 +7,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export EVAL_PIPELINES_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 CLI := $(BIN)/eval-pipelines
+QUIET_RUN := '{"loggers": {"console": {"config": {"log_level": "WARNING"}}}}'
 
 .PHONY: install demo test lint dev bench clean
 
@@ -25,6 +26,9 @@ install: $(STAMP)  ## create .venv, install everything, compile the numeric kern
 demo: install  ## build the ICD-10-CM demo case and run a two-variant holdout evaluation
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \
 		--tree data/demo/icd10cm_tree.parquet --target-depth 3,4 --replace
+	@echo "Building the evidence index (asset evidence_index, partition icd10cm)..."
+	PYTHONWARNINGS=ignore $(BIN)/dagster asset materialize -m eval_pipelines.definitions \
+		--select evidence_index --partition icd10cm --config-json $(QUIET_RUN)
 	$(CLI) memo add icd10cm --file data/demo/memo_pregnancy.yaml
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
