@@ -1,8 +1,4 @@
-"""Python API: cases, memo entries and holdout evaluations (000's SDK calls, synchronous).
-
-Every function validates its input before anything is written; a bad value raises
-:class:`~eval_pipelines.core.errors.InputError` naming the field, the value and the rule.
-"""
+"""Holdout evaluations: start, status, wait, per-record rows (000's SDK calls)."""
 
 from __future__ import annotations
 
@@ -15,19 +11,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-import yaml
-
 from eval_pipelines import settings
-from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
-from eval_pipelines.core.hashing import hash_frame, hash_json
-from eval_pipelines.core.memo import memo_version, parse_memo_entry
-from eval_pipelines.core.records import (
-    check_labels_in_tree,
-    metadata_keys,
-    normalise_records,
-    read_table,
-)
+from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.core.classify import known_classifiers
+from eval_pipelines.core.errors import InputError, NotFoundError
+from eval_pipelines.core.memo import memo_version
 from eval_pipelines.core.specs import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
@@ -35,225 +23,14 @@ from eval_pipelines.core.specs import (
     make_eval_id,
     parse_config,
     parse_grouping,
-    parse_target_depth,
     parse_variants,
-    validate_case_id,
     validate_sample_size,
     validate_seed,
 )
-from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
 from eval_pipelines.storage import cases, evaluations, memo
 from eval_pipelines.storage.warehouse import WarehouseBusy, connect, transaction
 
 TERMINAL_FAILURES = {"FAILURE", "CANCELED"}
-
-
-class EvalFailed(RuntimeError):
-    """The evaluation's run failed or was cancelled."""
-
-
-def _warehouse(warehouse: Path | str | None) -> Path:
-    return Path(warehouse).absolute() if warehouse else settings.warehouse_path()
-
-
-# --- cases -------------------------------------------------------------------------------
-
-
-def _tree_nodes_frame(tree: CodeTree, titles: dict[str, str | None] | None) -> pl.DataFrame:
-    codes = sorted(tree.paths)
-    kinds = {level.depth: level.name for level in tree.levels}
-    return pl.DataFrame(
-        {
-            "code": codes,
-            "parent": [tree.paths[c][-2] if len(tree.paths[c]) > 1 else None for c in codes],
-            "depth": [len(tree.paths[c]) for c in codes],
-            "title": [(titles or {}).get(c) for c in codes],
-            "kind": [kinds[len(tree.paths[c])] if tree.mode == "prefix" else None for c in codes],
-        },
-        schema={
-            "code": pl.String,
-            "parent": pl.String,
-            "depth": pl.Int32,
-            "title": pl.String,
-            "kind": pl.String,
-        },
-    )
-
-
-def create_case(
-    case_id: str,
-    records_path: Path | str,
-    *,
-    tree_path: Path | str | None = None,
-    levels: list[int] | None = None,
-    key_column: str = "record_key",
-    text_column: str = "text",
-    label_column: str = "label",
-    target_depth: list[int] | None = None,
-    replace: bool = False,
-    warehouse: Path | str | None = None,
-) -> dict[str, Any]:
-    """Load a case's labelled records and code tree, validated and written atomically."""
-    validate_case_id(case_id)
-    if (tree_path is None) == (levels is None):
-        raise InputError("--tree/--levels", None, "give exactly one of --tree or --levels")
-    frame = read_table(Path(records_path), what="--records")
-    records = normalise_records(
-        frame, key_column=key_column, text_column=text_column, label_column=label_column
-    )
-    if tree_path is not None:
-        tree_frame = read_table(Path(tree_path), what="--tree")
-        tree = tree_from_parent_links(tree_frame)
-        titles = (
-            dict(
-                zip(
-                    tree_frame["code"].cast(pl.String),
-                    tree_frame["title"].cast(pl.String),
-                    strict=True,
-                )
-            )
-            if "title" in tree_frame.columns
-            else None
-        )
-        kinds = tree_frame.select("code", "kind") if "kind" in tree_frame.columns else None
-        nodes = _tree_nodes_frame(tree, titles)
-        if kinds is not None:
-            nodes = nodes.drop("kind").join(
-                kinds.with_columns(pl.col("code").cast(pl.String), pl.col("kind").cast(pl.String)),
-                on="code",
-                how="left",
-            )
-    else:
-        assert levels is not None
-        tree = tree_from_prefix_levels(records.get_column("label").unique().to_list(), levels)
-        nodes = _tree_nodes_frame(tree, None)
-    records = check_labels_in_tree(records, tree)
-    depth = parse_target_depth(
-        target_depth if target_depth is not None else [tree.max_depth],
-        "--target-depth",
-        tree.max_depth,
-    )
-    tree_version = hash_json(
-        {
-            "mode": tree.mode,
-            "levels": list(tree.prefix_lengths),
-            "nodes": hash_frame(nodes.select("code", "parent")),
-        }
-    )
-    info = cases.CaseInfo(
-        case_id=case_id,
-        tree_mode=tree.mode,
-        prefix_lengths=tree.prefix_lengths,
-        target_depth=depth,
-        records_version=hash_frame(records.select("record_key", "text", "label", "metadata")),
-        tree_version=tree_version,
-        n_records=records.height,
-        metadata_columns=tuple(sorted(metadata_keys(records))),
-        source=str(records_path),
-    )
-    with connect(_warehouse(warehouse)) as conn, transaction(conn):
-        if cases.case_exists(conn, case_id) and not replace:
-            raise ConflictError(
-                f"case={case_id!r}: already exists; pass --replace to load new records"
-            )
-        cases.save_case(conn, info, records, nodes)
-    from eval_pipelines.defs.partitions import CASES
-    from eval_pipelines.instance import dagster_instance
-
-    instance = dagster_instance()
-    if not instance.has_dynamic_partition(CASES, case_id):
-        instance.add_dynamic_partitions(CASES, [case_id])
-    return {
-        "caseId": case_id,
-        "records": info.n_records,
-        "recordsVersion": info.records_version,
-        "treeVersion": info.tree_version,
-        "treeMode": tree.mode,
-        "levels": [{"depth": lv.depth, "name": lv.name} for lv in tree.levels],
-        "targetDepth": list(depth),
-        "metadataColumns": list(info.metadata_columns),
-    }
-
-
-def list_cases(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
-    with connect(_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
-        return cases.list_cases(conn).to_dicts()
-
-
-# --- memo ----------------------------------------------------------------------------------
-
-
-def add_memo_entry(
-    case_id: str, entry_path: Path | str, *, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    """Add a memo entry (YAML or JSON file) as ``proposed``."""
-    path = Path(entry_path)
-    if not path.exists():
-        raise InputError("--file", str(path), "file does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise InputError("--file", str(path), f"is not valid YAML/JSON: {error}") from None
-    with connect(_warehouse(warehouse)) as conn:
-        info = cases.load_case(conn, case_id)
-        tree = cases.load_tree(conn, info)
-        entry = parse_memo_entry(raw, tree)
-        with transaction(conn):
-            added = memo.add_entry(conn, case_id, entry)
-        status = conn.execute(
-            "SELECT status FROM memo_entries WHERE case_id = ? AND entry_id = ?",
-            [case_id, entry.entry_id],
-        ).fetchone()
-    return {
-        "caseId": case_id,
-        "entryId": entry.entry_id,
-        "status": status[0] if status else "proposed",
-        "added": added,
-    }
-
-
-def approve_memo_entry(
-    case_id: str, entry_id: str, *, by: str, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    if not by or not by.strip():
-        raise InputError("--by", by, "name the person who approves the entry")
-    with connect(_warehouse(warehouse)) as conn:
-        info = cases.load_case(conn, case_id)
-        with transaction(conn):
-            memo.approve_entry(conn, case_id, entry_id, by)
-        active = [
-            e
-            for e in memo.load_entries(conn, case_id, cases.load_tree(conn, info))
-            if e.status == "active"
-        ]
-    return {
-        "caseId": case_id,
-        "entryId": entry_id,
-        "status": "active",
-        "approvedBy": by,
-        "memoVersion": memo_version(active),
-    }
-
-
-def list_memo_entries(case_id: str, *, warehouse: Path | str | None = None) -> list[dict]:
-    with connect(_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
-        cases.load_case(conn, case_id)
-        frame = memo.list_entries(conn, case_id)
-    return [
-        {
-            "entryId": row["entry_id"],
-            "status": row["status"],
-            "instruction": row["instruction"],
-            "rule": {
-                k: v for k, v in json.loads(row["entry_json"]).items() if k in ("when", "then")
-            },
-            "approvedBy": row["approved_by"],
-        }
-        for row in frame.iter_rows(named=True)
-    ]
-
-
-# --- holdout evaluations -------------------------------------------------------------------
 
 
 def _build_spec(
@@ -296,8 +73,6 @@ def _build_spec(
         known_memo_ids={e.entry_id for e in entries},
         max_depth=tree.max_depth,
     )
-    from eval_pipelines.core.classify import known_classifiers
-
     for index, variant in enumerate(parsed):
         if variant.config.classifier not in known_classifiers():
             raise InputError(
@@ -340,7 +115,7 @@ def start_holdout_eval(
     """
     from eval_pipelines.instance import dagster_instance
 
-    path = _warehouse(warehouse)
+    path = resolve_warehouse(warehouse)
     with connect(path) as conn:
         # Validate fully (no writes) before reserving a sequence number.
         _build_spec(
@@ -451,7 +226,7 @@ def get_holdout_eval(
     report. Raises :class:`WarehouseBusy` when a run holds the warehouse for over 15 s."""
     from eval_pipelines.instance import dagster_instance
 
-    with connect(_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
         row = evaluations.evaluation_row(conn, eval_id)
         if row["case_id"] != case_id:
             raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
@@ -557,7 +332,7 @@ def eval_rows(
     """One row per sampled record and variant, with correctness per level."""
     from eval_pipelines.stages.holdout import variant_outcomes
 
-    with connect(_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
         row = evaluations.evaluation_row(conn, eval_id)
         if row["case_id"] != case_id:
             raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
@@ -593,109 +368,3 @@ def eval_rows(
                 }
             )
     return rows
-
-
-def compare_holdout_evals(
-    case_id: str,
-    *,
-    baseline_eval_id: str,
-    candidate_eval_id: str,
-    baseline_variant: str,
-    candidate_variant: str,
-    warehouse: Path | str | None = None,
-) -> dict[str, Any]:
-    """Compare one variant of each of two completed evaluations, without classifying again.
-
-    Refused (:class:`ConflictError`, nothing written) unless both drew the same sample from the
-    same records version with the same grouping and the same target depth (000 does not check
-    the target depth yet; this does).
-    """
-    from eval_pipelines.core.compare import compare_outcomes
-    from eval_pipelines.stages.holdout import variant_outcomes
-
-    loaded = {}
-    with connect(_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
-        for role, eval_id, variant, flag in (
-            ("baseline", baseline_eval_id, baseline_variant, "--baseline-variant"),
-            ("candidate", candidate_eval_id, candidate_variant, "--candidate-variant"),
-        ):
-            row = evaluations.evaluation_row(conn, eval_id)
-            if row["case_id"] != case_id:
-                raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
-            report = evaluations.load_report(conn, eval_id)
-            if report is None:
-                raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
-            spec, tree, outcomes = variant_outcomes(conn, eval_id)
-            if variant not in outcomes:
-                raise InputError(flag, variant, f"is not a variant of {eval_id}: {list(outcomes)}")
-            loaded[role] = (spec, report, outcomes[variant], tree)
-    base_spec, base_report, base_rows, tree = loaded["baseline"]
-    cand_spec, cand_report, cand_rows, _ = loaded["candidate"]
-    checks = [
-        ("sample hash", base_report["sample"]["sampleHash"], cand_report["sample"]["sampleHash"]),
-        ("records version", base_spec.records_version, cand_spec.records_version),
-        ("tree version", base_spec.tree_version, cand_spec.tree_version),
-        ("grouping", base_spec.grouping.to_json(), cand_spec.grouping.to_json()),
-        ("target depth", list(base_spec.target_depth), list(cand_spec.target_depth)),
-    ]
-    for what, base_value, cand_value in checks:
-        if base_value != cand_value:
-            raise ConflictError(
-                f"cannot compare {baseline_eval_id} with {candidate_eval_id}: their {what} "
-                f"differs ({base_value} vs {cand_value}); compare evaluations that share the "
-                "sample, grouping and target depth"
-            )
-    return {
-        "caseId": case_id,
-        "baselineEvalId": baseline_eval_id,
-        "candidateEvalId": candidate_eval_id,
-        "baselineVariant": baseline_variant,
-        "candidateVariant": candidate_variant,
-        "sampleHash": base_report["sample"]["sampleHash"],
-        "grouping": base_spec.grouping.to_json(),
-        "targetDepth": list(base_spec.target_depth),
-        "levels": compare_outcomes(base_rows, cand_rows, tree),
-    }
-
-
-def evaluate_memo_entry(
-    case_id: str,
-    entry_id: str,
-    *,
-    sample_size: Any = SAMPLE_SIZE_DEFAULT,
-    seed: Any = DEFAULT_SEED,
-    grouping: dict[str, Any] | None = None,
-    group_field: str | None = None,
-    config: Any = None,
-    warehouse: Path | str | None = None,
-    launch: str = "background",
-) -> dict[str, Any]:
-    """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
-
-    The entry stays proposed; the evaluation changes nothing. Returns ``{evalId, status}``
-    plus the run id.
-    """
-    with connect(_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
-        cases.load_case(conn, case_id)
-        entries = {
-            row["entry_id"]: row["status"]
-            for row in memo.list_entries(conn, case_id).iter_rows(named=True)
-        }
-    if entry_id not in entries:
-        raise InputError("entryId", entry_id, f"is not a memo entry of case {case_id}")
-    if entries[entry_id] != "proposed":
-        raise InputError(
-            "entryId", entry_id, "is already active: both runs would use it; A/B a proposed entry"
-        )
-    variants = [{"name": "active-memo"}, {"name": f"with-{entry_id}", "memo_include": [entry_id]}]
-    return start_holdout_eval(
-        case_id,
-        variants,
-        sample_size=sample_size,
-        seed=seed,
-        grouping=grouping,
-        group_field=group_field,
-        config=config,
-        warehouse=warehouse,
-        launch=launch,
-    )

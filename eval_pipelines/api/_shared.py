@@ -1,0 +1,16 @@
+"""What every part of the API shares: where the warehouse is, and the failure type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval_pipelines import settings
+
+
+class EvalFailed(RuntimeError):
+    """The evaluation's run failed or was cancelled."""
+
+
+def resolve_warehouse(warehouse: Path | str | None) -> Path:
+    """An explicit warehouse path, else ``$EVAL_PIPELINES_WAREHOUSE`` or the default."""
+    return Path(warehouse).absolute() if warehouse else settings.warehouse_path()

@@ -1,0 +1,146 @@
+"""Cases: labelled records and their code tree, validated and written atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.core.errors import ConflictError, InputError
+from eval_pipelines.core.hashing import hash_frame, hash_json
+from eval_pipelines.core.records import (
+    check_labels_in_tree,
+    metadata_keys,
+    normalise_records,
+    read_table,
+)
+from eval_pipelines.core.specs import (
+    parse_target_depth,
+    validate_case_id,
+)
+from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
+from eval_pipelines.storage import cases
+from eval_pipelines.storage.warehouse import connect, transaction
+
+
+def _tree_nodes_frame(tree: CodeTree, titles: dict[str, str | None] | None) -> pl.DataFrame:
+    codes = sorted(tree.paths)
+    kinds = {level.depth: level.name for level in tree.levels}
+    return pl.DataFrame(
+        {
+            "code": codes,
+            "parent": [tree.paths[c][-2] if len(tree.paths[c]) > 1 else None for c in codes],
+            "depth": [len(tree.paths[c]) for c in codes],
+            "title": [(titles or {}).get(c) for c in codes],
+            "kind": [kinds[len(tree.paths[c])] if tree.mode == "prefix" else None for c in codes],
+        },
+        schema={
+            "code": pl.String,
+            "parent": pl.String,
+            "depth": pl.Int32,
+            "title": pl.String,
+            "kind": pl.String,
+        },
+    )
+
+
+def create_case(
+    case_id: str,
+    records_path: Path | str,
+    *,
+    tree_path: Path | str | None = None,
+    levels: list[int] | None = None,
+    key_column: str = "record_key",
+    text_column: str = "text",
+    label_column: str = "label",
+    target_depth: list[int] | None = None,
+    replace: bool = False,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Load a case's labelled records and code tree, validated and written atomically."""
+    validate_case_id(case_id)
+    if (tree_path is None) == (levels is None):
+        raise InputError("--tree/--levels", None, "give exactly one of --tree or --levels")
+    frame = read_table(Path(records_path), what="--records")
+    records = normalise_records(
+        frame, key_column=key_column, text_column=text_column, label_column=label_column
+    )
+    if tree_path is not None:
+        tree_frame = read_table(Path(tree_path), what="--tree")
+        tree = tree_from_parent_links(tree_frame)
+        titles = (
+            dict(
+                zip(
+                    tree_frame["code"].cast(pl.String),
+                    tree_frame["title"].cast(pl.String),
+                    strict=True,
+                )
+            )
+            if "title" in tree_frame.columns
+            else None
+        )
+        kinds = tree_frame.select("code", "kind") if "kind" in tree_frame.columns else None
+        nodes = _tree_nodes_frame(tree, titles)
+        if kinds is not None:
+            nodes = nodes.drop("kind").join(
+                kinds.with_columns(pl.col("code").cast(pl.String), pl.col("kind").cast(pl.String)),
+                on="code",
+                how="left",
+            )
+    else:
+        assert levels is not None
+        tree = tree_from_prefix_levels(records.get_column("label").unique().to_list(), levels)
+        nodes = _tree_nodes_frame(tree, None)
+    records = check_labels_in_tree(records, tree)
+    depth = parse_target_depth(
+        target_depth if target_depth is not None else [tree.max_depth],
+        "--target-depth",
+        tree.max_depth,
+    )
+    tree_version = hash_json(
+        {
+            "mode": tree.mode,
+            "levels": list(tree.prefix_lengths),
+            "nodes": hash_frame(nodes.select("code", "parent")),
+        }
+    )
+    info = cases.CaseInfo(
+        case_id=case_id,
+        tree_mode=tree.mode,
+        prefix_lengths=tree.prefix_lengths,
+        target_depth=depth,
+        records_version=hash_frame(records.select("record_key", "text", "label", "metadata")),
+        tree_version=tree_version,
+        n_records=records.height,
+        metadata_columns=tuple(sorted(metadata_keys(records))),
+        source=str(records_path),
+    )
+    with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
+        if cases.case_exists(conn, case_id) and not replace:
+            raise ConflictError(
+                f"case={case_id!r}: already exists; pass --replace to load new records"
+            )
+        cases.save_case(conn, info, records, nodes)
+    from eval_pipelines.defs.partitions import CASES
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    if not instance.has_dynamic_partition(CASES, case_id):
+        instance.add_dynamic_partitions(CASES, [case_id])
+    return {
+        "caseId": case_id,
+        "records": info.n_records,
+        "recordsVersion": info.records_version,
+        "treeVersion": info.tree_version,
+        "treeMode": tree.mode,
+        "levels": [{"depth": lv.depth, "name": lv.name} for lv in tree.levels],
+        "targetDepth": list(depth),
+        "metadataColumns": list(info.metadata_columns),
+    }
+
+
+def list_cases(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
+        return cases.list_cases(conn).to_dicts()

@@ -1,0 +1,122 @@
+"""Comparing two completed evaluations, and the memo A/B shortcut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.api.holdout import start_holdout_eval
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.specs import (
+    DEFAULT_SEED,
+    SAMPLE_SIZE_DEFAULT,
+)
+from eval_pipelines.storage import cases, evaluations, memo
+from eval_pipelines.storage.warehouse import connect
+
+
+def compare_holdout_evals(
+    case_id: str,
+    *,
+    baseline_eval_id: str,
+    candidate_eval_id: str,
+    baseline_variant: str,
+    candidate_variant: str,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Compare one variant of each of two completed evaluations, without classifying again.
+
+    Refused (:class:`ConflictError`, nothing written) unless both drew the same sample from the
+    same records version with the same grouping and the same target depth (000 does not check
+    the target depth yet; this does).
+    """
+    from eval_pipelines.core.compare import compare_outcomes
+    from eval_pipelines.stages.holdout import variant_outcomes
+
+    loaded = {}
+    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+        for role, eval_id, variant, flag in (
+            ("baseline", baseline_eval_id, baseline_variant, "--baseline-variant"),
+            ("candidate", candidate_eval_id, candidate_variant, "--candidate-variant"),
+        ):
+            row = evaluations.evaluation_row(conn, eval_id)
+            if row["case_id"] != case_id:
+                raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
+            report = evaluations.load_report(conn, eval_id)
+            if report is None:
+                raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
+            spec, tree, outcomes = variant_outcomes(conn, eval_id)
+            if variant not in outcomes:
+                raise InputError(flag, variant, f"is not a variant of {eval_id}: {list(outcomes)}")
+            loaded[role] = (spec, report, outcomes[variant], tree)
+    base_spec, base_report, base_rows, tree = loaded["baseline"]
+    cand_spec, cand_report, cand_rows, _ = loaded["candidate"]
+    checks = [
+        ("sample hash", base_report["sample"]["sampleHash"], cand_report["sample"]["sampleHash"]),
+        ("records version", base_spec.records_version, cand_spec.records_version),
+        ("tree version", base_spec.tree_version, cand_spec.tree_version),
+        ("grouping", base_spec.grouping.to_json(), cand_spec.grouping.to_json()),
+        ("target depth", list(base_spec.target_depth), list(cand_spec.target_depth)),
+    ]
+    for what, base_value, cand_value in checks:
+        if base_value != cand_value:
+            raise ConflictError(
+                f"cannot compare {baseline_eval_id} with {candidate_eval_id}: their {what} "
+                f"differs ({base_value} vs {cand_value}); compare evaluations that share the "
+                "sample, grouping and target depth"
+            )
+    return {
+        "caseId": case_id,
+        "baselineEvalId": baseline_eval_id,
+        "candidateEvalId": candidate_eval_id,
+        "baselineVariant": baseline_variant,
+        "candidateVariant": candidate_variant,
+        "sampleHash": base_report["sample"]["sampleHash"],
+        "grouping": base_spec.grouping.to_json(),
+        "targetDepth": list(base_spec.target_depth),
+        "levels": compare_outcomes(base_rows, cand_rows, tree),
+    }
+
+
+def evaluate_memo_entry(
+    case_id: str,
+    entry_id: str,
+    *,
+    sample_size: Any = SAMPLE_SIZE_DEFAULT,
+    seed: Any = DEFAULT_SEED,
+    grouping: dict[str, Any] | None = None,
+    group_field: str | None = None,
+    config: Any = None,
+    warehouse: Path | str | None = None,
+    launch: str = "background",
+) -> dict[str, Any]:
+    """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
+
+    The entry stays proposed; the evaluation changes nothing. Returns ``{evalId, status}``
+    plus the run id.
+    """
+    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+        cases.load_case(conn, case_id)
+        entries = {
+            row["entry_id"]: row["status"]
+            for row in memo.list_entries(conn, case_id).iter_rows(named=True)
+        }
+    if entry_id not in entries:
+        raise InputError("entryId", entry_id, f"is not a memo entry of case {case_id}")
+    if entries[entry_id] != "proposed":
+        raise InputError(
+            "entryId", entry_id, "is already active: both runs would use it; A/B a proposed entry"
+        )
+    variants = [{"name": "active-memo"}, {"name": f"with-{entry_id}", "memo_include": [entry_id]}]
+    return start_holdout_eval(
+        case_id,
+        variants,
+        sample_size=sample_size,
+        seed=seed,
+        grouping=grouping,
+        group_field=group_field,
+        config=config,
+        warehouse=warehouse,
+        launch=launch,
+    )

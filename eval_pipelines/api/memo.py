@@ -1,0 +1,85 @@
+"""Memo entries: proposed, approved by a named person, listed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.memo import memo_version, parse_memo_entry
+from eval_pipelines.storage import cases, memo
+from eval_pipelines.storage.warehouse import connect, transaction
+
+
+def add_memo_entry(
+    case_id: str, entry_path: Path | str, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Add a memo entry (YAML or JSON file) as ``proposed``."""
+    path = Path(entry_path)
+    if not path.exists():
+        raise InputError("--file", str(path), "file does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise InputError("--file", str(path), f"is not valid YAML/JSON: {error}") from None
+    with connect(resolve_warehouse(warehouse)) as conn:
+        info = cases.load_case(conn, case_id)
+        tree = cases.load_tree(conn, info)
+        entry = parse_memo_entry(raw, tree)
+        with transaction(conn):
+            added = memo.add_entry(conn, case_id, entry)
+        status = conn.execute(
+            "SELECT status FROM memo_entries WHERE case_id = ? AND entry_id = ?",
+            [case_id, entry.entry_id],
+        ).fetchone()
+    return {
+        "caseId": case_id,
+        "entryId": entry.entry_id,
+        "status": status[0] if status else "proposed",
+        "added": added,
+    }
+
+
+def approve_memo_entry(
+    case_id: str, entry_id: str, *, by: str, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    if not by or not by.strip():
+        raise InputError("--by", by, "name the person who approves the entry")
+    with connect(resolve_warehouse(warehouse)) as conn:
+        info = cases.load_case(conn, case_id)
+        with transaction(conn):
+            memo.approve_entry(conn, case_id, entry_id, by)
+        active = [
+            e
+            for e in memo.load_entries(conn, case_id, cases.load_tree(conn, info))
+            if e.status == "active"
+        ]
+    return {
+        "caseId": case_id,
+        "entryId": entry_id,
+        "status": "active",
+        "approvedBy": by,
+        "memoVersion": memo_version(active),
+    }
+
+
+def list_memo_entries(case_id: str, *, warehouse: Path | str | None = None) -> list[dict]:
+    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
+        cases.load_case(conn, case_id)
+        frame = memo.list_entries(conn, case_id)
+    return [
+        {
+            "entryId": row["entry_id"],
+            "status": row["status"],
+            "instruction": row["instruction"],
+            "rule": {
+                k: v for k, v in json.loads(row["entry_json"]).items() if k in ("when", "then")
+            },
+            "approvedBy": row["approved_by"],
+        }
+        for row in frame.iter_rows(named=True)
+    ]
