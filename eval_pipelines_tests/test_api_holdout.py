@@ -237,6 +237,8 @@ def test_records_changed_after_registration_fail_the_run(
             check_spec(conn, started["evalId"])
     status = api.get_holdout_eval(small_case, started["evalId"])
     assert (status["status"], status["runStatus"]) == ("failed", "FAILURE")
+    with pytest.raises(ConflictError, match="not complete yet"):
+        api.eval_rows(small_case, started["evalId"])
 
 
 def test_a_launcher_that_never_started_its_run_reads_failed(small_case: str) -> None:

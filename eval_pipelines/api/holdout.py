@@ -14,7 +14,7 @@ from typing import Any
 from eval_pipelines import settings
 from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
 from eval_pipelines.core.classify import known_classifiers
-from eval_pipelines.core.errors import InputError, NotFoundError
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.memo import memo_version
 from eval_pipelines.core.specs import (
     DEFAULT_SEED,
@@ -336,6 +336,11 @@ def eval_rows(
         row = evaluations.evaluation_row(conn, eval_id)
         if row["case_id"] != case_id:
             raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
+        if evaluations.load_report(conn, eval_id) is None:
+            raise ConflictError(
+                f"evalId={eval_id!r}: not complete yet; rows exist once the report does "
+                f"(eval-pipelines eval status {case_id} {eval_id} --wait)"
+            )
         spec, tree, outcomes = variant_outcomes(conn, eval_id)
     names = [v.name for v in spec.variants]
     if variant is not None and variant not in names:
