@@ -60,6 +60,20 @@ class CodeTree:
         """Ancestors of a known node from level 1 down to the node itself."""
         return self.paths[node]
 
+    def restricted_to(self, nodes: set[str]) -> CodeTree:
+        """The same tree knowing only ``nodes`` and their ancestors (unknown nodes ignored).
+
+        Classify steps receive the tree through Dagster's IO manager; shipping only the part
+        the evidence and memo touch keeps those payloads small (ICD-10-CM has 98,505 nodes).
+        """
+        paths: dict[str, tuple[str, ...]] = {}
+        for node in nodes:
+            path = self.paths.get(node)
+            if path is not None:
+                for depth in range(1, len(path) + 1):
+                    paths.setdefault(path[depth - 1], path[:depth])
+        return CodeTree(self.mode, self.levels, paths, self.prefix_lengths)
+
     def ancestor_at(self, node: str | None, depth: int) -> str | None:
         """The node's ancestor at ``depth``, or None when the node is shallower (or None)."""
         if node is None:

@@ -175,6 +175,9 @@ def variant_jobs(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[VariantJ
         )
     entries = {e.entry_id: e for e in memo.load_entries(conn, spec.case_id, tree)}
     active = [e for e in entries.values() if e.status == "active"]
+    touched = {item.label_node for items in evidence.values() for item in items}
+    touched |= {code for entry in entries.values() for code in entry.rule.codes}
+    tree = tree.restricted_to(touched)
     jobs = []
     for position, variant in enumerate(spec.variants):
         included = [entries[m] for m in variant.memo_include if m in entries]

@@ -58,3 +58,10 @@ def test_bad_trees_name_the_field(codes, parents, field):
 def test_prefix_label_of_unknown_length_is_an_error():
     with pytest.raises(InputError, match="one of those lengths"):
         tree_from_prefix_levels(["0101.2"], [2, 4, 6, 8])
+
+
+def test_restricted_tree_keeps_ancestors_and_levels():
+    tree = _tree().restricted_to({"A01.00", "nope"})
+    assert set(tree.paths) == {"1", "A00-A09", "A01", "A01.0", "A01.00"}
+    assert tree.path("A01.00") == _tree().path("A01.00")
+    assert tree.max_depth == 5
