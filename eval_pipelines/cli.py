@@ -213,6 +213,13 @@ def _add_eval_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument("--timeout", type=float, default=3600)
 
 
+def cmd_eval_list(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    _print(api.list_evals(args.case, warehouse=args.warehouse))
+    return 0
+
+
 def cmd_eval_rows(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
@@ -317,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.add_argument("--timeout", type=float, default=3600)
     status.set_defaults(func=cmd_eval_status)
+    listing = evals.add_parser("list", help="the case's evaluations, oldest first")
+    listing.add_argument("case")
+    listing.set_defaults(func=cmd_eval_list)
     compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
     compare.add_argument("case")
     compare.add_argument("baseline_eval_id")

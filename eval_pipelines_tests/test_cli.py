@@ -171,6 +171,11 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
         check=False,
     )
     assert refused.returncode == 2 and "sample hash differs" in refused.stderr
+    listed = json.loads(run("eval", "list", "tariff").stdout)
+    assert [(e["evalId"], e["complete"]) for e in listed] == [
+        ("tariff-e0001-s3", True),
+        ("tariff-e0002-s4", True),
+    ]
     errors = run("eval", "rows", "tariff", started["evalId"], "--errors-only").stdout
     assert all(
         not all(json.loads(r)["correct"][d] for d in ("2", "3") if d in json.loads(r)["correct"])

@@ -10,6 +10,7 @@ from eval_pipelines.api.compare import compare_holdout_evals, evaluate_memo_entr
 from eval_pipelines.api.holdout import (
     eval_rows,
     get_holdout_eval,
+    list_evals,
     start_holdout_eval,
     wait_for_eval,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "evaluate_memo_entry",
     "get_holdout_eval",
     "list_cases",
+    "list_evals",
     "list_memo_entries",
     "start_holdout_eval",
     "wait_for_eval",
