@@ -31,6 +31,7 @@ from eval_pipelines.storage import cases, evaluations, memo
 from eval_pipelines.storage.warehouse import WarehouseBusy, connect, transaction
 
 TERMINAL_FAILURES = {"FAILURE", "CANCELED"}
+LAUNCH_MODES = ("background", "inline", "none")
 
 
 def _build_spec(
@@ -115,20 +116,12 @@ def start_holdout_eval(
     """
     from eval_pipelines.instance import dagster_instance
 
+    if launch not in LAUNCH_MODES:
+        raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
     path = resolve_warehouse(warehouse)
     with connect(path) as conn:
-        # Validate fully (no writes) before reserving a sequence number.
-        _build_spec(
-            conn,
-            case_id,
-            variants,
-            sample_size=sample_size,
-            seed=seed,
-            grouping=grouping,
-            group_field=group_field,
-            config=config,
-            sequence_for_id=0,
-        )
+        # Any validation error below rolls the transaction back: no sequence number is used
+        # and nothing is written.
         run_id = str(uuid.uuid4()) if launch != "none" else None
         with transaction(conn):
             sequence = cases.next_eval_sequence(conn, case_id)
