@@ -31,6 +31,7 @@ from eval_pipelines.storage import cases, evaluations, memo
 from eval_pipelines.storage.warehouse import WarehouseBusy, connect, transaction
 
 TERMINAL_FAILURES = {"FAILURE", "CANCELED"}
+FINISHED = TERMINAL_FAILURES | {"SUCCESS"}
 LAUNCH_MODES = ("background", "inline", "none")
 
 
@@ -234,10 +235,14 @@ def get_holdout_eval(
     steps = (
         _step_statuses(instance, run_id, [v["stepKey"] for v in spec["variants"]]) if run else {}
     )
-    if report is not None:
-        status = "complete"
+    # The newest run decides: a report written by a run that is still finishing (or by an
+    # earlier run while a re-run is under way) is not yet "complete".
+    if run_status is not None and run_status not in FINISHED:
+        status = "running"
     elif run_status in TERMINAL_FAILURES:
         status = "failed"
+    elif report is not None:
+        status = "complete"
     elif run_status == "SUCCESS":
         status = "failed"  # a successful run always writes the report
     elif run is None and row["run_id"] is None:
