@@ -1,7 +1,8 @@
 """``eval-pipelines``: cases, memo entries and holdout evaluations from the shell.
 
 Thin: parses flags, calls :mod:`eval_pipelines.api`, prints. Exit codes: 0 ok, 1 evaluation
-failed, 2 bad input or refusal (nothing written), 3 timed out, 4 warehouse busy.
+failed, 2 bad input or refusal (nothing written), 3 timed out, 4 warehouse busy, 130
+interrupted (a started evaluation keeps running).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.specs import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
 
 EXIT_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_BUSY = 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
 
 
 def _int_list(text: str) -> list[int]:
@@ -362,6 +364,13 @@ def main(argv: list[str] | None = None) -> int:
     except WarehouseBusy as error:
         print(f"error: {error}; try again shortly", file=sys.stderr)
         return EXIT_BUSY
+    except KeyboardInterrupt:
+        print(
+            "interrupted: an evaluation already started keeps running in the background; "
+            "follow it with 'eval-pipelines eval status CASE EVAL_ID --wait'",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
