@@ -378,21 +378,18 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dic
     with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
         cases.load_case(conn, case_id)
         frame = evaluations.list_evaluations(conn, case_id)
-        specs = {
-            row[0]: json.loads(row[1])
-            for row in conn.execute(
-                "SELECT eval_id, spec_json FROM evaluations WHERE case_id = ?", [case_id]
-            ).fetchall()
-        }
-    return [
-        {
-            "evalId": row["eval_id"],
-            "createdAt": str(row["created_at"]),
-            "seed": row["seed"],
-            "sampleSize": specs[row["eval_id"]]["sampleSize"],
-            "grouping": specs[row["eval_id"]]["grouping"],
-            "variants": [v["name"] for v in specs[row["eval_id"]]["variants"]],
-            "complete": bool(row["has_report"]),
-        }
-        for row in frame.iter_rows(named=True)
-    ]
+    listed = []
+    for row in frame.iter_rows(named=True):
+        spec = json.loads(row["spec_json"])
+        listed.append(
+            {
+                "evalId": row["eval_id"],
+                "createdAt": str(row["created_at"]),
+                "seed": row["seed"],
+                "sampleSize": spec["sampleSize"],
+                "grouping": spec["grouping"],
+                "variants": [v["name"] for v in spec["variants"]],
+                "complete": bool(row["has_report"]),
+            }
+        )
+    return listed

@@ -51,15 +51,15 @@ def evaluation_row(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, A
     return frame.row(0, named=True)
 
 
-def list_evaluations(conn: duckdb.DuckDBPyConnection, case_id: str | None = None) -> pl.DataFrame:
-    sql = (
-        "SELECT e.eval_id, e.case_id, e.seed, e.run_id, e.created_at, "
+def list_evaluations(conn: duckdb.DuckDBPyConnection, case_id: str) -> pl.DataFrame:
+    """The case's evaluations, oldest first, with their spec and whether a report exists."""
+    return query_frame(
+        conn,
+        "SELECT e.eval_id, e.seed, e.spec_json, e.run_id, e.created_at, "
         "r.eval_id IS NOT NULL AS has_report FROM evaluations e "
-        "LEFT JOIN eval_reports r USING (eval_id)"
+        "LEFT JOIN eval_reports r USING (eval_id) WHERE e.case_id = ? ORDER BY e.created_at",
+        [case_id],
     )
-    if case_id is None:
-        return query_frame(conn, sql + " ORDER BY e.created_at", [])
-    return query_frame(conn, sql + " WHERE e.case_id = ? ORDER BY e.created_at", [case_id])
 
 
 def save_sample(
