@@ -25,16 +25,30 @@ from eval_pipelines.storage import cases
 from eval_pipelines.storage.warehouse import connect, transaction
 
 
-def _tree_nodes_frame(tree: CodeTree, titles: dict[str, str | None] | None) -> pl.DataFrame:
+def _column_by_code(tree_frame: pl.DataFrame, column: str) -> dict[str, str | None]:
+    """An optional tree-file column as ``code -> value`` (empty when the file lacks it)."""
+    if column not in tree_frame.columns:
+        return {}
+    codes = tree_frame["code"].cast(pl.String).to_list()
+    return dict(zip(codes, tree_frame[column].cast(pl.String).to_list(), strict=True))
+
+
+def _tree_nodes_frame(
+    tree: CodeTree, titles: dict[str, str | None], kinds: dict[str, str | None]
+) -> pl.DataFrame:
+    """Rows for ``tree_nodes``; prefix trees take their level name as the kind."""
     codes = sorted(tree.paths)
-    kinds = {level.depth: level.name for level in tree.levels}
+    level_names = {level.depth: level.name for level in tree.levels}
     return pl.DataFrame(
         {
             "code": codes,
             "parent": [tree.paths[c][-2] if len(tree.paths[c]) > 1 else None for c in codes],
             "depth": [len(tree.paths[c]) for c in codes],
-            "title": [(titles or {}).get(c) for c in codes],
-            "kind": [kinds[len(tree.paths[c])] if tree.mode == "prefix" else None for c in codes],
+            "title": [titles.get(c) for c in codes],
+            "kind": [
+                level_names[len(tree.paths[c])] if tree.mode == "prefix" else kinds.get(c)
+                for c in codes
+            ],
         },
         schema={
             "code": pl.String,
@@ -70,29 +84,13 @@ def create_case(
     if tree_path is not None:
         tree_frame = read_table(Path(tree_path), what="--tree")
         tree = tree_from_parent_links(tree_frame)
-        titles = (
-            dict(
-                zip(
-                    tree_frame["code"].cast(pl.String),
-                    tree_frame["title"].cast(pl.String),
-                    strict=True,
-                )
-            )
-            if "title" in tree_frame.columns
-            else None
+        nodes = _tree_nodes_frame(
+            tree, _column_by_code(tree_frame, "title"), _column_by_code(tree_frame, "kind")
         )
-        kinds = tree_frame.select("code", "kind") if "kind" in tree_frame.columns else None
-        nodes = _tree_nodes_frame(tree, titles)
-        if kinds is not None:
-            nodes = nodes.drop("kind").join(
-                kinds.with_columns(pl.col("code").cast(pl.String), pl.col("kind").cast(pl.String)),
-                on="code",
-                how="left",
-            )
     else:
         assert levels is not None
         tree = tree_from_prefix_levels(records.get_column("label").unique().to_list(), levels)
-        nodes = _tree_nodes_frame(tree, None)
+        nodes = _tree_nodes_frame(tree, {}, {})
     records = check_labels_in_tree(records, tree)
     depth = parse_target_depth(
         target_depth if target_depth is not None else [tree.max_depth],
