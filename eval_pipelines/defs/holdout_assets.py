@@ -8,7 +8,6 @@ metadata. Steps that open the warehouse run in the ``duckdb`` pool (one writer a
 classification runs outside it, one step per variant.
 """
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -168,12 +167,9 @@ def eval_report(
 ) -> dg.MaterializeResult:
     """The report: sample, levels, variants, paired comparisons (McNemar exact), warnings."""
     with warehouse.connect() as conn, transaction(conn):
-        report = holdout.report_stage(conn, context.partition_key)
-        markdown = conn.execute(
-            "SELECT markdown FROM eval_reports WHERE eval_id = ?", [context.partition_key]
-        ).fetchone()
+        report, markdown = holdout.report_stage(conn, context.partition_key)
     metadata: dict[str, Any] = {
-        "report": dg.MetadataValue.md(markdown[0] if markdown else ""),
+        "report": dg.MetadataValue.md(markdown),
         "warnings": dg.MetadataValue.json([w["code"] for w in report["warnings"]]),
         "sample_hash": report["sample"]["sampleHash"],
     }
@@ -199,7 +195,7 @@ def eval_report(
             columns=[dg.TableColumn(c, "string" if c == "variant" else "float") for c in columns]
         ),
     )
-    metadata["report_json"] = dg.MetadataValue.json(json.loads(json.dumps(report)))
+    metadata["report_json"] = dg.MetadataValue.json(report)
     return dg.MaterializeResult(metadata=metadata)
 
 

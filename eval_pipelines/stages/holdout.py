@@ -346,7 +346,8 @@ def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any
     return summary
 
 
-def report_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any]:
+def report_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[dict[str, Any], str]:
+    """Build, store and return the report and its markdown summary."""
     spec, tree, outcomes = variant_outcomes(conn, eval_id)
     scores = evaluations.load_stage_rows(conn, "variant_scores", eval_id, "position")
     runs = {
@@ -401,4 +402,4 @@ def report_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any
     )
     markdown = report_markdown(report)
     evaluations.save_report(conn, eval_id, report, markdown)
-    return report
+    return report, markdown
