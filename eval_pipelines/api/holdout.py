@@ -225,8 +225,7 @@ def get_holdout_eval(
         if row["case_id"] != case_id:
             raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
         report = evaluations.load_report(conn, eval_id)
-        sample = evaluations.load_sample(conn, eval_id)
-        sample_hash = sample.get_column("sample_hash")[0] if sample.height else None
+        sample_hash = evaluations.sample_hash(conn, eval_id)
     spec = json.loads(row["spec_json"])
     instance = dagster_instance()
     run = _latest_run(instance, eval_id, row["run_id"])

@@ -98,6 +98,14 @@ def load_sample(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
     )
 
 
+def sample_hash(conn: duckdb.DuckDBPyConnection, eval_id: str) -> str | None:
+    """The drawn sample's hash, or None before ``holdout_sample`` has run."""
+    row = conn.execute(
+        "SELECT sample_hash FROM holdout_samples WHERE eval_id = ? LIMIT 1", [eval_id]
+    ).fetchone()
+    return row[0] if row else None
+
+
 def save_stage_rows(
     conn: duckdb.DuckDBPyConnection, table: str, eval_id: str, frame: pl.DataFrame
 ) -> None:
