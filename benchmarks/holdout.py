@@ -47,7 +47,7 @@ from eval_pipelines import api
 variants = json.loads(sys.argv[1])
 started = api.start_holdout_eval("icd10cm", variants, sample_size=int(sys.argv[2]), seed=7,
                                  launch="inline")
-assert started["status"] == "SUCCESS", started
+assert started["status"] == "complete", started
 """
 
 
@@ -79,11 +79,11 @@ def peak_rss_mb(command: list[str], env: dict[str, str]) -> float:
 
 def retrieval_figures(warehouse: Path, index_dir: Path, queries: int, threads: int) -> None:
     import numpy as np
-
-    from eval_pipelines.core.leave_out import compute_leave_out
-    from eval_pipelines.core.retrieval import search, search_brute_force
-    from eval_pipelines.core.specs import Grouping
     from eval_pipelines.stages.evidence import load_or_build_index
+
+    from eval_pipelines.core.holdout.grouping import compute_leave_out
+    from eval_pipelines.core.holdout.spec import Grouping
+    from eval_pipelines.core.text.retrieval import search, search_brute_force
     from eval_pipelines.storage.cases import load_case, load_records
     from eval_pipelines.storage.warehouse import connect
 
@@ -142,7 +142,7 @@ def main() -> None:
         NUMBA_CACHE_DIR=str(workdir / "numba-cache"),
     )
     (workdir / "dagster").mkdir(exist_ok=True)
-    python, cli = sys.executable, [sys.executable, "-m", "eval_pipelines.cli"]
+    python, cli = sys.executable, [sys.executable, "-m", "eval_pipelines.cli.main"]
     line("workdir", workdir)
     line("cpu_count", os.cpu_count() or 0)
 

@@ -65,7 +65,7 @@ def main() -> None:
     import numpy as np
     import polars as pl
 
-    from eval_pipelines.core import retrieval, vectorize
+    from eval_pipelines.core.text import retrieval, vectorize
 
     _line("import_s", time.perf_counter() - started)
 
@@ -87,10 +87,10 @@ def main() -> None:
     _line("nnz_per_text", matrix.nnz / max(1, len(texts)))
 
     started = time.perf_counter()
-    index = retrieval.build_evidence_index(matrix)
+    index = retrieval.build_text_index(matrix)
     build_cold = time.perf_counter() - started
     started = time.perf_counter()
-    index = retrieval.build_evidence_index(matrix)
+    index = retrieval.build_text_index(matrix)
     build_warm = time.perf_counter() - started
     _line("index_build_cold_s", build_cold)
     _line("index_build_warm_s", build_warm)

@@ -1,10 +1,10 @@
-"""The one Definitions object: every asset, job and resource of eval_pipelines."""
+"""The one Definitions object: every asset, asset check, job and resource of eval_pipelines."""
 
 import dagster as dg
 
-from eval_pipelines.defs.evidence_assets import evidence_index
-from eval_pipelines.defs.holdout_assets import holdout_assets
-from eval_pipelines.defs.jobs import holdout_eval_job
+from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
+from eval_pipelines.defs.holdout_checks import holdout_checks
+from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.resources import WarehouseResource
 
 # In-process execution: on 2 cores a whole evaluation runs in ~5 s in one process against
@@ -15,8 +15,9 @@ from eval_pipelines.defs.resources import WarehouseResource
 EXECUTOR = dg.in_process_executor
 
 defs = dg.Definitions(
-    assets=[evidence_index, *holdout_assets],
+    assets=[*holdout_assets],
+    asset_checks=[*holdout_checks],
     jobs=[holdout_eval_job],
-    resources={"warehouse": WarehouseResource()},
+    resources={"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()},
     executor=EXECUTOR,
 )

@@ -1,4 +1,10 @@
-"""The Dagster instance the CLI and API talk to (``$DAGSTER_HOME``, default ``.dagster_home``)."""
+"""The Dagster instance the CLI and API talk to: ``$DAGSTER_HOME`` (default ``.dagster_home``),
+configured once with a run queue, the ``duckdb`` pool and run monitoring.
+
+``python -m eval_pipelines.instance`` (run by ``make install``) writes ``dagster.yaml`` when the
+folder has none and sets the pool's limit; the CLI does the same on first use, so a user who
+never ran ``make`` gets the same instance.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,97 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 DEFAULT_DAGSTER_HOME = ".dagster_home"
+DUCKDB_POOL = "duckdb"
+DUCKDB_POOL_LIMIT = 1
+# Two cores: two runs at once keep both busy (one classifies while the other waits for the
+# warehouse); more would only queue inside the runs instead of in the run queue.
+MAX_CONCURRENT_RUNS = 2
+CONFIG_MARKER = "# Written by eval_pipelines"
+
+INSTANCE_CONFIG = f"""{CONFIG_MARKER} (make install, or the CLI on first use).
+# Edit freely: it is only written when the folder has no dagster.yaml.
+
+# Runs wait in the instance's queue; the daemon (make dev) or, without one, the CLI's
+# dispatcher starts them, at most {MAX_CONCURRENT_RUNS} at a time.
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+
+concurrency:
+  runs:
+    max_concurrent_runs: {MAX_CONCURRENT_RUNS}
+  pools:
+    # Steps that open the DuckDB warehouse run one at a time (pool "{DUCKDB_POOL}").
+    default_limit: {DUCKDB_POOL_LIMIT}
+    granularity: op
+
+# The daemon fails runs whose process died and frees the pool slots of finished runs.
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  cancel_timeout_seconds: 180
+  poll_interval_seconds: 15
+  free_slots_after_run_end_seconds: 15
+
+telemetry:
+  enabled: false
+"""
 
 
-def dagster_instance() -> DagsterInstance:
-    """The persistent instance; sets ``DAGSTER_HOME`` for child processes when it was unset."""
+def dagster_home() -> Path:
+    """``$DAGSTER_HOME``, or ``.dagster_home`` in the working directory (then exported, so
+    processes started from here use the same instance)."""
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         home = str(Path(DEFAULT_DAGSTER_HOME).absolute())
         os.environ["DAGSTER_HOME"] = home
-    Path(home).mkdir(parents=True, exist_ok=True)
-    config = Path(home) / "dagster.yaml"
-    if not config.exists():
-        # An explicit (empty) config: default local storage, without Dagster's warning.
-        config.write_text("# Dagster instance for eval_pipelines: default local storage.\n")
-    return DagsterInstance.get()
+    return Path(home)
+
+
+def ensure_instance_config(home: Path) -> bool:
+    """Write ``dagster.yaml`` unless one exists (or replace the empty one earlier releases
+    wrote); returns whether it wrote."""
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if config.exists():
+        text = config.read_text()
+        earlier_default = text.strip() == (
+            "# Dagster instance for eval_pipelines: default local storage."
+        )
+        if not earlier_default:
+            return False
+    config.write_text(INSTANCE_CONFIG)
+    return True
+
+
+def set_pool_limit(instance: DagsterInstance) -> None:
+    """Give the ``duckdb`` pool its limit explicitly (the default-limit path alone let
+    conflicting writers through when measured)."""
+    storage = instance.event_log_storage
+    if storage.supports_global_concurrency_limits:
+        info = storage.get_concurrency_info(DUCKDB_POOL)
+        if info.slot_count != DUCKDB_POOL_LIMIT:
+            storage.set_concurrency_slots(DUCKDB_POOL, DUCKDB_POOL_LIMIT)
+
+
+def dagster_instance() -> DagsterInstance:
+    """The persistent instance, configured on first use."""
+    home = dagster_home()
+    wrote = ensure_instance_config(home)
+    instance = DagsterInstance.get()
+    if wrote:
+        set_pool_limit(instance)
+    return instance
+
+
+def main() -> None:
+    home = dagster_home()
+    wrote = ensure_instance_config(home)
+    with DagsterInstance.get() as instance:
+        set_pool_limit(instance)
+    state = "wrote" if wrote else "kept"
+    print(f"Dagster instance {home}: {state} dagster.yaml; pool {DUCKDB_POOL} limit 1")
+
+
+if __name__ == "__main__":
+    main()

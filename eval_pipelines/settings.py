@@ -17,7 +17,7 @@ def warehouse_path() -> Path:
 
 
 def index_dir(warehouse: Path) -> Path:
-    """Evidence-index cache: ``$EVAL_PIPELINES_INDEX_DIR`` or ``indexes/`` beside the warehouse."""
+    """Neighbour-index cache: ``$EVAL_PIPELINES_INDEX_DIR`` or ``indexes/`` beside the warehouse."""
     configured = os.environ.get(INDEX_DIR_ENV)
     return Path(configured).absolute() if configured else warehouse.parent / "indexes"
 

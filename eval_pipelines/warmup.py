@@ -7,15 +7,15 @@ import time
 
 import numpy as np
 
-from eval_pipelines.core.retrieval import build_evidence_index, search
-from eval_pipelines.core.vectorize import fit_transform
+from eval_pipelines.core.text.retrieval import build_text_index, search
+from eval_pipelines.core.text.vectorize import fit_transform
 
 
 def main() -> None:
     started = time.perf_counter()
     texts = ["warm up the kernels", "warm the kernels up", "another text", "kernels"]
     _, matrix = fit_transform(texts)
-    index = build_evidence_index(matrix)
+    index = build_text_index(matrix)
     search(index, np.arange(len(texts)), k=2, near_duplicate_threshold=0.9)
     print(f"numeric kernels ready in {time.perf_counter() - started:.1f} s")
 

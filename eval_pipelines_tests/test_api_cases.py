@@ -90,15 +90,22 @@ def test_bad_records_name_the_field_and_write_nothing(
     with pytest.raises(InputError, match=rule) as error:
         api.create_case("bad", path, tree_path=tree_file)
     assert error.value.field == field
-    assert not (workdir / "warehouse.duckdb").exists() or api.list_cases() == []
+    assert not (workdir / "warehouse.duckdb").exists()  # validation happens before any write
 
 
 def test_existing_case_needs_replace(workdir: Path, tree_file: Path) -> None:
     _records().write_parquet(workdir / "r.parquet")
-    api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
+    first = api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
     with pytest.raises(ConflictError, match="--replace"):
         api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
-    assert api.create_case("c", workdir / "r.parquet", tree_path=tree_file, replace=True)
+    same = api.create_case("c", workdir / "r.parquet", tree_path=tree_file, replace=True)
+    assert same["recordsVersion"] == first["recordsVersion"]
+    assert (same["recordsVersionAdded"], same["treeVersionAdded"]) == (False, False)
+    _records(text=["alpha one", "beta two", "gamma three"]).write_parquet(workdir / "r2.parquet")
+    changed = api.create_case("c", workdir / "r2.parquet", tree_path=tree_file, replace=True)
+    assert changed["recordsVersion"] != first["recordsVersion"]
+    assert changed["recordsVersionAdded"] is True
+    assert api.list_cases()[0]["records_version"] == changed["recordsVersion"]
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 from dagster import DagsterInstance
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from eval_pipelines import api
-from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.errors import InputError, NotFoundError
 
 VARIANTS = [{"name": "baseline"}, {"name": "five nearest", "config": {"candidates": 5}}]
 
@@ -28,7 +29,7 @@ def test_report_statistics_match_independent_oracles(small_case: str) -> None:
     started = api.start_holdout_eval(
         small_case, VARIANTS, sample_size=150, seed=11, launch="inline"
     )
-    assert started["status"] == "SUCCESS"
+    assert started["status"] == "complete"
     status = api.get_holdout_eval(small_case, started["evalId"])
     assert status["status"] == "complete"
     report = status["report"]
@@ -206,7 +207,7 @@ def test_bad_input_names_the_field_and_writes_nothing(
         api.start_holdout_eval(small_case, variants, launch="inline", **arguments)
     assert error.value.field == field
     assert _count("evaluations") == 0
-    assert DagsterInstance.get().get_dynamic_partitions("evaluations") == []
+    assert DagsterInstance.get().get_dynamic_partitions("holdout_evaluations") == []
 
 
 def test_unknown_case_is_refused(small_case: str) -> None:
@@ -215,43 +216,54 @@ def test_unknown_case_is_refused(small_case: str) -> None:
     assert _count("evaluations") == 0
 
 
-def test_records_changed_after_registration_fail_the_run(
+def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     small_case: str, small_case_files: dict[str, Path], tmp_path: Path
 ) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
-    import polars as pl
+    done = api.start_holdout_eval(small_case, VARIANTS, sample_size=30, seed=4, launch="inline")
+    pending = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    before = api.get_holdout_eval(small_case, done["evalId"])
+    rows_before = api.eval_rows(small_case, done["evalId"])
 
     changed = tmp_path / "changed.parquet"
     pl.read_parquet(small_case_files["records"]).head(2000).write_parquet(changed)
-    api.create_case(small_case, changed, tree_path=small_case_files["tree"], replace=True)
-    from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.launch import run_evaluation
+    replaced = api.create_case(
+        small_case, changed, tree_path=small_case_files["tree"], replace=True
+    )
+    assert replaced["recordsVersion"] != before["recordsVersion"]
 
-    result = run_evaluation(dagster_instance(), started["evalId"])
-    assert not result.success
-    with pytest.raises(ConflictError, match="records changed"):
-        from eval_pipelines.stages.holdout import check_spec
-        from eval_pipelines.storage.warehouse import connect
+    # The finished evaluation still reads: status, rows and compare use its own version.
+    after = api.get_holdout_eval(small_case, done["evalId"])
+    assert after["status"] == "complete" and after["report"] == before["report"]
+    assert api.eval_rows(small_case, done["evalId"]) == rows_before
+    compared = api.compare_holdout_evals(
+        small_case,
+        baseline_eval_id=done["evalId"],
+        candidate_eval_id=done["evalId"],
+        baseline_variant="baseline",
+        candidate_variant="five nearest",
+    )
+    assert compared["levels"] == after["report"]["comparisons"][0]["levels"]
+    # An evaluation registered before the replacement runs on the records it pinned.
+    api.rerun_holdout_eval(small_case, pending["evalId"], launch="inline")
+    pinned = api.get_holdout_eval(small_case, pending["evalId"])
+    assert pinned["status"] == "complete"
+    assert pinned["report"]["versions"]["records"] == before["recordsVersion"]
+    assert pinned["report"]["sample"]["size"] == 20
+    # A re-run of the finished one reproduces its report exactly.
+    api.rerun_holdout_eval(small_case, done["evalId"], launch="inline")
+    again = api.get_holdout_eval(small_case, done["evalId"])
+    assert again["reportRunId"] != before["reportRunId"]
+    assert [v["score"] for v in again["report"]["variants"]] == [
+        v["score"] for v in before["report"]["variants"]
+    ]
+    assert again["report"]["comparisons"] == before["report"]["comparisons"]
 
-        with connect(Path("warehouse.duckdb").absolute(), read_only=True) as conn:
-            check_spec(conn, started["evalId"])
-    status = api.get_holdout_eval(small_case, started["evalId"])
-    assert (status["status"], status["runStatus"]) == ("failed", "FAILURE")
-    with pytest.raises(ConflictError, match="not complete yet"):
-        api.eval_rows(small_case, started["evalId"])
 
-
-def test_a_launcher_that_never_started_its_run_reads_failed(small_case: str) -> None:
+def test_a_registered_evaluation_has_no_run_and_says_how_to_start_one(small_case: str) -> None:
     started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
-    with duckdb.connect("warehouse.duckdb") as conn:
-        conn.execute(
-            "UPDATE evaluations SET run_id = 'never-created', "
-            "created_at = created_at - INTERVAL 10 MINUTE WHERE eval_id = ?",
-            [started["evalId"]],
-        )
     status = api.get_holdout_eval(small_case, started["evalId"])
-    assert status["status"] == "failed" and status["launchLog"].endswith(".log")
-    with pytest.raises(api.EvalFailed, match="launcher log"):
+    assert (status["status"], status["run"], status["runId"]) == ("registered", None, None)
+    with pytest.raises(api.EvalFailed, match="eval rerun"):
         api.wait_for_eval(small_case, started["evalId"], timeout=5)
 
 

@@ -11,6 +11,7 @@ from eval_pipelines.api.holdout import (
     eval_rows,
     get_holdout_eval,
     list_evals,
+    rerun_holdout_eval,
     start_holdout_eval,
     wait_for_eval,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "list_cases",
     "list_evals",
     "list_memo_entries",
+    "rerun_holdout_eval",
     "start_holdout_eval",
     "wait_for_eval",
 ]

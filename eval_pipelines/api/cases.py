@@ -10,19 +10,16 @@ import polars as pl
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.hashing import hash_frame, hash_json
+from eval_pipelines.core.holdout.spec import parse_target_depth, validate_case_id
 from eval_pipelines.core.records import (
     check_labels_in_tree,
     metadata_keys,
     normalise_records,
     read_table,
 )
-from eval_pipelines.core.specs import (
-    parse_target_depth,
-    validate_case_id,
-)
 from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
 from eval_pipelines.storage import cases
-from eval_pipelines.storage.warehouse import connect, transaction
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
 def _column_by_code(tree_frame: pl.DataFrame, column: str) -> dict[str, str | None]:
@@ -115,18 +112,14 @@ def create_case(
         metadata_columns=tuple(sorted(metadata_keys(records))),
         source=str(records_path),
     )
-    with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
+    path = resolve_warehouse(warehouse)
+    with connect(path, create=True, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
         if cases.case_exists(conn, case_id) and not replace:
             raise ConflictError(
-                f"case={case_id!r}: already exists; pass --replace to load new records"
+                f"case={case_id!r}: already exists; pass --replace to load new records "
+                "(earlier evaluations keep the records they were made on)"
             )
-        cases.save_case(conn, info, records, nodes)
-    from eval_pipelines.defs.partitions import CASES
-    from eval_pipelines.instance import dagster_instance
-
-    instance = dagster_instance()
-    if not instance.has_dynamic_partition(CASES, case_id):
-        instance.add_dynamic_partitions(CASES, [case_id])
+        added = cases.save_case(conn, info, records, nodes)
     return {
         "caseId": case_id,
         "records": info.n_records,
@@ -136,9 +129,12 @@ def create_case(
         "levels": [{"depth": lv.depth, "name": lv.name} for lv in tree.levels],
         "targetDepth": list(depth),
         "metadataColumns": list(info.metadata_columns),
+        **added,
     }
 
 
 def list_cases(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
         return cases.list_cases(conn).to_dicts()

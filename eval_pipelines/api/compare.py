@@ -8,12 +8,12 @@ from typing import Any
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.api.holdout import start_holdout_eval
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
-from eval_pipelines.core.specs import (
+from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
 )
 from eval_pipelines.storage import cases, evaluations, memo
-from eval_pipelines.storage.warehouse import connect
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 
 def compare_holdout_evals(
@@ -31,25 +31,28 @@ def compare_holdout_evals(
     same records version with the same grouping and the same target depth (000 does not check
     the target depth yet; this does).
     """
-    from eval_pipelines.core.compare import compare_outcomes
+    from eval_pipelines.core.holdout.compare import compare_outcomes
+    from eval_pipelines.core.holdout.report import paired_levels_to_json
     from eval_pipelines.stages.holdout import variant_outcomes
 
     loaded = {}
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
         for role, eval_id, variant, flag in (
             ("baseline", baseline_eval_id, baseline_variant, "--baseline-variant"),
             ("candidate", candidate_eval_id, candidate_variant, "--candidate-variant"),
         ):
             row = evaluations.evaluation_row(conn, eval_id)
-            if row["case_id"] != case_id:
-                raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
-            report = evaluations.load_report(conn, eval_id)
-            if report is None:
+            if row.case_id != case_id:
+                raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row.case_id!r}")
+            stored = evaluations.load_report(conn, eval_id)
+            if stored is None:
                 raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
             spec, tree, outcomes = variant_outcomes(conn, eval_id)
             if variant not in outcomes:
                 raise InputError(flag, variant, f"is not a variant of {eval_id}: {list(outcomes)}")
-            loaded[role] = (spec, report, outcomes[variant], tree)
+            loaded[role] = (spec, stored.report, outcomes[variant], tree)
     base_spec, base_report, base_rows, tree = loaded["baseline"]
     cand_spec, cand_report, cand_rows, _ = loaded["candidate"]
     checks = [
@@ -75,7 +78,7 @@ def compare_holdout_evals(
         "sampleHash": base_report["sample"]["sampleHash"],
         "grouping": base_spec.grouping.to_json(),
         "targetDepth": list(base_spec.target_depth),
-        "levels": compare_outcomes(base_rows, cand_rows, tree),
+        "levels": paired_levels_to_json(compare_outcomes(base_rows, cand_rows, tree)),
     }
 
 
@@ -89,19 +92,18 @@ def evaluate_memo_entry(
     group_field: str | None = None,
     config: Any = None,
     warehouse: Path | str | None = None,
-    launch: str = "background",
+    launch: str = "submit",
 ) -> dict[str, Any]:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
     The entry stays proposed; the evaluation changes nothing. Returns ``{evalId, status}``
     plus the run id.
     """
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
         cases.load_case(conn, case_id)
-        entries = {
-            row["entry_id"]: row["status"]
-            for row in memo.list_entries(conn, case_id).iter_rows(named=True)
-        }
+        entries = {i: status for i, (status, _) in memo.entry_contents(conn, case_id).items()}
     if entry_id not in entries:
         raise InputError("entryId", entry_id, f"is not a memo entry of case {case_id}")
     if entries[entry_id] != "proposed":

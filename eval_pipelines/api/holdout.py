@@ -1,100 +1,71 @@
-"""Holdout evaluations: start, status, wait, per-record rows (000's SDK calls)."""
+"""Holdout evaluations: start, re-run, status, wait, per-record rows (000's SDK calls)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines import settings
 from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
-from eval_pipelines.core.classify import known_classifiers
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
-from eval_pipelines.core.memo import memo_version
-from eval_pipelines.core.specs import (
+from eval_pipelines.core.holdout.classify import known_classifiers
+from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
-    HoldoutSpec,
-    make_eval_id,
-    parse_config,
-    parse_grouping,
-    parse_variants,
-    validate_sample_size,
-    validate_seed,
+    CaseContext,
+    parse_holdout_request,
 )
-from eval_pipelines.storage import cases, evaluations, memo
-from eval_pipelines.storage.warehouse import WarehouseBusy, connect, transaction
+from eval_pipelines.storage import cases, evaluations, holdout, memo
+from eval_pipelines.storage.warehouse import (
+    CLI_WAIT_SECONDS,
+    WarehouseBusy,
+    connect,
+    transaction,
+)
 
-TERMINAL_FAILURES = {"FAILURE", "CANCELED"}
-FINISHED = TERMINAL_FAILURES | {"SUCCESS"}
-LAUNCH_MODES = ("background", "inline", "none")
+KIND = "holdout"
+LAUNCH_MODES = ("submit", "inline", "none")
 
 
-def _build_spec(
-    conn: Any,
-    case_id: str,
-    variants: Any,
-    *,
-    sample_size: Any,
-    seed: Any,
-    grouping: dict[str, Any] | None,
-    group_field: str | None,
-    config: Any,
-    sequence_for_id: int,
-) -> HoldoutSpec:
-    validate_sample_size(sample_size)
-    validate_seed(seed)
+def _case_context(conn: Any, case_id: str) -> CaseContext:
     info = cases.load_case(conn, case_id)
-    tree = cases.load_tree(conn, info)
-    grouping = dict(grouping or {})
-    unknown = set(grouping) - {"mode", "threshold", "field"}
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InputError(f"grouping.{key}", grouping[key], "unknown; use mode, threshold")
-    if "field" in grouping and group_field is None:
-        group_field = grouping["field"]
-    resolved = parse_grouping(grouping.get("mode"), grouping.get("threshold"), group_field)
-    if resolved.field is not None and resolved.field not in info.metadata_columns:
-        raise InputError(
-            "groupField",
-            resolved.field,
-            f"is not a metadata column of case {case_id} (columns: {list(info.metadata_columns)})",
-        )
-    shared = parse_config(config, where="config", max_depth=tree.max_depth)
-    pinned = shared.target_depth or info.target_depth
-    entries = memo.load_entries(conn, case_id, tree)
-    parsed = parse_variants(
-        variants,
-        shared_config=shared,
-        pinned_target_depth=pinned,
-        known_memo_ids={e.entry_id for e in entries},
-        max_depth=tree.max_depth,
-    )
-    for index, variant in enumerate(parsed):
-        if variant.config.classifier not in known_classifiers():
-            raise InputError(
-                f"variants[{index}].config.classifier",
-                variant.config.classifier,
-                f"unknown classifier; known: {known_classifiers()}",
-            )
-    return HoldoutSpec(
-        eval_id=make_eval_id(case_id, sequence_for_id, seed),
+    tree = cases.load_tree(conn, case_id, info.tree_version)
+    return CaseContext(
         case_id=case_id,
-        seed=seed,
-        sample_size=sample_size,
-        grouping=resolved,
-        config=shared,
-        target_depth=pinned,
-        variants=parsed,
         records_version=info.records_version,
         tree_version=info.tree_version,
-        memo_version=memo_version([e for e in entries if e.status == "active"]),
+        max_depth=tree.max_depth,
+        target_depth=info.target_depth,
+        metadata_columns=info.metadata_columns,
+        memo=memo.entry_contents(conn, case_id),
+        classifiers=tuple(known_classifiers()),
     )
+
+
+def _launch(eval_id: str, launch: str) -> dict[str, Any]:
+    """Start a run of the evaluation's partition; returns ``{runId, status}``."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    kind = runs.kind_of(KIND)
+    runs.register_partition(instance, kind, eval_id)
+    if launch == "none":
+        return {"runId": None, "status": "registered"}
+    if launch == "inline":
+        from eval_pipelines.definitions import defs
+
+        result = defs.resolve_job_def(kind.job_name).execute_in_process(
+            instance=instance,
+            partition_key=eval_id,
+            raise_on_error=False,
+            tags={runs.EVAL_TAG: eval_id, runs.KIND_TAG: KIND},
+        )
+        return {"runId": result.run_id, "status": "complete" if result.success else "failed"}
+    state = runs.submit(instance, kind, eval_id)
+    return {"runId": state.run_id, "status": state.state}
 
 
 def start_holdout_eval(
@@ -107,79 +78,77 @@ def start_holdout_eval(
     group_field: str | None = None,
     config: Any = None,
     warehouse: Path | str | None = None,
-    launch: str = "background",
+    launch: str = "submit",
 ) -> dict[str, Any]:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
 
-    ``launch`` is ``background`` (a detached process; returns at once), ``inline`` (runs in
-    this process before returning) or ``none`` (register only; materialise it from the UI or
-    with ``dagster asset materialize``). Returns ``{evalId, runId, status}``.
+    ``launch`` is ``submit`` (an ordinary Dagster run through the instance's run queue;
+    returns at once), ``inline`` (runs in this process before returning) or ``none``
+    (register only; materialise it from the UI or with ``dagster asset materialize``).
+    Returns ``{evalId, runId, status}``.
     """
-    from eval_pipelines.instance import dagster_instance
-
     if launch not in LAUNCH_MODES:
         raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
-    path = resolve_warehouse(warehouse)
-    with connect(path) as conn:
+    with connect(resolve_warehouse(warehouse)) as conn:
         # Any validation error below rolls the transaction back: no sequence number is used
         # and nothing is written.
-        run_id = str(uuid.uuid4()) if launch != "none" else None
         with transaction(conn):
+            context = _case_context(conn, case_id)
             sequence = cases.next_eval_sequence(conn, case_id)
-            spec = _build_spec(
-                conn,
-                case_id,
+            spec = parse_holdout_request(
                 variants,
+                case=context,
+                sequence=sequence,
                 sample_size=sample_size,
                 seed=seed,
                 grouping=grouping,
                 group_field=group_field,
                 config=config,
-                sequence_for_id=sequence,
             )
-            evaluations.insert_evaluation(conn, spec, sequence)
-            if run_id is not None:
-                evaluations.set_run_id(conn, spec.eval_id, run_id)
-    instance = dagster_instance()
-    from eval_pipelines.defs.partitions import EVALUATIONS
-
-    instance.add_dynamic_partitions(EVALUATIONS, [spec.eval_id])
-    status = "REGISTERED"
-    if launch == "inline":
-        from eval_pipelines.launch import run_evaluation
-
-        os.environ.setdefault(settings.WAREHOUSE_ENV, str(path))
-        result = run_evaluation(instance, spec.eval_id, run_id)
-        status = "SUCCESS" if result.success else "FAILURE"
-    elif launch == "background":
-        log_path = _launch_log(spec.eval_id)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **{settings.WAREHOUSE_ENV: str(path)})
-        with open(log_path, "ab") as log:
-            subprocess.Popen(
-                [sys.executable, "-m", "eval_pipelines.launch", spec.eval_id, str(run_id)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
+            evaluations.insert_evaluation(
+                conn,
+                eval_id=spec.eval_id,
+                kind=KIND,
+                case_id=case_id,
+                sequence=sequence,
+                seed=spec.seed,
+                spec=spec.to_json(),
             )
-        status = "QUEUED"
-    return {"evalId": spec.eval_id, "runId": run_id, "status": status}
+    launched = _launch(spec.eval_id, launch)
+    if launched["runId"] is not None:
+        with connect(resolve_warehouse(warehouse)) as conn:
+            evaluations.set_run_id(conn, spec.eval_id, launched["runId"])
+    return {"evalId": spec.eval_id, **launched}
 
 
-LAUNCH_GRACE_SECONDS = 120
+def rerun_holdout_eval(
+    case_id: str,
+    eval_id: str,
+    *,
+    warehouse: Path | str | None = None,
+    launch: str = "submit",
+) -> dict[str, Any]:
+    """Run an existing evaluation again from its stored spec (same sample, same pinned
+    versions and memo): the report it writes is identical unless a classifier changed."""
+    if launch not in ("submit", "inline"):
+        raise InputError("launch", launch, "must be submit or inline")
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
+        _own_evaluation(conn, case_id, eval_id)
+    launched = _launch(eval_id, launch)
+    with connect(resolve_warehouse(warehouse)) as conn:
+        evaluations.set_run_id(conn, eval_id, launched["runId"])
+    return {"evalId": eval_id, **launched}
 
 
-def _launch_log(eval_id: str) -> Path:
-    return Path(os.environ["DAGSTER_HOME"]) / "eval_pipelines_launches" / f"{eval_id}.log"
-
-
-def _launch_overdue(created_at: Any) -> bool:
-    from datetime import UTC, datetime
-
-    created = created_at.replace(tzinfo=UTC) if created_at.tzinfo is None else created_at
-    return (datetime.now(UTC) - created).total_seconds() > LAUNCH_GRACE_SECONDS
+def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations.EvaluationRow:
+    row = evaluations.evaluation_row(conn, eval_id)
+    if row.case_id != case_id:
+        raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row.case_id!r}")
+    if row.kind != KIND:
+        raise ConflictError(f"evalId={eval_id!r}: is a {row.kind} evaluation, not {KIND}")
+    return row
 
 
 def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str, str]:
@@ -202,62 +171,54 @@ def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str
     return statuses
 
 
-def _latest_run(instance: Any, eval_id: str, launched_run_id: str | None) -> Any:
-    """The newest run of this evaluation's partition (launched here, from the UI or the
-    dagster CLI), else the run the API launched (it may not have started yet)."""
-    from dagster import RunsFilter
+def evaluation_status(report_run_id: str | None, has_report: bool, run: Any) -> str:
+    """The evaluation's status from its stored report and the newest run's state.
 
-    runs = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": eval_id}), limit=1)
-    if runs:
-        return runs[0]
-    return instance.get_run_by_id(launched_run_id) if launched_run_id else None
+    ``complete`` once a report exists and the run that wrote it has finished (a re-run in
+    progress or failed leaves the earlier report complete; the run says what it is doing);
+    without a report, the newest run's state, or ``registered`` when none was launched.
+    """
+    if has_report:
+        closing = run is not None and not run.finished and run.run_id == report_run_id
+        return "running" if closing else "complete"
+    if run is None:
+        return "registered"
+    return {"succeeded": "failed"}.get(run.state, run.state)
 
 
 def get_holdout_eval(
     case_id: str, eval_id: str, *, warehouse: Path | str | None = None
 ) -> dict[str, Any]:
-    """Status, each variant's step and status, sample hash, versions and (once complete) the
-    report. Raises :class:`WarehouseBusy` when a run holds the warehouse for over 15 s."""
+    """Status, the newest run and its state (with the reason when it failed), each variant's
+    step, the versions and, once complete, the report. Raises :class:`WarehouseBusy` when
+    another process holds the warehouse for over 15 s."""
+    from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
-        row = evaluations.evaluation_row(conn, eval_id)
-        if row["case_id"] != case_id:
-            raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
-        report = evaluations.load_report(conn, eval_id)
-        sample_hash = evaluations.sample_hash(conn, eval_id)
-    spec = json.loads(row["spec_json"])
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
+        row = _own_evaluation(conn, case_id, eval_id)
+        stored = evaluations.load_report(conn, eval_id)
+        sample_hash = holdout.sample_hash(conn, eval_id)
+    spec = row.spec
     instance = dagster_instance()
-    run = _latest_run(instance, eval_id, row["run_id"])
-    run_id = run.run_id if run is not None else row["run_id"]
-    run_status = run.status.value if run is not None else None
+    runs.reap_dead_runs(instance)
+    newest = runs.newest_run(instance, eval_id)
+    run = runs.run_state(instance, newest) if newest is not None else None
     steps = (
-        _step_statuses(instance, run_id, [v["stepKey"] for v in spec["variants"]]) if run else {}
+        _step_statuses(instance, run.run_id, [v["stepKey"] for v in spec["variants"]])
+        if run is not None
+        else {}
     )
-    # The newest run decides: a report written by a run that is still finishing (or by an
-    # earlier run while a re-run is under way) is not yet "complete".
-    if run_status is not None and run_status not in FINISHED:
-        status = "running"
-    elif run_status in TERMINAL_FAILURES:
-        status = "failed"
-    elif report is not None:
-        status = "complete"
-    elif run_status == "SUCCESS":
-        status = "failed"  # a successful run always writes the report
-    elif run is None and row["run_id"] is None:
-        status = "registered"
-    elif run is None and _launch_overdue(row["created_at"]):
-        # The background launcher creates the run within seconds; if it never did, it died
-        # (bad environment, killed): say so instead of waiting forever.
-        status = "failed"
-    else:
-        status = "running"
+    status = evaluation_status(stored.run_id if stored else None, stored is not None, run)
     result: dict[str, Any] = {
         "evalId": eval_id,
         "caseId": case_id,
-        "runId": run_id,
+        "kind": KIND,
         "status": status,
-        "runStatus": run_status,
+        "runId": run.run_id if run else row.run_id,
+        "run": run.to_json() if run else None,
         "variants": [
             {
                 "name": v["name"],
@@ -272,10 +233,10 @@ def get_holdout_eval(
         "memoVersion": spec["memoVersion"],
         "spec": spec,
     }
-    if run is None and row["run_id"] is not None:
-        result["launchLog"] = str(_launch_log(eval_id))
-    if report is not None:
-        result["report"] = report
+    if stored is not None:
+        result["report"] = stored.report
+        result["reportMarkdown"] = stored.markdown
+        result["reportRunId"] = stored.run_id
     return result
 
 
@@ -286,9 +247,14 @@ def wait_for_eval(
     timeout: float = 3600,
     poll_seconds: float = 0.5,
     warehouse: Path | str | None = None,
-    progress: Any = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
-    """Block until the report exists. Raises :class:`EvalFailed` or ``TimeoutError``."""
+    """Block until the newest run (or ``run_id``) has finished and return the status.
+
+    Raises :class:`EvalFailed` (with the run's reason) when that run failed or was canceled
+    and no report exists, ``TimeoutError`` after ``timeout`` seconds.
+    """
     deadline = time.monotonic() + timeout
     last = None
     while True:
@@ -301,20 +267,26 @@ def wait_for_eval(
             if progress is not None and summary != last:
                 progress(status)
                 last = summary
-            if status["status"] == "complete":
-                return status
-            if status["status"] == "failed":
-                where = (
-                    f"launcher log {status['launchLog']}"
-                    if "launchLog" in status
-                    else "the run in the Dagster UI"
-                )
-                raise EvalFailed(
-                    f"evaluation {eval_id} failed (run {status['runId']}, "
-                    f"{status['runStatus']}); see {where}"
-                )
+            run = status["run"]
+            waiting_for_other = run_id is not None and (run is None or run["runId"] != run_id)
+            finished = run is None or run["state"] in ("succeeded", "failed", "canceled")
+            if not waiting_for_other and finished and status["status"] != "running":
+                if status["status"] == "complete" and (run is None or run["state"] == "succeeded"):
+                    return status
+                if status["status"] == "complete" and run_id is None:
+                    return status  # the report of an earlier run stands; "run" says why not
+                if run is not None and run["state"] in ("failed", "canceled"):
+                    raise EvalFailed(
+                        f"evaluation {eval_id}: run {run['runId']} {run['state']}: "
+                        f"{run['reason'] or 'see the run in the Dagster UI'}"
+                    )
+                if status["status"] == "registered":
+                    raise EvalFailed(
+                        f"evaluation {eval_id} has no run: start one with "
+                        f"'eval-pipelines eval rerun {case_id} {eval_id}'"
+                    )
         if time.monotonic() > deadline:
-            raise TimeoutError(f"evaluation {eval_id} still running after {timeout} s")
+            raise TimeoutError(f"evaluation {eval_id} still running after {timeout:g} s")
         time.sleep(poll_seconds)
 
 
@@ -326,14 +298,18 @@ def eval_rows(
     errors_only: bool = False,
     warehouse: Path | str | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per sampled record and variant, with correctness per level."""
+    """One row per sampled record and variant, with correctness per level.
+
+    ``errors_only`` keeps the rows that are not right at every target depth (wrong, declined
+    or failed).
+    """
     from eval_pipelines.stages.holdout import variant_outcomes
 
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
-        row = evaluations.evaluation_row(conn, eval_id)
-        if row["case_id"] != case_id:
-            raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row['case_id']!r}")
-        if evaluations.load_report(conn, eval_id) is None:
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
+        _own_evaluation(conn, case_id, eval_id)
+        if not evaluations.has_report(conn, eval_id):
             raise ConflictError(
                 f"evalId={eval_id!r}: not complete yet; rows exist once the report does "
                 f"(eval-pipelines eval status {case_id} {eval_id} --wait)"
@@ -373,8 +349,11 @@ def eval_rows(
 
 
 def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
-    """The case's evaluations, oldest first: id, seed, sample size, grouping, report or not."""
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=15) as conn:
+    """The case's evaluations, oldest first: id, kind, seed, sample size, grouping, versions,
+    whether a report exists."""
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
         cases.load_case(conn, case_id)
         frame = evaluations.list_evaluations(conn, case_id)
     listed = []
@@ -383,11 +362,14 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dic
         listed.append(
             {
                 "evalId": row["eval_id"],
+                "kind": row["kind"] or KIND,
                 "createdAt": str(row["created_at"]),
                 "seed": row["seed"],
                 "sampleSize": spec["sampleSize"],
                 "grouping": spec["grouping"],
                 "variants": [v["name"] for v in spec["variants"]],
+                "recordsVersion": spec["recordsVersion"],
+                "memoVersion": spec["memoVersion"],
                 "complete": bool(row["has_report"]),
             }
         )

@@ -6,40 +6,30 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.memo import memo_version, parse_memo_entry
+from eval_pipelines.core.files import read_yaml
+from eval_pipelines.core.holdout.memo import memo_version, parse_memo_entry
 from eval_pipelines.storage import cases, memo
-from eval_pipelines.storage.warehouse import connect, transaction
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
 def add_memo_entry(
     case_id: str, entry_path: Path | str, *, warehouse: Path | str | None = None
 ) -> dict[str, Any]:
     """Add a memo entry (YAML or JSON file) as ``proposed``."""
-    path = Path(entry_path)
-    if not path.exists():
-        raise InputError("--file", str(path), "file does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise InputError("--file", str(path), f"is not valid YAML/JSON: {error}") from None
+    raw = read_yaml(entry_path, "--file")
     with connect(resolve_warehouse(warehouse)) as conn:
         info = cases.load_case(conn, case_id)
-        tree = cases.load_tree(conn, info)
+        tree = cases.load_tree(conn, case_id, info.tree_version)
         entry = parse_memo_entry(raw, tree)
         with transaction(conn):
             added = memo.add_entry(conn, case_id, entry)
-        status = conn.execute(
-            "SELECT status FROM memo_entries WHERE case_id = ? AND entry_id = ?",
-            [case_id, entry.entry_id],
-        ).fetchone()
+        status = memo.entry_status(conn, case_id, entry.entry_id)
     return {
         "caseId": case_id,
         "entryId": entry.entry_id,
-        "status": status[0] if status else "proposed",
+        "status": status or "proposed",
         "added": added,
     }
 
@@ -55,7 +45,9 @@ def approve_memo_entry(
             memo.approve_entry(conn, case_id, entry_id, by)
         active = [
             e
-            for e in memo.load_entries(conn, case_id, cases.load_tree(conn, info))
+            for e in memo.load_entries(
+                conn, case_id, cases.load_tree(conn, case_id, info.tree_version)
+            )
             if e.status == "active"
         ]
     return {
@@ -68,7 +60,9 @@ def approve_memo_entry(
 
 
 def list_memo_entries(case_id: str, *, warehouse: Path | str | None = None) -> list[dict]:
-    with connect(resolve_warehouse(warehouse), read_only=True, wait_seconds=10) as conn:
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
         cases.load_case(conn, case_id)
         frame = memo.list_entries(conn, case_id)
     return [

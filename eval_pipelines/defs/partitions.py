@@ -1,12 +1,8 @@
-"""Partitions: one dynamic key per evaluation (e.g. ``icd10cm-e0007-s7``, carrying the seed)
-and one per case (its evidence index)."""
+"""Partitions, one line each: every kind of evaluation has its own dynamic partitions, so no
+asset family ever lists another family's keys as missing."""
 
 import dagster as dg
 
-EVALUATIONS = "evaluations"
+HOLDOUT_EVALUATIONS = "holdout_evaluations"
 
-evaluations_partitions = dg.DynamicPartitionsDefinition(name=EVALUATIONS)
-
-CASES = "cases"
-
-cases_partitions = dg.DynamicPartitionsDefinition(name=CASES)
+holdout_evaluations = dg.DynamicPartitionsDefinition(name=HOLDOUT_EVALUATIONS)

@@ -1,4 +1,4 @@
-"""Resources: the DuckDB warehouse (and where its evidence indexes are cached)."""
+"""Resources: the DuckDB warehouse (and where its text indexes are cached)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,6 +9,11 @@ import duckdb
 
 from eval_pipelines import settings
 from eval_pipelines.storage.warehouse import connect
+
+# A run waits this long for another process's lock before its step fails (and is retried):
+# long enough that no slow reader ever fails an evaluation, short enough that a stuck one is
+# reported within the hour.
+RUN_LOCK_WAIT_SECONDS = 1800.0
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -36,5 +41,15 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @contextmanager
     def connect(self, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        with connect(self.warehouse_path(), read_only=read_only) as conn:
+        """Open the warehouse, waiting (and saying so every 30 s) while another process holds
+        it, for up to :data:`RUN_LOCK_WAIT_SECONDS`."""
+        log = dg.get_dagster_logger()
+        path = self.warehouse_path()
+
+        def waiting(seconds: float) -> None:
+            log.info(f"waiting {seconds:.0f} s for the warehouse lock on {path}")
+
+        with connect(
+            path, read_only=read_only, wait_seconds=RUN_LOCK_WAIT_SECONDS, on_wait=waiting
+        ) as conn:
             yield conn

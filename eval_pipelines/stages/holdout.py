@@ -1,6 +1,10 @@
 """The holdout stages, Dagster-free: each reads its inputs from the warehouse, calls the core
 and writes its rows back (replacing the evaluation's previous rows). The Dagster assets in
-``eval_pipelines.defs`` are thin adapters over these functions.
+``eval_pipelines.defs.holdout`` are thin adapters over these functions.
+
+Every stage reads the records version, tree version and memo entries the evaluation pinned
+when it was registered, so a re-run reproduces the report even after the case was replaced or
+its memo changed.
 """
 
 from __future__ import annotations
@@ -17,24 +21,39 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from eval_pipelines.core.classify import (
-    Evidence,
+from eval_pipelines.core.errors import ConflictError, NotFoundError
+from eval_pipelines.core.holdout.classify import (
+    Neighbour,
     Prediction,
     RecordToClassify,
     get_classifier,
 )
-from eval_pipelines.core.compare import compare_outcomes
-from eval_pipelines.core.errors import ConflictError
-from eval_pipelines.core.leave_out import compute_leave_out
-from eval_pipelines.core.memo import MemoEntry, memo_version
-from eval_pipelines.core.report import build_report, report_markdown
-from eval_pipelines.core.sampling import draw_sample
-from eval_pipelines.core.scoring import leave_out_summary, row_outcomes, score_variant
-from eval_pipelines.core.specs import HoldoutSpec, Variant
+from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.memo import MemoEntry, memo_version, parse_memo_entry
+from eval_pipelines.core.holdout.report import (
+    Comparison,
+    VariantResult,
+    build_report,
+    report_markdown,
+    report_to_json,
+    score_to_json,
+    supply_to_json,
+)
+from eval_pipelines.core.holdout.sampling import draw_sample
+from eval_pipelines.core.holdout.scoring import (
+    VariantScore,
+    candidate_supply,
+    row_outcomes,
+    score_variant,
+)
+from eval_pipelines.core.holdout.spec import HoldoutSpec, Variant, spec_from_json
 from eval_pipelines.core.tree import CodeTree
-from eval_pipelines.stages.evidence import load_or_build_index
-from eval_pipelines.storage import cases, evaluations, memo
+from eval_pipelines.stages.text_index import IndexHandle, load_or_build_index
+from eval_pipelines.storage import cases, evaluations, holdout, memo
 from eval_pipelines.storage.warehouse import transaction
+
+KIND = "holdout"
+OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
 
 PREDICTION_SCHEMA = {
     "variant": pl.String,
@@ -51,37 +70,41 @@ PREDICTION_SCHEMA = {
 }
 
 
-def check_spec(conn: duckdb.DuckDBPyConnection, eval_id: str) -> HoldoutSpec:
-    """Load the stored spec and check the case still has the versions it pinned."""
-    spec = evaluations.load_spec(conn, eval_id)
-    info = cases.load_case(conn, spec.case_id)
-    if info.records_version != spec.records_version:
-        raise ConflictError(
-            f"evalId={eval_id}: the case's records changed since the evaluation was registered "
-            f"(records version {spec.records_version} -> {info.records_version}); start a new "
-            "evaluation"
-        )
-    if info.tree_version != spec.tree_version:
-        raise ConflictError(
-            f"evalId={eval_id}: the case's tree changed since the evaluation was registered "
-            f"(tree version {spec.tree_version} -> {info.tree_version}); start a new evaluation"
-        )
+def load_spec(conn: duckdb.DuckDBPyConnection, eval_id: str) -> HoldoutSpec:
+    """The stored spec of a holdout evaluation, with its pinned records version present.
+
+    Raises
+    ------
+    NotFoundError
+        When no holdout evaluation has this id: evaluations are registered by the CLI or the
+        API (``eval-pipelines eval holdout``), never by adding a partition in the UI.
+    """
+    try:
+        row = evaluations.evaluation_row(conn, eval_id)
+    except NotFoundError:
+        raise NotFoundError(
+            f"evalId={eval_id!r}: no evaluation is registered under this partition key. "
+            "Holdout evaluations are created with 'eval-pipelines eval holdout CASE "
+            "--variants-file FILE' (or api.start_holdout_eval), which stores the spec and adds "
+            "the partition; a partition added in the UI has no spec to run"
+        ) from None
+    if row.kind != KIND:
+        raise ConflictError(f"evalId={eval_id!r}: is a {row.kind} evaluation, not {KIND}")
+    spec = spec_from_json(row.spec)
+    cases.require_records_version(conn, spec.case_id, spec.records_version)
     return spec
 
 
+def pinned_tree(conn: duckdb.DuckDBPyConnection, spec: HoldoutSpec) -> CodeTree:
+    return cases.load_tree(conn, spec.case_id, spec.tree_version)
+
+
 def sample_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any]:
-    spec = check_spec(conn, eval_id)
-    keys = (
-        conn.execute(
-            "SELECT record_key FROM records WHERE case_id = ? ORDER BY record_key",
-            [spec.case_id],
-        )
-        .pl()
-        .get_column("record_key")
-        .to_list()
-    )
+    """Draw and store the seeded sample."""
+    spec = load_spec(conn, eval_id)
+    keys = cases.record_keys(conn, spec.case_id, spec.records_version)
     sample = draw_sample(keys, spec.sample_size, seed=spec.seed)
-    evaluations.save_sample(conn, eval_id, sample.keys, sample.sample_hash, spec.sample_size)
+    holdout.save_sample(conn, eval_id, sample.keys, sample.sample_hash, spec.sample_size)
     return {
         "size": sample.size,
         "requested_size": spec.sample_size,
@@ -90,23 +113,50 @@ def sample_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any
     }
 
 
+def _records_and_index(
+    open_warehouse: OpenWarehouse, eval_id: str, index_dir: Path
+) -> tuple[HoldoutSpec, pl.DataFrame, IndexHandle]:
+    with open_warehouse(read_only=True) as conn:
+        spec = load_spec(conn, eval_id)
+        records = cases.load_records(conn, spec.case_id, spec.records_version)
+    handle = load_or_build_index(
+        index_dir, spec.case_id, spec.records_version, records.get_column("text").to_list()
+    )
+    return spec, records, handle
+
+
+def index_stage(open_warehouse: OpenWarehouse, eval_id: str, *, index_dir: Path) -> dict[str, Any]:
+    """Load the cached text index of the evaluation's records version, or build it."""
+    spec, _, handle = _records_and_index(open_warehouse, eval_id, index_dir)
+    return {
+        "case": spec.case_id,
+        "records_version": spec.records_version,
+        "records": handle.index.n_docs,
+        "nonzeros": int(handle.index.docs.nnz),
+        "features": int(handle.index.docs.shape[1]),
+        "built": handle.built,
+        "seconds": round(handle.seconds, 3),
+        "path": str(handle.path),
+    }
+
+
 def leave_out_stage(
-    open_warehouse: Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]],
+    open_warehouse: OpenWarehouse,
     eval_id: str,
     *,
     index_dir: Path,
     threads: int,
 ) -> dict[str, Any]:
     """Leave-out list and retrieval. The warehouse is opened twice, briefly, around the
-    index build and search, so status readers are not locked out during the long part."""
+    search, so status readers are not locked out during the long part."""
+    from eval_pipelines.core.holdout.grouping import compute_leave_out
+
+    spec, records, handle = _records_and_index(open_warehouse, eval_id, index_dir)
     with open_warehouse(read_only=True) as conn:
-        spec = check_spec(conn, eval_id)
-        records = cases.load_records(conn, spec.case_id)
-        sample = evaluations.load_sample(conn, eval_id)
+        sample = holdout.load_sample(conn, eval_id)
+    if sample.height == 0:
+        raise ConflictError(f"evalId={eval_id!r}: no sample stored; materialise holdout_sample")
     record_keys = records.get_column("record_key").to_list()
-    handle = load_or_build_index(
-        index_dir, spec.case_id, spec.records_version, records.get_column("text").to_list()
-    )
     position_of = {key: i for i, key in enumerate(record_keys)}
     positions = np.array([position_of[k] for k in sample.get_column("record_key")], np.int64)
     started = time.perf_counter()
@@ -121,8 +171,7 @@ def leave_out_stage(
     )
     retrieval_seconds = time.perf_counter() - started
     with open_warehouse() as conn, transaction(conn):
-        evaluations.save_stage_rows(conn, "leave_out", eval_id, result.excluded)
-        evaluations.save_stage_rows(conn, "candidates", eval_id, result.candidates)
+        holdout.save_leave_out(conn, eval_id, result.excluded, result.candidates)
     per_record = result.candidates.group_by("sample_key").len()
     short = sample.height - per_record.filter(pl.col("len") >= result.requested).height
     return {
@@ -132,78 +181,85 @@ def leave_out_stage(
         "requested_candidates": result.requested,
         "rows_short": short,
         "index_built": handle.built,
-        "index_seconds": round(handle.seconds, 3),
         "retrieval_seconds": round(retrieval_seconds, 3),
     }
 
 
 @dataclass(frozen=True)
-class VariantJob:
+class ClassifyTask:
     """Everything one variant's classify step needs, so the step never opens the warehouse."""
 
     eval_id: str
     position: int
     variant: Variant
     records: list[RecordToClassify]
-    evidence: dict[str, list[Evidence]]
+    neighbours: dict[str, list[Neighbour]]
     memo: list[MemoEntry]
     memo_version: str
     tree: CodeTree
 
 
-def variant_jobs(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[VariantJob]:
-    spec = check_spec(conn, eval_id)
-    info = cases.load_case(conn, spec.case_id)
-    tree = cases.load_tree(conn, info)
-    sampled = conn.execute(
-        "SELECT s.record_key, r.text, r.metadata FROM holdout_samples s JOIN records r "
-        "ON r.case_id = ? AND r.record_key = s.record_key WHERE s.eval_id = ? "
-        "ORDER BY s.position",
-        [spec.case_id, eval_id],
-    ).fetchall()
-    records = [RecordToClassify(key, text, json.loads(meta)) for key, text, meta in sampled]
-    rows = conn.execute(
-        "SELECT c.sample_key, c.evidence_key, c.similarity, r.label_node FROM candidates c "
-        "JOIN records r ON r.case_id = ? AND r.record_key = c.evidence_key "
-        "WHERE c.eval_id = ? ORDER BY c.sample_key, c.rank",
-        [spec.case_id, eval_id],
-    ).fetchall()
-    evidence: dict[str, list[Evidence]] = {}
-    for sample_key, evidence_key, similarity, label_node in rows:
-        evidence.setdefault(sample_key, []).append(
-            Evidence(evidence_key, float(similarity), label_node)
-        )
+def _variant_memo(
+    conn: duckdb.DuckDBPyConnection, spec: HoldoutSpec, tree: CodeTree
+) -> dict[str, list[MemoEntry]]:
+    """Each variant's memo entries: from the spec's snapshot, or (for evaluations stored before
+    snapshots) from the case's current entries."""
+    if spec.memo_entries is not None:
+        parsed = {i: parse_memo_entry(raw, tree) for i, raw in spec.memo_entries.items()}
+        by_variant = {}
+        for variant in spec.variants:
+            ids = spec.memo_ids_of(variant) or ()
+            by_variant[variant.name] = [parsed[i] for i in ids]
+        return by_variant
     entries = {e.entry_id: e for e in memo.load_entries(conn, spec.case_id, tree)}
     active = [e for e in entries.values() if e.status == "active"]
-    touched = {item.label_node for items in evidence.values() for item in items}
-    touched |= {code for entry in entries.values() for code in entry.rule.codes}
-    tree = tree.restricted_to(touched)
-    jobs = []
-    for position, variant in enumerate(spec.variants):
-        included = [entries[m] for m in variant.memo_include if m in entries]
+    by_variant = {}
+    for variant in spec.variants:
         missing = [m for m in variant.memo_include if m not in entries]
         if missing:
             raise ConflictError(f"memo_include={missing}: entries no longer exist in the case")
-        variant_memo = sorted(
-            {e.entry_id: e for e in [*active, *included]}.values(), key=lambda e: e.entry_id
+        chosen = {e.entry_id: e for e in [*active, *(entries[m] for m in variant.memo_include)]}
+        by_variant[variant.name] = sorted(chosen.values(), key=lambda e: e.entry_id)
+    return by_variant
+
+
+def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[ClassifyTask]:
+    spec = load_spec(conn, eval_id)
+    tree = pinned_tree(conn, spec)
+    records = [
+        RecordToClassify(key, text, meta)
+        for key, text, meta in holdout.sampled_records(
+            conn, eval_id, spec.case_id, spec.records_version
         )
-        jobs.append(
-            VariantJob(
-                eval_id=eval_id,
-                position=position,
-                variant=variant,
-                records=records,
-                evidence=evidence,
-                memo=variant_memo,
-                memo_version=memo_version(variant_memo),
-                tree=tree,
-            )
+    ]
+    neighbours: dict[str, list[Neighbour]] = {}
+    for sample_key, evidence_key, similarity, label_node in holdout.retrieved_neighbours(
+        conn, eval_id, spec.case_id, spec.records_version
+    ):
+        neighbours.setdefault(sample_key, []).append(
+            Neighbour(evidence_key, float(similarity), label_node)
         )
-    return jobs
+    memo_by_variant = _variant_memo(conn, spec, tree)
+    touched = {item.label_node for items in neighbours.values() for item in items}
+    touched |= {code for m in memo_by_variant.values() for entry in m for code in entry.rule.codes}
+    tree = tree.restricted_to(touched)
+    return [
+        ClassifyTask(
+            eval_id=eval_id,
+            position=position,
+            variant=variant,
+            records=records,
+            neighbours=neighbours,
+            memo=memo_by_variant[variant.name],
+            memo_version=memo_version(memo_by_variant[variant.name]),
+            tree=tree,
+        )
+        for position, variant in enumerate(spec.variants)
+    ]
 
 
 @dataclass(frozen=True)
-class VariantResult:
+class VariantPredictions:
     name: str
     position: int
     memo_version: str
@@ -211,17 +267,17 @@ class VariantResult:
     usage: dict[str, Any]
 
 
-def classify_variant(job: VariantJob) -> VariantResult:
+def classify_variant(task: ClassifyTask) -> VariantPredictions:
     """Run the variant's classifier over the shared sample (no warehouse access)."""
-    classifier = get_classifier(job.variant.config.classifier)
+    classifier = get_classifier(task.variant.config.classifier)
     started = time.perf_counter()
     predictions: list[Prediction] = classifier(
-        job.records, job.evidence, job.memo, job.variant.config, tree=job.tree
+        task.records, task.neighbours, task.memo, task.variant.config, tree=task.tree
     )
     seconds = time.perf_counter() - started
     frame = pl.DataFrame(
         {
-            "variant": [job.variant.name] * len(predictions),
+            "variant": [task.variant.name] * len(predictions),
             "record_key": [p.record_key for p in predictions],
             "code": [p.code for p in predictions],
             "confidence": [float(p.confidence) for p in predictions],
@@ -235,24 +291,24 @@ def classify_variant(job: VariantJob) -> VariantResult:
         },
         schema=PREDICTION_SCHEMA,
     )
-    expected = {r.record_key for r in job.records}
+    expected = {r.record_key for r in task.records}
     if set(frame.get_column("record_key").to_list()) != expected or frame.height != len(expected):
         raise RuntimeError(
-            f"classifier {job.variant.config.classifier!r} returned predictions for other "
+            f"classifier {task.variant.config.classifier!r} returned predictions for other "
             "records than the sample"
         )
     usage = {
-        "classifier": job.variant.config.classifier,
-        "llmLevel": job.variant.config.llm_level,
+        "classifier": task.variant.config.classifier,
+        "llmLevel": task.variant.config.llm_level,
         "records": frame.height,
         "tokens": int(frame.get_column("tokens").sum()),
         "seconds": round(seconds, 3),
     }
-    return VariantResult(job.variant.name, job.position, job.memo_version, frame, usage)
+    return VariantPredictions(task.variant.name, task.position, task.memo_version, frame, usage)
 
 
 def store_predictions(
-    conn: duckdb.DuckDBPyConnection, eval_id: str, results: list[VariantResult]
+    conn: duckdb.DuckDBPyConnection, eval_id: str, results: list[VariantPredictions]
 ) -> dict[str, Any]:
     ordered = sorted(results, key=lambda r: r.position)
     predictions = pl.concat([r.predictions for r in ordered])
@@ -270,8 +326,7 @@ def store_predictions(
             "usage_json": pl.String,
         },
     )
-    evaluations.save_stage_rows(conn, "predictions", eval_id, predictions)
-    evaluations.save_stage_rows(conn, "variant_runs", eval_id, runs)
+    holdout.save_predictions(conn, eval_id, predictions, runs)
     return {
         "variants": [r.name for r in ordered],
         "rows": predictions.height,
@@ -279,22 +334,14 @@ def store_predictions(
     }
 
 
-def _labels(conn: duckdb.DuckDBPyConnection, spec: HoldoutSpec, eval_id: str) -> pl.DataFrame:
-    return conn.execute(
-        "SELECT r.record_key, r.label, r.label_node FROM holdout_samples s JOIN records r "
-        "ON r.case_id = ? AND r.record_key = s.record_key WHERE s.eval_id = ?",
-        [spec.case_id, eval_id],
-    ).pl()
-
-
 def variant_outcomes(
     conn: duckdb.DuckDBPyConnection, eval_id: str
 ) -> tuple[HoldoutSpec, CodeTree, dict[str, pl.DataFrame]]:
     """Per variant (in spec order), the per-record outcome rows."""
-    spec = check_spec(conn, eval_id)
-    tree = cases.load_tree(conn, cases.load_case(conn, spec.case_id))
-    predictions = evaluations.load_stage_rows(conn, "predictions", eval_id, "variant, record_key")
-    labels = _labels(conn, spec, eval_id)
+    spec = load_spec(conn, eval_id)
+    tree = pinned_tree(conn, spec)
+    predictions = holdout.load_predictions(conn, eval_id)
+    labels = holdout.sample_labels(conn, eval_id, spec.case_id, spec.records_version)
     outcomes = {}
     for variant in spec.variants:
         rows = predictions.filter(pl.col("variant") == variant.name)
@@ -307,33 +354,66 @@ def variant_outcomes(
     return spec, tree, outcomes
 
 
-def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any]:
+LEVEL_SCHEMA = {
+    "variant": pl.String,
+    "position": pl.Int32,
+    "depth": pl.Int32,
+    "level_name": pl.String,
+    "is_target": pl.Boolean,
+    "n": pl.Int32,
+    "right_count": pl.Int32,
+    "accuracy": pl.Float64,
+    "accuracy_low": pl.Float64,
+    "accuracy_high": pl.Float64,
+    "declined": pl.Int32,
+    "ceiling_count": pl.Int32,
+}
+
+
+def _level_rows(name: str, position: int, score: VariantScore) -> list[dict[str, Any]]:
+    return [
+        {
+            "variant": name,
+            "position": position,
+            "depth": level.depth,
+            "level_name": level.name,
+            "is_target": level.depth in score.target_depth,
+            "n": level.accuracy.n,
+            "right_count": level.accuracy.k,
+            "accuracy": level.accuracy.estimate,
+            "accuracy_low": level.accuracy.interval.low if level.accuracy.interval else None,
+            "accuracy_high": level.accuracy.interval.high if level.accuracy.interval else None,
+            "declined": level.declined,
+            "ceiling_count": level.candidate_ceiling.k,
+        }
+        for level in score.levels
+    ]
+
+
+def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
+    """Score every variant; returns the per-level rows it stored (one per variant and level)."""
     spec, tree, outcomes = variant_outcomes(conn, eval_id)
-    rows = []
-    summary: dict[str, Any] = {}
+    variant_rows = []
+    level_rows: list[dict[str, Any]] = []
     for position, variant in enumerate(spec.variants):
         frame = outcomes[variant.name]
         score = score_variant(frame, tree, spec.target_depth)
-        failed = int(frame.get_column("error").is_not_null().sum())
-        rows.append(
+        variant_rows.append(
             {
                 "variant": variant.name,
                 "position": position,
-                "score_json": json.dumps(score),
-                "failed_rows": failed,
-                "leave_out_json": json.dumps(leave_out_summary(frame)),
+                "score_json": json.dumps(score_to_json(score)),
+                "failed_rows": int(frame.get_column("error").is_not_null().sum()),
+                "leave_out_json": json.dumps(supply_to_json(candidate_supply(frame))),
             }
         )
-        summary[variant.name] = {
-            "targetDepth": score["targetDepth"],
-            "declineRate": score["declineRate"],
-        }
-    evaluations.save_stage_rows(
+        level_rows += _level_rows(variant.name, position, score)
+    levels = pl.DataFrame(level_rows, schema=LEVEL_SCHEMA)
+    holdout.save_scores(
         conn,
-        "variant_scores",
         eval_id,
         pl.DataFrame(
-            rows,
+            variant_rows,
             schema={
                 "variant": pl.String,
                 "position": pl.Int32,
@@ -342,64 +422,109 @@ def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any
                 "leave_out_json": pl.String,
             },
         ),
+        levels,
     )
-    return summary
+    return levels
 
 
-def report_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[dict[str, Any], str]:
-    """Build, store and return the report and its markdown summary."""
+def report_stage(
+    conn: duckdb.DuckDBPyConnection, eval_id: str, *, run_id: str | None
+) -> tuple[dict[str, Any], str]:
+    """Build, store and return the report (JSON) and its markdown summary."""
     spec, tree, outcomes = variant_outcomes(conn, eval_id)
-    scores = evaluations.load_stage_rows(conn, "variant_scores", eval_id, "position")
-    runs = {
-        row["variant"]: row
-        for row in evaluations.load_stage_rows(conn, "variant_runs", eval_id, "position").iter_rows(
-            named=True
-        )
-    }
-    if scores.height != len(spec.variants):
+    runs = {row["variant"]: row for row in holdout.load_variant_runs(conn, eval_id).to_dicts()}
+    stored_scores = holdout.load_scores(conn, eval_id)
+    if stored_scores.height != len(spec.variants) or set(runs) != {v.name for v in spec.variants}:
         raise ConflictError("variant_scores is missing variants: re-materialise variant_scores")
-    variants = []
-    for row in scores.iter_rows(named=True):
-        variant = spec.variants[row["position"]]
-        run = runs[variant.name]
-        variants.append(
-            {
-                "name": variant.name,
-                "memoInclude": list(variant.memo_include),
-                "memoVersion": run["memo_version"],
-                "config": variant.config.to_json(),
-                "score": json.loads(row["score_json"]),
-                "failedRows": row["failed_rows"],
-                "usage": json.loads(run["usage_json"]),
-                "leaveOut": json.loads(row["leave_out_json"]),
-            }
+    variants = tuple(
+        VariantResult(
+            name=variant.name,
+            memo_include=variant.memo_include,
+            memo_version=runs[variant.name]["memo_version"],
+            config=variant.config,
+            score=score_variant(outcomes[variant.name], tree, spec.target_depth),
+            failed_rows=int(outcomes[variant.name].get_column("error").is_not_null().sum()),
+            usage=json.loads(runs[variant.name]["usage_json"]),
+            supply=candidate_supply(outcomes[variant.name]),
         )
+        for variant in spec.variants
+    )
     baseline = spec.variants[0].name
-    comparisons = [
-        {
-            "baseline": baseline,
-            "candidate": variant.name,
-            "levels": compare_outcomes(outcomes[baseline], outcomes[variant.name], tree),
-        }
+    comparisons = tuple(
+        Comparison(
+            baseline=baseline,
+            candidate=variant.name,
+            levels=compare_outcomes(outcomes[baseline], outcomes[variant.name], tree),
+        )
         for variant in spec.variants[1:]
-    ]
-    sample = evaluations.load_sample(conn, eval_id)
-    excluded = conn.execute(
-        "SELECT count(*), count(*) FILTER (WHERE reason = 'group') FROM leave_out "
-        "WHERE eval_id = ?",
-        [eval_id],
-    ).fetchone()
-    assert excluded is not None
+    )
+    sample = holdout.load_sample(conn, eval_id)
+    excluded_records, group_members = holdout.leave_out_counts(conn, eval_id)
     report = build_report(
         spec,
-        tree,
+        tree.levels,
         sample_hash=sample.get_column("sample_hash")[0],
         sample_size=sample.height,
-        group_members_excluded=int(excluded[1]),
-        excluded_records=int(excluded[0]),
+        group_members_excluded=group_members,
+        excluded_records=excluded_records,
         variants=variants,
         comparisons=comparisons,
     )
-    markdown = report_markdown(report)
-    evaluations.save_report(conn, eval_id, report, markdown)
-    return report, markdown
+    report_json = report_to_json(report)
+    markdown = report_markdown(report_json)
+    evaluations.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
+    return report_json, markdown
+
+
+@dataclass(frozen=True)
+class Leakage:
+    """Retrieved neighbours that should never have been retrieved, counted three ways.
+
+    Attributes
+    ----------
+    on_leave_out_list
+        The sampled record itself, or a record on its stored leave-out list.
+    sharing_group_field
+        Field grouping: neighbours sharing the group field's value, recomputed from the
+        records (None for other groupings).
+    near_duplicates
+        Near-duplicate grouping: neighbours at or above the threshold (less the float32
+        tolerance), i.e. members of the record's group (None for other groupings).
+    """
+
+    on_leave_out_list: int
+    sharing_group_field: int | None
+    near_duplicates: int | None
+
+    @property
+    def total(self) -> int:
+        return (
+            self.on_leave_out_list + (self.sharing_group_field or 0) + (self.near_duplicates or 0)
+        )
+
+
+def leakage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> Leakage:
+    """Recount, from the stored rows, the neighbours that break the leave-out rule."""
+    from eval_pipelines.core.text.retrieval import NEAR_DUPLICATE_TOLERANCE
+
+    spec = load_spec(conn, eval_id)
+    field_count = near_count = None
+    if spec.grouping.mode == "field" and spec.grouping.field is not None:
+        field_count = holdout.evidence_sharing_group_field(
+            conn, eval_id, spec.case_id, spec.records_version, spec.grouping.field
+        )
+    if spec.grouping.mode == "nearDuplicate" and spec.grouping.threshold is not None:
+        # The same float32 cut-off the search applies.
+        cut = float(np.float32(spec.grouping.threshold - NEAR_DUPLICATE_TOLERANCE))
+        near_count = holdout.evidence_at_or_above(conn, eval_id, cut)
+    return Leakage(
+        on_leave_out_list=holdout.evidence_inside_leave_out(conn, eval_id),
+        sharing_group_field=field_count,
+        near_duplicates=near_count,
+    )
+
+
+def candidate_shortfall(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[int, int]:
+    """``(rows with fewer neighbours than requested, neighbours requested)``."""
+    spec = load_spec(conn, eval_id)
+    return holdout.rows_short_of(conn, eval_id, spec.max_candidates), spec.max_candidates

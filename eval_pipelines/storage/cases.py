@@ -1,4 +1,9 @@
-"""Cases: records, code tree and their content versions."""
+"""Cases: the current records and tree versions of each case, and every version ever loaded.
+
+Versions are content hashes and immutable: replacing a case's records adds a version (or
+reuses an identical one) and moves the case to it, while evaluations keep reading the
+versions they pinned.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ import polars as pl
 
 from eval_pipelines.core.errors import NotFoundError
 from eval_pipelines.core.tree import CodeTree, tree_from_parent_links
-from eval_pipelines.storage.frames import query_frame, replace_rows
+from eval_pipelines.storage.frames import insert_frame, query_frame
 
 
 @dataclass(frozen=True)
 class CaseInfo:
+    """A case at one records version and one tree version."""
+
     case_id: str
     tree_mode: str
     prefix_lengths: tuple[int, ...]
@@ -27,8 +34,28 @@ class CaseInfo:
     source: str | None
 
 
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
 def case_exists(conn: duckdb.DuckDBPyConnection, case_id: str) -> bool:
     row = conn.execute("SELECT count(*) FROM cases WHERE case_id = ?", [case_id]).fetchone()
+    return bool(row and row[0])
+
+
+def _has_records_version(conn: duckdb.DuckDBPyConnection, case_id: str, version: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM records_versions WHERE case_id = ? AND records_version = ?",
+        [case_id, version],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _has_tree_version(conn: duckdb.DuckDBPyConnection, case_id: str, version: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM tree_versions WHERE case_id = ? AND tree_version = ?",
+        [case_id, version],
+    ).fetchone()
     return bool(row and row[0])
 
 
@@ -37,15 +64,75 @@ def save_case(
     info: CaseInfo,
     records: pl.DataFrame,
     tree_nodes: pl.DataFrame,
-) -> None:
-    """Write (or replace) a case. Call inside a transaction."""
+) -> dict[str, bool]:
+    """Point the case at these versions, storing each one unless it is already stored.
+
+    Call inside a transaction. Returns which versions were new.
+    """
+    now = _now()
+    new_records = not _has_records_version(conn, info.case_id, info.records_version)
+    if new_records:
+        conn.execute(
+            "INSERT INTO records_versions VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                info.case_id,
+                info.records_version,
+                info.n_records,
+                json.dumps(list(info.metadata_columns)),
+                info.source,
+                now,
+            ],
+        )
+        insert_frame(
+            conn,
+            "INSERT INTO records (case_id, record_key, text, label, label_node, metadata, "
+            "records_version) SELECT case_id, record_key, text, label, label_node, metadata, "
+            "records_version FROM incoming_frame",
+            records.select(
+                pl.lit(info.case_id).alias("case_id"),
+                "record_key",
+                "text",
+                "label",
+                "label_node",
+                "metadata",
+                pl.lit(info.records_version).alias("records_version"),
+            ),
+        )
+    new_tree = not _has_tree_version(conn, info.case_id, info.tree_version)
+    if new_tree:
+        conn.execute(
+            "INSERT INTO tree_versions VALUES (?, ?, ?, ?, ?)",
+            [
+                info.case_id,
+                info.tree_version,
+                info.tree_mode,
+                json.dumps(list(info.prefix_lengths)),
+                now,
+            ],
+        )
+        insert_frame(
+            conn,
+            "INSERT INTO tree_nodes (case_id, code, parent, depth, title, kind, tree_version) "
+            "SELECT case_id, code, parent, depth, title, kind, tree_version FROM incoming_frame",
+            tree_nodes.select(
+                pl.lit(info.case_id).alias("case_id"),
+                "code",
+                "parent",
+                "depth",
+                "title",
+                "kind",
+                pl.lit(info.tree_version).alias("tree_version"),
+            ),
+        )
     sequence_row = conn.execute(
         "SELECT eval_sequence FROM cases WHERE case_id = ?", [info.case_id]
     ).fetchone()
     sequence = int(sequence_row[0]) if sequence_row else 0
     conn.execute("DELETE FROM cases WHERE case_id = ?", [info.case_id])
     conn.execute(
-        "INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO cases (case_id, tree_mode, prefix_lengths, target_depth, records_version, "
+        "tree_version, n_records, metadata_columns, source, created_at, eval_sequence) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             info.case_id,
             info.tree_mode,
@@ -56,34 +143,15 @@ def save_case(
             info.n_records,
             json.dumps(list(info.metadata_columns)),
             info.source,
-            datetime.now(UTC).replace(tzinfo=None),
+            now,
             sequence,
         ],
     )
-    replace_rows(
-        conn,
-        "records",
-        info.case_id,
-        records.select(
-            pl.lit(info.case_id).alias("case_id"),
-            "record_key",
-            "text",
-            "label",
-            "label_node",
-            "metadata",
-        ),
-    )
-    replace_rows(
-        conn,
-        "tree_nodes",
-        info.case_id,
-        tree_nodes.select(
-            pl.lit(info.case_id).alias("case_id"), "code", "parent", "depth", "title", "kind"
-        ),
-    )
+    return {"recordsVersionAdded": new_records, "treeVersionAdded": new_tree}
 
 
 def load_case(conn: duckdb.DuckDBPyConnection, case_id: str) -> CaseInfo:
+    """The case at its current versions."""
     row = conn.execute(
         "SELECT case_id, tree_mode, prefix_lengths, target_depth, records_version, tree_version, "
         "n_records, metadata_columns, source FROM cases WHERE case_id = ?",
@@ -113,25 +181,60 @@ def list_cases(conn: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     )
 
 
-def load_records(conn: duckdb.DuckDBPyConnection, case_id: str) -> pl.DataFrame:
-    """The case's records ordered by ``record_key`` (the order the evidence index uses)."""
+def require_records_version(
+    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
+) -> None:
+    """Refuse, naming the version, when it is not stored (replaced before versions were kept)."""
+    if not _has_records_version(conn, case_id, records_version):
+        raise NotFoundError(
+            f"records version {records_version} of case {case_id!r} is not in the warehouse "
+            "(it was replaced before record versions were kept); its report is intact, but "
+            "per-record rows and re-runs need those records"
+        )
+
+
+def load_records(
+    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
+) -> pl.DataFrame:
+    """One records version ordered by ``record_key`` (the order the text index uses)."""
+    require_records_version(conn, case_id, records_version)
     return query_frame(
         conn,
-        "SELECT record_key, text, label, label_node, metadata FROM records WHERE case_id = ? "
-        "ORDER BY record_key",
-        [case_id],
+        "SELECT record_key, text, label, label_node, metadata FROM records "
+        "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
+        [case_id, records_version],
     )
 
 
-def load_tree(conn: duckdb.DuckDBPyConnection, info: CaseInfo) -> CodeTree:
+def record_keys(conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str) -> list[str]:
+    """The version's record keys, sorted."""
+    require_records_version(conn, case_id, records_version)
+    rows = conn.execute(
+        "SELECT record_key FROM records WHERE case_id = ? AND records_version = ? "
+        "ORDER BY record_key",
+        [case_id, records_version],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def load_tree(conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str) -> CodeTree:
+    """One tree version of a case."""
+    row = conn.execute(
+        "SELECT tree_mode, prefix_lengths FROM tree_versions "
+        "WHERE case_id = ? AND tree_version = ?",
+        [case_id, tree_version],
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"tree version {tree_version} of case {case_id!r} is not stored")
     nodes = query_frame(
         conn,
-        "SELECT code, parent, title, kind FROM tree_nodes WHERE case_id = ? ORDER BY code",
-        [info.case_id],
+        "SELECT code, parent, title, kind FROM tree_nodes "
+        "WHERE case_id = ? AND tree_version = ? ORDER BY code",
+        [case_id, tree_version],
     )
     tree = tree_from_parent_links(nodes)
-    if info.tree_mode == "prefix":
-        tree = replace(tree, mode="prefix", prefix_lengths=info.prefix_lengths)
+    if row[0] == "prefix":
+        tree = replace(tree, mode="prefix", prefix_lengths=tuple(json.loads(row[1])))
     return tree
 
 
@@ -140,5 +243,5 @@ def next_eval_sequence(conn: duckdb.DuckDBPyConnection, case_id: str) -> int:
     conn.execute("UPDATE cases SET eval_sequence = eval_sequence + 1 WHERE case_id = ?", [case_id])
     row = conn.execute("SELECT eval_sequence FROM cases WHERE case_id = ?", [case_id]).fetchone()
     if row is None:
-        raise NotFoundError(f"case={case_id!r}: no such case")
+        raise NotFoundError(f"case={case_id!r}: no such case (create it with 'case create')")
     return int(row[0])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import duckdb
 import polars as pl
 
 from eval_pipelines.core.errors import ConflictError, NotFoundError
-from eval_pipelines.core.memo import MemoEntry, parse_memo_entry
+from eval_pipelines.core.holdout.memo import MemoEntry, parse_memo_entry
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.storage.frames import query_frame
 
@@ -83,3 +84,22 @@ def load_entries(conn: duckdb.DuckDBPyConnection, case_id: str, tree: CodeTree) 
             )
         )
     return entries
+
+
+def entry_status(conn: duckdb.DuckDBPyConnection, case_id: str, entry_id: str) -> str | None:
+    """The entry's status, or None when the case has no such entry."""
+    row = conn.execute(
+        "SELECT status FROM memo_entries WHERE case_id = ? AND entry_id = ?", [case_id, entry_id]
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def entry_contents(
+    conn: duckdb.DuckDBPyConnection, case_id: str
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every entry of the case: id -> (status, normalised content as stored)."""
+    rows = conn.execute(
+        "SELECT entry_id, status, entry_json FROM memo_entries WHERE case_id = ? ORDER BY entry_id",
+        [case_id],
+    ).fetchall()
+    return {entry_id: (status, json.loads(raw)) for entry_id, status, raw in rows}

@@ -1,64 +1,122 @@
-"""The DuckDB warehouse: one file, one writer at a time, schema created on first use."""
+"""The DuckDB warehouse: one file, one writer at a time, a schema that upgrades in place.
+
+Every table is declared once, in the numbered files of ``storage/migrations``; the
+``schema_version`` table records which have been applied. A write connection applies the
+missing ones (each in its own transaction) before it is handed out; a read-only connection to
+a file that is behind upgrades it first, then reopens read-only.
+"""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 
 import duckdb
 
-SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS cases (
-        case_id VARCHAR NOT NULL, tree_mode VARCHAR NOT NULL, prefix_lengths VARCHAR,
-        target_depth VARCHAR NOT NULL, records_version VARCHAR NOT NULL,
-        tree_version VARCHAR NOT NULL, n_records BIGINT NOT NULL, metadata_columns VARCHAR,
-        source VARCHAR, created_at TIMESTAMP NOT NULL, eval_sequence BIGINT NOT NULL DEFAULT 0)""",
-    """CREATE TABLE IF NOT EXISTS records (
-        case_id VARCHAR NOT NULL, record_key VARCHAR NOT NULL, text VARCHAR NOT NULL,
-        label VARCHAR NOT NULL, label_node VARCHAR NOT NULL, metadata VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS tree_nodes (
-        case_id VARCHAR NOT NULL, code VARCHAR NOT NULL, parent VARCHAR, depth INTEGER NOT NULL,
-        title VARCHAR, kind VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS memo_entries (
-        case_id VARCHAR NOT NULL, entry_id VARCHAR NOT NULL, status VARCHAR NOT NULL,
-        instruction VARCHAR NOT NULL, entry_json VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
-        approved_by VARCHAR, approved_at TIMESTAMP)""",
-    """CREATE TABLE IF NOT EXISTS evaluations (
-        eval_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, sequence BIGINT NOT NULL,
-        seed BIGINT NOT NULL, spec_json VARCHAR NOT NULL, run_id VARCHAR,
-        created_at TIMESTAMP NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS holdout_samples (
-        eval_id VARCHAR NOT NULL, position INTEGER NOT NULL, record_key VARCHAR NOT NULL,
-        sample_hash VARCHAR NOT NULL, requested_size INTEGER NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS leave_out (
-        eval_id VARCHAR NOT NULL, sample_key VARCHAR NOT NULL, excluded_key VARCHAR NOT NULL,
-        reason VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS candidates (
-        eval_id VARCHAR NOT NULL, sample_key VARCHAR NOT NULL, rank INTEGER NOT NULL,
-        evidence_key VARCHAR NOT NULL, similarity FLOAT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS predictions (
-        eval_id VARCHAR NOT NULL, variant VARCHAR NOT NULL, record_key VARCHAR NOT NULL,
-        code VARCHAR, confidence DOUBLE NOT NULL, route VARCHAR NOT NULL,
-        candidates VARCHAR NOT NULL, requested_candidates INTEGER NOT NULL,
-        effective_candidates INTEGER NOT NULL, memo_applied VARCHAR NOT NULL, error VARCHAR,
-        tokens BIGINT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS variant_runs (
-        eval_id VARCHAR NOT NULL, variant VARCHAR NOT NULL, position INTEGER NOT NULL,
-        memo_version VARCHAR NOT NULL, usage_json VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS variant_scores (
-        eval_id VARCHAR NOT NULL, variant VARCHAR NOT NULL, position INTEGER NOT NULL,
-        score_json VARCHAR NOT NULL, failed_rows INTEGER NOT NULL,
-        leave_out_json VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS eval_reports (
-        eval_id VARCHAR NOT NULL, report_json VARCHAR NOT NULL, markdown VARCHAR NOT NULL,
-        created_at TIMESTAMP NOT NULL)""",
-]
+from eval_pipelines.core.errors import InputError
+
+# How long a command waits for another process's lock before it reports the warehouse busy.
+CLI_WAIT_SECONDS = 15.0
+WRITE_WAIT_SECONDS = 120.0
 
 
 class WarehouseBusy(RuntimeError):
-    """Another process holds the DuckDB file's write lock."""
+    """Another process holds the DuckDB file's lock."""
+
+
+class WarehouseUnavailable(RuntimeError):
+    """The warehouse cannot be opened at all (missing, read-only, newer than this release)."""
+
+
+def _migration_files() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` of every migration, in order."""
+    folder = resources.files("eval_pipelines.storage") / "migrations"
+    found = []
+    for item in folder.iterdir():
+        if item.name.endswith(".sql"):
+            number, _, name = item.name.removesuffix(".sql").partition("_")
+            found.append((int(number), name, item.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [version for version, _, _ in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations must be numbered 1..n without gaps, found {versions}")
+    return found
+
+
+def latest_schema_version() -> int:
+    return len(_migration_files())
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration on ``;`` at line ends (the files hold no procedural code)."""
+    body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
+    return [part.strip() for part in body.split(";\n") if part.strip().rstrip(";")]
+
+
+def _has_table(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
+    """The applied schema version: 0 for an empty file, 1 for a file written before schema
+    versioning (it holds the tables of migration 1 but no ``schema_version`` table)."""
+    if _has_table(conn, "schema_version"):
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+    return 1 if _has_table(conn, "cases") else 0
+
+
+def migrate(conn: duckdb.DuckDBPyConnection) -> list[int]:
+    """Apply the migrations this file lacks, each in one transaction; returns their versions."""
+    current = schema_version(conn)
+    migrations = _migration_files()
+    if current > len(migrations):
+        raise WarehouseUnavailable(
+            f"the warehouse has schema version {current}, newer than this release knows "
+            f"({len(migrations)}): upgrade eval_pipelines"
+        )
+    applied = []
+    for version, name, sql in migrations:
+        if version <= current:
+            continue
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, "
+                "name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+            )
+            if current == 1 and not _recorded(conn, 1):
+                conn.execute(
+                    "INSERT INTO schema_version VALUES (1, 'initial', ?)", [_now()]
+                )  # a file from before versioning: its tables are migration 1's
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, name, _now()])
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        applied.append(version)
+    return applied
+
+
+def _recorded(conn: duckdb.DuckDBPyConnection, version: int) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM schema_version WHERE version = ?", [version]
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _is_lock_error(error: duckdb.Error) -> bool:
@@ -66,38 +124,93 @@ def _is_lock_error(error: duckdb.Error) -> bool:
     return "lock" in text or "conflicting" in text
 
 
-@contextmanager
-def connect(
-    path: Path, *, read_only: bool = False, wait_seconds: float = 120.0
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the warehouse, retrying while another process holds the lock.
-
-    DuckDB locks the file per process; runs and the CLI keep connections short, so waiting a
-    little is enough. Raises :class:`WarehouseBusy` when the lock is still held after
-    ``wait_seconds``. A read-only open of a missing file raises ``FileNotFoundError``.
-    """
-    if read_only and not path.exists():
-        raise FileNotFoundError(f"warehouse {path} does not exist yet: create a case first")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait_seconds
+def _open(
+    path: Path,
+    *,
+    read_only: bool,
+    wait_seconds: float | None,
+    on_wait: Callable[[float], None] | None,
+) -> duckdb.DuckDBPyConnection:
+    started = time.monotonic()
     delay = 0.05
+    next_notice = 30.0
     while True:
         try:
-            conn = duckdb.connect(str(path), read_only=read_only)
-            break
+            return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as error:
-            if not _is_lock_error(error) or time.monotonic() > deadline:
-                if _is_lock_error(error):
-                    raise WarehouseBusy(
-                        f"warehouse {path} is busy (locked by another process)"
-                    ) from None
-                raise
+            if not _is_lock_error(error):
+                raise _unavailable(path, error) from None
+            waited = time.monotonic() - started
+            if wait_seconds is not None and waited > wait_seconds:
+                raise WarehouseBusy(
+                    f"warehouse {path} is busy (locked by another process for {waited:.0f} s)"
+                ) from None
+            if on_wait is not None and waited >= next_notice:
+                on_wait(waited)
+                next_notice += 30.0
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _unavailable(path: Path, error: Exception) -> WarehouseUnavailable:
+    text = str(error)
+    if "Permission denied" in text or "Read-only file system" in text:
+        return WarehouseUnavailable(f"warehouse {path} cannot be written: {text.splitlines()[0]}")
+    return WarehouseUnavailable(f"warehouse {path} cannot be opened: {text.splitlines()[0]}")
+
+
+def check_writable(path: Path) -> None:
+    """Refuse early, with one line, when the warehouse (or its folder) cannot be written."""
+    target = path if path.exists() else path.parent
+    while not target.exists():
+        target = target.parent
+    if not os.access(target, os.W_OK):
+        raise WarehouseUnavailable(f"warehouse {path} cannot be written: {target} is read-only")
+
+
+@contextmanager
+def connect(
+    path: Path,
+    *,
+    read_only: bool = False,
+    create: bool = False,
+    wait_seconds: float | None = WRITE_WAIT_SECONDS,
+    on_wait: Callable[[float], None] | None = None,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the warehouse, waiting while another process holds the lock.
+
+    DuckDB locks the file per process, and runs and commands keep their connections short, so
+    waiting is enough. ``wait_seconds=None`` waits for as long as it takes (runs use it, so a
+    slow reader never fails an evaluation); ``on_wait`` is told every 30 s how long it has
+    waited. Raises :class:`WarehouseBusy` when the lock is still held after ``wait_seconds``,
+    :class:`WarehouseUnavailable` when the file is missing (read-only), cannot be written or
+    comes from a newer release. Only ``create=True`` (loading a case) makes a new file, so a
+    refused command never leaves an empty warehouse behind.
+    """
+    if path.exists() and path.is_dir():
+        raise InputError("warehouse", str(path), "is a directory; give the DuckDB file's path")
+    if not create and not path.exists():
+        raise WarehouseUnavailable(
+            f"warehouse {path} does not exist yet: create a case first "
+            "(eval-pipelines case create ...)"
+        )
+    if read_only:
+        conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
+        if schema_version(conn) < latest_schema_version():
+            conn.close()
+            with connect(path, wait_seconds=wait_seconds, on_wait=on_wait):
+                pass  # upgrades the file in place
+            conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
+    else:
+        check_writable(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = _open(path, read_only=False, wait_seconds=wait_seconds, on_wait=on_wait)
+        try:
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
     try:
-        if not read_only:
-            for statement in SCHEMA:
-                conn.execute(statement)
         yield conn
     finally:
         conn.close()

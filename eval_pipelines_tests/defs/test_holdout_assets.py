@@ -8,9 +8,11 @@ import duckdb
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.defs.holdout_assets import holdout_assets
+from eval_pipelines.defs.holdout import holdout_assets
+from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.resources import WarehouseResource
 
+RESOURCES = {"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()}
 VARIANTS = [{"name": "baseline"}, {"name": "k-5 (fewer)", "config": {"candidates": 5}}]
 
 
@@ -37,9 +39,9 @@ def _rows(table: str, eval_id: str) -> int:
 
 
 def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) -> None:
-    resources = {"warehouse": WarehouseResource()}
+    resources = RESOURCES
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("evaluations", [registered])
+        instance.add_dynamic_partitions("holdout_evaluations", [registered])
         result = dg.materialize(
             holdout_assets, instance=instance, partition_key=registered, resources=resources
         )
@@ -53,13 +55,16 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
         assert materialized == {
             "eval_spec",
             "holdout_sample",
+            "evidence_index",
             "leave_out",
             "variant_predictions",
             "variant_scores",
             "eval_report",
         }
         report_event = [m for m in result.asset_materializations_for_node("eval_report")][0]
-        assert "accuracy_L4/baseline" in report_event.metadata
+        comparable = report_event.metadata["comparable_as"].value
+        assert comparable.startswith("near0.98.")
+        assert f"accuracy_L4/baseline @ {comparable}" in report_event.metadata
         assert "Holdout evaluation" in report_event.metadata["report"].value
         counts = {
             t: _rows(t, registered)
@@ -95,7 +100,7 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
 
 
 def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
-    from eval_pipelines.core import classify
+    from eval_pipelines.core.holdout import classify
 
     calls = {"n": 0}
 
@@ -111,12 +116,12 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
         launch="none",
     )["evalId"]
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("evaluations", [eval_id])
+        instance.add_dynamic_partitions("holdout_evaluations", [eval_id])
         result = dg.materialize(
             holdout_assets,
             instance=instance,
             partition_key=eval_id,
-            resources={"warehouse": WarehouseResource()},
+            resources=RESOURCES,
             raise_on_error=False,
         )
     assert not result.success
@@ -127,21 +132,20 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
 
 
 def test_evidence_index_is_built_once_per_records_version(small_case: str) -> None:
-    from eval_pipelines.defs.evidence_assets import evidence_index
-
-    instance = dg.DagsterInstance.get()
-    assert instance.get_dynamic_partitions("cases") == ["small"]  # registered by case create
-    results = [
-        dg.materialize(
-            [evidence_index],
-            instance=instance,
-            partition_key="small",
-            resources={"warehouse": WarehouseResource()},
-        )
-        for _ in range(2)
-    ]
-    metadata = [r.asset_materializations_for_node("evidence_index")[0].metadata for r in results]
-    assert [m["built"].value for m in metadata] == [True, False]
-    assert metadata[0]["records"].value == 3049
-    eval_id = api.start_holdout_eval("small", VARIANTS, sample_size=20, launch="inline")["evalId"]
-    assert api.get_holdout_eval("small", eval_id)["status"] == "complete"
+    first = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=1, launch="none")
+    second = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=2, launch="none")
+    built = []
+    with dg.instance_for_test() as instance:
+        for eval_id in (first["evalId"], second["evalId"]):
+            instance.add_dynamic_partitions("holdout_evaluations", [eval_id])
+            result = dg.materialize(
+                holdout_assets,
+                instance=instance,
+                partition_key=eval_id,
+                resources=RESOURCES,
+                selection=["eval_spec", "evidence_index"],
+            )
+            metadata = result.asset_materializations_for_node("evidence_index")[0].metadata
+            built.append(metadata["built"].value)
+            assert metadata["records"].value == 3049
+    assert built == [True, False]  # the second evaluation of the same version reuses it

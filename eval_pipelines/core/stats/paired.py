@@ -13,17 +13,24 @@ class McNemarResult:
 
     Attributes
     ----------
+    b
+        Pairs right under the baseline and wrong under the candidate (newly wrong).
+    c
+        Pairs wrong under the baseline and right under the candidate (newly right).
     statistic
         ``min(b, c)``, the smaller discordant count (the binomial test statistic).
     pvalue
         Two-sided exact p-value, capped at 1.
-    discordant
-        ``b + c``.
     """
 
+    b: int
+    c: int
     statistic: int
     pvalue: float
-    discordant: int
+
+    @property
+    def discordant(self) -> int:
+        return self.b + self.c
 
 
 def mcnemar_exact(b: int, c: int) -> McNemarResult:
@@ -53,6 +60,6 @@ def mcnemar_exact(b: int, c: int) -> McNemarResult:
     discordant = b + c
     smaller = min(b, c)
     if discordant == 0:
-        return McNemarResult(statistic=0, pvalue=1.0, discordant=0)
+        return McNemarResult(b=b, c=c, statistic=0, pvalue=1.0)
     pvalue = min(1.0, 2.0 * float(stats.binom.cdf(smaller, discordant, 0.5)))
-    return McNemarResult(statistic=smaller, pvalue=pvalue, discordant=discordant)
+    return McNemarResult(b=b, c=c, statistic=smaller, pvalue=pvalue)

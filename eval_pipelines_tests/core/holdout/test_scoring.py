@@ -4,8 +4,10 @@ import json
 
 import polars as pl
 
-from eval_pipelines.core.compare import compare_outcomes
-from eval_pipelines.core.scoring import INSUFFICIENT, row_outcomes, score_variant
+from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.report import paired_levels_to_json, proportion_to_json
+from eval_pipelines.core.holdout.scoring import row_outcomes, score_variant
+from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.core.tree import tree_from_parent_links
 
 TREE = tree_from_parent_links(
@@ -67,15 +69,23 @@ def test_candidate_ceiling():
 def test_small_n_reads_insufficient_evidence():
     outcomes = row_outcomes(_predictions(["A1.1", "A1", None, "A2"]), LABELS, TREE)
     score = score_variant(outcomes, TREE, (3,))
-    assert score["targetDepth"]["3"] == {"k": 1, "n": 2, "value": INSUFFICIENT, "interval": None}
-    assert score["levels"]["3"]["declined"] == 1
+    accuracy = score.level(3).accuracy
+    assert (accuracy.k, accuracy.n, accuracy.estimate, accuracy.interval) == (1, 2, None, None)
+    assert proportion_to_json(accuracy) == {
+        "k": 1,
+        "n": 2,
+        "value": INSUFFICIENT,
+        "interval": None,
+    }
+    assert score.level(3).declined == 1
 
 
 def test_paired_counts():
     base = row_outcomes(_predictions(["A1.1", "A1", None, "A2"]), LABELS, TREE)
     cand = row_outcomes(_predictions(["A1.2", "A1.2", "A2", "A2"]), LABELS, TREE)
-    levels = compare_outcomes(base, cand, TREE)
-    assert levels["3"] == {
+    levels = {level.depth: level for level in compare_outcomes(base, cand, TREE)}
+    assert (levels[3].mcnemar.b, levels[3].mcnemar.c) == (1, 1)  # newly wrong, newly right
+    assert paired_levels_to_json(tuple(levels.values()))["3"] == {
         "pairs": 2,
         "newlyRight": 1,
         "newlyWrong": 1,
@@ -84,4 +94,4 @@ def test_paired_counts():
         "difference": 0.0,
         "mcnemarP": 1.0,
     }
-    assert levels["1"]["newlyRight"] == 1 and levels["1"]["bothWrong"] == 1
+    assert levels[1].newly_right == 1 and levels[1].both_wrong == 1

@@ -8,27 +8,20 @@ Definitions (also in the README):
   declined at L.
 - Candidate ceiling at L: the label's ancestor at L is the ancestor at L of some evidence
   record's label (the vote could have reached it).
-- Accuracy carries its Wilson 95% interval and n; with fewer than ``MIN_SCORED`` scored
-  records it reads ``insufficient_evidence``.
+- Accuracy carries its Wilson 95% interval and n; below the minimum sample of
+  :mod:`eval_pipelines.core.stats.policy` it reads ``insufficient_evidence``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
 
 import polars as pl
 
-from eval_pipelines.core.classify import ROUTES
-from eval_pipelines.core.stats import wilson_interval
+from eval_pipelines.core.holdout.classify import ROUTES
+from eval_pipelines.core.stats import Proportion, estimate_proportion
 from eval_pipelines.core.tree import CodeTree
-
-MIN_SCORED = 10
-INSUFFICIENT = "insufficient_evidence"
-
-
-def level_key(depth: int) -> str:
-    return str(depth)
 
 
 def row_outcomes(predictions: pl.DataFrame, labels: pl.DataFrame, tree: CodeTree) -> pl.DataFrame:
@@ -71,71 +64,121 @@ def row_outcomes(predictions: pl.DataFrame, labels: pl.DataFrame, tree: CodeTree
     )
 
 
-def proportion(k: int, n: int) -> dict[str, Any]:
-    """A proportion with its Wilson 95% interval and n, or ``insufficient_evidence``."""
-    if n < MIN_SCORED:
-        return {"k": k, "n": n, "value": INSUFFICIENT, "interval": None}
-    interval = wilson_interval(k, n)
-    return {
-        "k": k,
-        "n": n,
-        "value": round(k / n, 6),
-        "interval": [round(interval.low, 6), round(interval.high, 6)],
-    }
+@dataclass(frozen=True)
+class LevelScore:
+    """One tree level of one variant.
+
+    Attributes
+    ----------
+    depth, name
+        The level (1 = top) and its readable name.
+    accuracy
+        Right at this level over the records whose label reaches it.
+    declined
+        Records scored here whose prediction does not reach this level.
+    candidate_ceiling
+        Records whose label's ancestor here was among the evidence labels the vote used.
+    """
+
+    depth: int
+    name: str
+    accuracy: Proportion
+    declined: int
+    candidate_ceiling: Proportion
 
 
-def score_variant(outcomes: pl.DataFrame, tree: CodeTree, target_depth: tuple[int, ...]) -> dict:
+@dataclass(frozen=True)
+class RouteScore:
+    """Coverage of one routing flag and the accuracy, per target level, of the rows it holds."""
+
+    route: str
+    coverage: Proportion
+    accuracy: dict[int, Proportion]
+
+
+@dataclass(frozen=True)
+class VariantScore:
+    """Everything scored for one variant."""
+
+    n: int
+    levels: tuple[LevelScore, ...]
+    target_depth: tuple[int, ...]
+    decline_rate: Proportion
+    routing: tuple[RouteScore, ...]
+
+    def level(self, depth: int) -> LevelScore:
+        return next(level for level in self.levels if level.depth == depth)
+
+
+def _count(frame: pl.DataFrame, column: str) -> int:
+    return int(frame.get_column(column).sum())
+
+
+def score_variant(
+    outcomes: pl.DataFrame, tree: CodeTree, target_depth: tuple[int, ...]
+) -> VariantScore:
     """Score one variant's outcome rows (from :func:`row_outcomes`)."""
     total = outcomes.height
-    levels: dict[str, Any] = {}
+    levels = []
     for level in tree.levels:
         d = level.depth
         scored = outcomes.filter(pl.col(f"right_{d}").is_not_null())
-        n = scored.height
-        right = int(scored.get_column(f"right_{d}").sum())
-        declined = int(scored.get_column(f"declined_{d}").sum())
-        ceiling = int(scored.get_column(f"ceiling_{d}").sum())
-        levels[level_key(d)] = {
-            "name": level.name,
-            "accuracy": proportion(right, n),
-            "declined": declined,
-            "candidateCeiling": proportion(ceiling, n),
-        }
-    routes: dict[str, Any] = {}
+        levels.append(
+            LevelScore(
+                depth=d,
+                name=level.name,
+                accuracy=estimate_proportion(_count(scored, f"right_{d}"), scored.height),
+                declined=_count(scored, f"declined_{d}"),
+                candidate_ceiling=estimate_proportion(
+                    _count(scored, f"ceiling_{d}"), scored.height
+                ),
+            )
+        )
+    routes = []
     for route in ROUTES:
         subset = outcomes.filter(pl.col("route") == route)
         accuracy = {}
         for d in target_depth:
             scored = subset.filter(pl.col(f"right_{d}").is_not_null())
-            accuracy[level_key(d)] = proportion(
-                int(scored.get_column(f"right_{d}").sum()), scored.height
+            accuracy[d] = estimate_proportion(_count(scored, f"right_{d}"), scored.height)
+        routes.append(
+            RouteScore(
+                route=route, coverage=estimate_proportion(subset.height, total), accuracy=accuracy
             )
-        routes[route] = {
-            "coverage": proportion(subset.height, total),
-            "accuracy": accuracy,
-        }
+        )
     declined_rows = int((outcomes.get_column("route") == "declined").sum())
-    return {
-        "n": total,
-        "levels": levels,
-        "targetDepth": {level_key(d): levels[level_key(d)]["accuracy"] for d in target_depth},
-        "declineRate": proportion(declined_rows, total),
-        "routing": routes,
-    }
+    return VariantScore(
+        n=total,
+        levels=tuple(levels),
+        target_depth=tuple(target_depth),
+        decline_rate=estimate_proportion(declined_rows, total),
+        routing=tuple(routes),
+    )
 
 
-def leave_out_summary(predictions: pl.DataFrame) -> dict[str, Any]:
-    """Requested vs effective candidates, and how many rows fell short."""
+@dataclass(frozen=True)
+class CandidateSupply:
+    """Neighbour records requested and found per sampled record, and the rows that fell short."""
+
+    requested: int
+    effective_mean: float
+    effective_min: int
+    rows_short: int
+    rows_short_keys: tuple[str, ...]
+
+
+def candidate_supply(predictions: pl.DataFrame) -> CandidateSupply:
+    """Requested vs effective candidates, and how many rows fell short (first 20 keys kept)."""
     stats = predictions.select(
         pl.col("requested_candidates").max().fill_null(0).alias("requested"),
         pl.col("effective_candidates").mean().fill_null(0.0).alias("mean"),
         pl.col("effective_candidates").min().fill_null(0).alias("min"),
     ).row(0, named=True)
     short = predictions.filter(pl.col("effective_candidates") < pl.col("requested_candidates"))
-    return {
-        "requestedCandidates": int(stats["requested"]),
-        "effectiveCandidatesMean": round(float(stats["mean"]), 3),
-        "effectiveCandidatesMin": int(stats["min"]),
-        "rowsShort": short.height,
-        "rowsShortKeys": short.get_column("record_key").head(20).to_list(),
-    }
+    return CandidateSupply(
+        requested=int(stats["requested"]),
+        effective_mean=float(stats["mean"]),
+        effective_min=int(stats["min"]),
+        rows_short=short.height,
+        rows_short_keys=tuple(short.get_column("record_key").head(20).to_list()),
+    )

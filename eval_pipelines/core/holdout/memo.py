@@ -167,6 +167,12 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
 
 def memo_version(entries: list[MemoEntry]) -> str:
     """Hash of the given entries' content, independent of order; ``empty`` for no entries."""
-    if not entries:
+    return memo_version_of([e.content() for e in entries])
+
+
+def memo_version_of(contents: list[dict[str, Any]]) -> str:
+    """Hash of memo entry contents (``{id, instruction, when, then}``), independent of order;
+    ``empty`` for no entries."""
+    if not contents:
         return "empty"
-    return hash_json(sorted((e.content() for e in entries), key=lambda c: c["id"]))
+    return hash_json(sorted(contents, key=lambda c: c["id"]))

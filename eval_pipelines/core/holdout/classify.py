@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from eval_pipelines.core.memo import MemoEntry
-from eval_pipelines.core.specs import ClassifyConfig
+from eval_pipelines.core.holdout.memo import MemoEntry
+from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import CodeTree
 
 ROUTES = ("auto", "review", "declined")
@@ -28,7 +28,7 @@ class RecordToClassify:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class Neighbour:
     """One retrieved evidence record (already outside the sampled record's leave-out set)."""
 
     record_key: str
@@ -54,7 +54,7 @@ class Classifier(Protocol):
     def __call__(
         self,
         records: Sequence[RecordToClassify],
-        evidence: dict[str, list[Evidence]],
+        evidence: dict[str, list[Neighbour]],
         memo: Sequence[MemoEntry],
         config: ClassifyConfig,
         *,
@@ -82,7 +82,7 @@ def known_classifiers() -> list[str]:
 
 def knn_vote(
     records: Sequence[RecordToClassify],
-    evidence: dict[str, list[Evidence]],
+    evidence: dict[str, list[Neighbour]],
     memo: Sequence[MemoEntry],
     config: ClassifyConfig,
     *,
@@ -121,7 +121,7 @@ def knn_vote(
 
 def _vote_one(
     record: RecordToClassify,
-    retrieved: list[Evidence],
+    retrieved: list[Neighbour],
     memo: Sequence[MemoEntry],
     config: ClassifyConfig,
     tree: CodeTree,
@@ -224,7 +224,7 @@ def _vote_one(
     )
 
 
-def _weights(pool: list[Evidence], strategy: str) -> list[float]:
+def _weights(pool: list[Neighbour], strategy: str) -> list[float]:
     if strategy == "weighted":
         return [max(item.similarity, 0.0) for item in pool]
     if strategy == "majority":

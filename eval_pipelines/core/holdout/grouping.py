@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from eval_pipelines.core.retrieval import EvidenceIndex, search
-from eval_pipelines.core.specs import Grouping
+from eval_pipelines.core.holdout.spec import Grouping
+from eval_pipelines.core.text.retrieval import TextIndex, search
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def field_groups(metadata: list[str], positions: np.ndarray, field: str) -> list
 
 
 def compute_leave_out(
-    index: EvidenceIndex,
+    index: TextIndex,
     record_keys: list[str],
     metadata: list[str],
     positions: np.ndarray,

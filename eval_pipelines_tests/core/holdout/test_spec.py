@@ -1,7 +1,7 @@
 import pytest
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.specs import (
+from eval_pipelines.core.holdout.spec import (
     ClassifyConfig,
     parse_config,
     parse_grouping,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from eval_pipelines.core import retrieval as rt
-from eval_pipelines.core import vectorize as vz
+from eval_pipelines.core.text import retrieval as rt
+from eval_pipelines.core.text import vectorize as vz
 
 _DEMO_RECORDS = Path(__file__).resolve().parents[2] / "data" / "demo" / "icd10cm_records.parquet"
 
@@ -58,9 +58,9 @@ def _synthetic_texts(n: int, seed: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def index() -> rt.EvidenceIndex:
+def index() -> rt.TextIndex:
     _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
-    return rt.build_evidence_index(matrix)
+    return rt.build_text_index(matrix)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def _near_duplicates(result: rt.SearchResult, row: int) -> np.ndarray:
     return result.near_duplicate_indices[indptr[row] : indptr[row + 1]]
 
 
-def test_index_is_the_transpose(index: rt.EvidenceIndex) -> None:
+def test_index_is_the_transpose(index: rt.TextIndex) -> None:
     assert index.n_docs == 3000
     assert (index.postings != index.docs.T.tocsr()).nnz == 0
     assert index.postings.indices.dtype == np.int32
@@ -97,7 +97,7 @@ def test_index_is_the_transpose(index: rt.EvidenceIndex) -> None:
 
 @pytest.mark.parametrize("threshold", [None, 0.93, 0.98, 1.0])
 def test_search_equals_brute_force(
-    index: rt.EvidenceIndex, queries: np.ndarray, threshold: float | None
+    index: rt.TextIndex, queries: np.ndarray, threshold: float | None
 ) -> None:
     fast = rt.search(index, queries, k=20, near_duplicate_threshold=threshold)
     slow = rt.search_brute_force(index, queries, k=20, near_duplicate_threshold=threshold)
@@ -118,7 +118,7 @@ def test_search_equals_brute_force(
         assert not np.isin(fast.neighbours[row], near).any()
 
 
-def test_exact_duplicates_at_threshold_one(index: rt.EvidenceIndex) -> None:
+def test_exact_duplicates_at_threshold_one(index: rt.TextIndex) -> None:
     result = rt.search(index, np.array([10, 13]), k=5, near_duplicate_threshold=1.0)
     assert _near_duplicates(result, 0).tolist() == [11, 12, 13]
     assert _near_duplicates(result, 1).tolist() == [10, 11, 12]
@@ -127,7 +127,7 @@ def test_exact_duplicates_at_threshold_one(index: rt.EvidenceIndex) -> None:
 
 
 def test_exclusions_are_honoured_without_shortfall(
-    index: rt.EvidenceIndex, queries: np.ndarray
+    index: rt.TextIndex, queries: np.ndarray
 ) -> None:
     rng = np.random.default_rng(4)
     lengths = rng.integers(0, 60, size=queries.shape[0])
@@ -171,7 +171,7 @@ def test_exclusions_are_honoured_without_shortfall(
 
 def test_k_beyond_the_corpus_pads_with_minus_one() -> None:
     _, matrix = vz.fit_transform(["left knee", "right knee", "knee pain", "ear"])
-    index = rt.build_evidence_index(matrix)
+    index = rt.build_text_index(matrix)
     for fn in (rt.search, rt.search_brute_force):
         result = fn(index, np.array([0, 3]), k=10)
         assert result.neighbours.shape == (2, 10)
@@ -182,7 +182,7 @@ def test_k_beyond_the_corpus_pads_with_minus_one() -> None:
         assert np.all(result.neighbours[1] == -1)
 
 
-def test_empty_rows_and_isolated_texts(index: rt.EvidenceIndex) -> None:
+def test_empty_rows_and_isolated_texts(index: rt.TextIndex) -> None:
     assert index.docs[20].nnz == 0 and index.docs[21].nnz == 0
     # The isolated text shares no hashed feature with any other document.
     assert (index.docs @ index.docs[30].T).nnz == 1
@@ -195,7 +195,7 @@ def test_empty_rows_and_isolated_texts(index: rt.EvidenceIndex) -> None:
 
 
 def test_near_duplicate_overflow_is_rerun(
-    index: rt.EvidenceIndex, queries: np.ndarray, monkeypatch: pytest.MonkeyPatch
+    index: rt.TextIndex, queries: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = rt.search_brute_force(index, queries, k=10, near_duplicate_threshold=0.93)
     assert np.diff(expected.near_duplicate_indptr).max() > 2
@@ -203,7 +203,7 @@ def test_near_duplicate_overflow_is_rerun(
     _assert_same(rt.search(index, queries, k=10, near_duplicate_threshold=0.93), expected)
 
 
-def test_thread_count_does_not_change_results(index: rt.EvidenceIndex, queries: np.ndarray) -> None:
+def test_thread_count_does_not_change_results(index: rt.TextIndex, queries: np.ndarray) -> None:
     one = rt.search(index, queries, k=16, near_duplicate_threshold=0.98, n_threads=1)
     two = rt.search(index, queries, k=16, near_duplicate_threshold=0.98, n_threads=2)
     _assert_same(one, two)
@@ -212,12 +212,12 @@ def test_thread_count_does_not_change_results(index: rt.EvidenceIndex, queries: 
     assert empty.near_duplicate_indptr.tolist() == [0]
 
 
-def test_save_and_load_round_trip(index: rt.EvidenceIndex, tmp_path: Path) -> None:
+def test_save_and_load_round_trip(index: rt.TextIndex, tmp_path: Path) -> None:
     path = tmp_path / "evidence.npz"
-    rt.save_evidence_index(index, path)
-    rt.save_evidence_index(index, path)
+    rt.save_text_index(index, path)
+    rt.save_text_index(index, path)
     assert [p.name for p in tmp_path.iterdir()] == ["evidence.npz"]
-    loaded = rt.load_evidence_index(path)
+    loaded = rt.load_text_index(path)
     assert loaded.n_docs == index.n_docs
     for name in ("docs", "postings"):
         a: sp.csr_matrix = getattr(loaded, name)
@@ -233,7 +233,7 @@ def test_save_and_load_round_trip(index: rt.EvidenceIndex, tmp_path: Path) -> No
     )
 
 
-def test_bad_arguments_are_refused(index: rt.EvidenceIndex) -> None:
+def test_bad_arguments_are_refused(index: rt.TextIndex) -> None:
     q = np.array([1, 2])
     with pytest.raises(ValueError, match="near_duplicate_threshold"):
         rt.search(index, q, k=3, near_duplicate_threshold=0.0)
@@ -258,7 +258,7 @@ def test_demo_records_match_brute_force() -> None:
 
     texts = pl.read_parquet(_DEMO_RECORDS, columns=["text"]).get_column("text").to_list()
     _, matrix = vz.fit_transform(texts)
-    index = rt.build_evidence_index(matrix)
+    index = rt.build_text_index(matrix)
     queries = np.random.default_rng(9).choice(index.n_docs, size=60, replace=False)
     for threshold in (0.93, 1.0):
         _assert_same(

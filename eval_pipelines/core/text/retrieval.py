@@ -24,6 +24,10 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from eval_pipelines.core.text import numba_cache
+
+numba_cache.configure()
+
 # Near-duplicate tolerance: float32 rounding puts the self-similarity of an exact duplicate
 # a few ulps below 1.0, so a threshold of 1.0 must still catch it.
 NEAR_DUPLICATE_TOLERANCE = 1e-5
@@ -35,7 +39,7 @@ _BRUTE_FORCE_BLOCK = 256
 
 
 @dataclass(frozen=True)
-class EvidenceIndex:
+class TextIndex:
     """Documents and their inverted index.
 
     Attributes
@@ -96,28 +100,28 @@ def _canonical_csr(matrix: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
     return csr
 
 
-def build_evidence_index(matrix: sp.spmatrix | sp.sparray) -> EvidenceIndex:
+def build_text_index(matrix: sp.spmatrix | sp.sparray) -> TextIndex:
     """Index the rows of a TF-IDF matrix for :func:`search`.
 
     Parameters
     ----------
     matrix
         ``(n_docs, n_features)`` sparse matrix with L2-normalised (or all-zero) rows and
-        non-negative weights, e.g. from :func:`eval_pipelines.core.vectorize.fit_transform`.
+        non-negative weights, e.g. from :func:`eval_pipelines.core.text.vectorize.fit_transform`.
 
     Returns
     -------
-    EvidenceIndex
+    TextIndex
         The documents and their posting lists.
     """
     docs = _canonical_csr(matrix)
     # csr.T is a CSC view of the same arrays; converting it to CSR builds the posting lists,
     # and scipy's conversion emits each posting list sorted by document.
     postings = _canonical_csr(docs.T.tocsr())
-    return EvidenceIndex(docs=docs, postings=postings, n_docs=docs.shape[0])
+    return TextIndex(docs=docs, postings=postings, n_docs=docs.shape[0])
 
 
-def save_evidence_index(index: EvidenceIndex, path: Path) -> None:
+def save_text_index(index: TextIndex, path: Path) -> None:
     """Write an index as an uncompressed ``.npz``, atomically.
 
     The arrays go to a temporary file in the same folder, which then replaces ``path``, so a
@@ -154,8 +158,8 @@ def save_evidence_index(index: EvidenceIndex, path: Path) -> None:
         raise
 
 
-def load_evidence_index(path: Path) -> EvidenceIndex:
-    """Read an index written by :func:`save_evidence_index`.
+def load_text_index(path: Path) -> TextIndex:
+    """Read an index written by :func:`save_text_index`.
 
     Parameters
     ----------
@@ -164,7 +168,7 @@ def load_evidence_index(path: Path) -> EvidenceIndex:
 
     Returns
     -------
-    EvidenceIndex
+    TextIndex
         The stored index.
     """
     with np.load(Path(path), allow_pickle=False) as arrays:
@@ -181,7 +185,7 @@ def load_evidence_index(path: Path) -> EvidenceIndex:
         )
     docs.has_sorted_indices = True
     postings.has_sorted_indices = True
-    return EvidenceIndex(docs=docs, postings=postings, n_docs=n_docs)
+    return TextIndex(docs=docs, postings=postings, n_docs=n_docs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,7 +204,7 @@ class _Request:
 
 
 def _request(
-    index: EvidenceIndex,
+    index: TextIndex,
     query_docs: npt.ArrayLike,
     k: int,
     near_duplicate_threshold: float | None,
@@ -400,7 +404,7 @@ def _unsigned(indices: np.ndarray) -> np.ndarray:
 
 
 def _run_kernel(
-    index: EvidenceIndex, req: _Request, nd_cap: int, n_threads: int
+    index: TextIndex, req: _Request, nd_cap: int, n_threads: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Call the numba kernel on the index arrays (ids as uint32, see :func:`_unsigned`)."""
     n_chunks = max(1, min(n_threads, req.queries.shape[0]))
@@ -444,7 +448,7 @@ def _subset_request(req: _Request, rows: np.ndarray) -> _Request:
 
 
 def search(
-    index: EvidenceIndex,
+    index: TextIndex,
     query_docs: npt.ArrayLike,
     *,
     k: int,
@@ -465,7 +469,7 @@ def search(
     Parameters
     ----------
     index
-        From :func:`build_evidence_index`.
+        From :func:`build_text_index`.
     query_docs
         Document ids to query, 1-d integers.
     k
@@ -527,7 +531,7 @@ def search(
 
 
 def search_brute_force(
-    index: EvidenceIndex,
+    index: TextIndex,
     query_docs: npt.ArrayLike,
     *,
     k: int,

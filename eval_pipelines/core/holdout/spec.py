@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.memo import memo_version_of
 
 SAMPLE_SIZE_MIN = 10
 SAMPLE_SIZE_MAX = 5_000
@@ -344,9 +345,11 @@ class HoldoutSpec:
     records_version: str
     tree_version: str
     memo_version: str
+    active_memo: tuple[str, ...] | None = None
+    memo_entries: dict[str, dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "evalId": self.eval_id,
             "caseId": self.case_id,
             "seed": self.seed,
@@ -359,6 +362,17 @@ class HoldoutSpec:
             "treeVersion": self.tree_version,
             "memoVersion": self.memo_version,
         }
+        if self.memo_entries is not None:
+            data["activeMemo"] = list(self.active_memo or ())
+            data["memoEntries"] = self.memo_entries
+        return data
+
+    def memo_ids_of(self, variant: Variant) -> tuple[str, ...] | None:
+        """The memo entries a variant classifies with (active plus included), or None for an
+        evaluation stored before memo snapshots (its entries are read from the case)."""
+        if self.active_memo is None:
+            return None
+        return tuple(sorted({*self.active_memo, *variant.memo_include}))
 
     @property
     def max_candidates(self) -> int:
@@ -403,6 +417,112 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
         records_version=data["recordsVersion"],
         tree_version=data["treeVersion"],
         memo_version=data["memoVersion"],
+        active_memo=tuple(data["activeMemo"]) if "activeMemo" in data else None,
+        memo_entries=data.get("memoEntries"),
+    )
+
+
+@dataclass(frozen=True)
+class CaseContext:
+    """What the spec parser needs to know about the case an evaluation runs on.
+
+    Attributes
+    ----------
+    memo
+        Every memo entry of the case: id -> (status, normalised content).
+    classifiers
+        Names of the registered classifiers.
+    """
+
+    case_id: str
+    records_version: str
+    tree_version: str
+    max_depth: int
+    target_depth: tuple[int, ...]
+    metadata_columns: tuple[str, ...]
+    memo: dict[str, tuple[str, dict[str, Any]]]
+    classifiers: tuple[str, ...]
+
+
+GROUPING_KEYS = ("mode", "threshold", "field")
+
+
+def parse_holdout_request(
+    variants: Any,
+    *,
+    case: CaseContext,
+    sequence: int,
+    sample_size: Any = SAMPLE_SIZE_DEFAULT,
+    seed: Any = DEFAULT_SEED,
+    grouping: Any = None,
+    group_field: str | None = None,
+    config: Any = None,
+) -> HoldoutSpec:
+    """Check every input rule of a holdout evaluation and resolve it into a spec.
+
+    This is the only place the rules live: sample size, seed, grouping (mode, threshold, group
+    field among the case's metadata columns), the shared config, every variant (names, memo
+    entries that exist, config, classifiers that are registered) and the pinned target depth.
+
+    Raises
+    ------
+    InputError
+        Naming the field, the value and the rule; nothing has been written.
+    """
+    validate_sample_size(sample_size)
+    validate_seed(seed)
+    if grouping is None:
+        grouping = {}
+    if not isinstance(grouping, dict):
+        raise InputError("grouping", grouping, "must be an object with mode, threshold, field")
+    unknown = set(grouping) - set(GROUPING_KEYS)
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(
+            f"grouping.{key}", grouping[key], f"unknown; use {', '.join(GROUPING_KEYS)}"
+        )
+    if "field" in grouping and group_field is None:
+        group_field = grouping["field"]
+    resolved = parse_grouping(grouping.get("mode"), grouping.get("threshold"), group_field)
+    if resolved.field is not None and resolved.field not in case.metadata_columns:
+        raise InputError(
+            "groupField",
+            resolved.field,
+            f"is not a metadata column of case {case.case_id} "
+            f"(columns: {list(case.metadata_columns)})",
+        )
+    shared = parse_config(config, where="config", max_depth=case.max_depth)
+    pinned = shared.target_depth or case.target_depth
+    parsed = parse_variants(
+        variants,
+        shared_config=shared,
+        pinned_target_depth=pinned,
+        known_memo_ids=set(case.memo),
+        max_depth=case.max_depth,
+    )
+    for index, variant in enumerate(parsed):
+        if variant.config.classifier not in case.classifiers:
+            raise InputError(
+                f"variants[{index}].config.classifier",
+                variant.config.classifier,
+                f"unknown classifier; known: {list(case.classifiers)}",
+            )
+    active = tuple(sorted(i for i, (status, _) in case.memo.items() if status == "active"))
+    used = sorted({*active, *(m for v in parsed for m in v.memo_include)})
+    return HoldoutSpec(
+        eval_id=make_eval_id(case.case_id, sequence, seed),
+        case_id=case.case_id,
+        seed=seed,
+        sample_size=sample_size,
+        grouping=resolved,
+        config=shared,
+        target_depth=pinned,
+        variants=parsed,
+        records_version=case.records_version,
+        tree_version=case.tree_version,
+        memo_version=memo_version_of([case.memo[i][1] for i in active]),
+        active_memo=active,
+        memo_entries={i: case.memo[i][1] for i in used},
     )
 
 

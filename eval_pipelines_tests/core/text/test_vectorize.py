@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from eval_pipelines.core import vectorize as vz
+from eval_pipelines.core.text import vectorize as vz
 
 _WORDS = [
     "a",

@@ -3,9 +3,9 @@
 import polars as pl
 import pytest
 
-from eval_pipelines.core.classify import Evidence, RecordToClassify, knn_vote
-from eval_pipelines.core.memo import parse_memo_entry
-from eval_pipelines.core.specs import ClassifyConfig
+from eval_pipelines.core.holdout.classify import Neighbour, RecordToClassify, knn_vote
+from eval_pipelines.core.holdout.memo import parse_memo_entry
+from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import tree_from_parent_links
 
 TREE = tree_from_parent_links(
@@ -21,7 +21,7 @@ CONFIG = ClassifyConfig(candidates=10, target_depth=(2,), decline_below=0.3, aut
 
 
 def _evidence(*pairs):
-    return {"r": [Evidence(f"e{i}", s, code) for i, (code, s) in enumerate(pairs)]}
+    return {"r": [Neighbour(f"e{i}", s, code) for i, (code, s) in enumerate(pairs)]}
 
 
 def test_votes_level_by_level_and_routes_by_share_at_target_depth():

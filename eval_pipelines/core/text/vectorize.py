@@ -33,6 +33,10 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from eval_pipelines.core.text import numba_cache
+
+numba_cache.configure()
+
 DEFAULT_N_FEATURES = 2**20
 DEFAULT_BATCH_SIZE = 50_000
 

@@ -1,0 +1,72 @@
+"""``eval-pipelines case ...``: load and list cases."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from eval_pipelines.cli.output import print_json
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    print_json(
+        api.create_case(
+            args.case,
+            args.records,
+            tree_path=args.tree,
+            levels=args.levels,
+            key_column=args.key_column,
+            text_column=args.text_column,
+            label_column=args.label_column,
+            target_depth=args.target_depth,
+            replace=args.replace,
+            warehouse=args.warehouse,
+        )
+    )
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    print_json(api.list_cases(warehouse=args.warehouse))
+    return 0
+
+
+def add_commands(groups: argparse._SubParsersAction) -> None:
+    case = groups.add_parser("case", help="labelled records and their code tree").add_subparsers(
+        dest="command", required=True
+    )
+    create = case.add_parser("create", help="load a case from Parquet, CSV or JSON Lines")
+    create.add_argument("case")
+    create.add_argument("--records", required=True, type=Path)
+    tree = create.add_mutually_exclusive_group(required=True)
+    tree.add_argument("--tree", type=Path, help="file of code, parent (optional title, kind)")
+    tree.add_argument(
+        "--levels", type=int_list, help="prefix lengths, separators ignored, e.g. 2,4,6,8"
+    )
+    create.add_argument("--key-column", default="record_key")
+    create.add_argument("--text-column", default="text")
+    create.add_argument("--label-column", default="label")
+    create.add_argument(
+        "--target-depth",
+        type=int_list,
+        default=None,
+        help="default target depth(s) of evaluations (default: deepest level)",
+    )
+    create.add_argument(
+        "--replace",
+        action="store_true",
+        help="load new records for an existing case (earlier evaluations keep theirs)",
+    )
+    create.set_defaults(func=cmd_create)
+    case.add_parser("list", help="list cases").set_defaults(func=cmd_list)

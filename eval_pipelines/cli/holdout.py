@@ -1,0 +1,212 @@
+"""``eval-pipelines eval ...``: start, re-run, follow, list, compare holdout evaluations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from eval_pipelines.cli.output import print_json, print_status, progress
+from eval_pipelines.core.files import read_json
+from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
+
+
+def _grouping(args: argparse.Namespace) -> dict[str, Any]:
+    grouping: dict[str, Any] = {}
+    if args.grouping_mode is not None:
+        grouping["mode"] = args.grouping_mode
+    if args.grouping_threshold is not None:
+        grouping["threshold"] = args.grouping_threshold
+    return grouping
+
+
+def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
+    """Without ``--wait``: print the started ids. With it: progress on stderr, then exactly
+    one document on stdout (the status and report, JSON or markdown)."""
+    from eval_pipelines import api
+
+    if not args.wait:
+        print(json.dumps(started), flush=True)
+        return 0
+    print(
+        f"started {started['evalId']} (run {started['runId']}, {started['status']})",
+        file=sys.stderr,
+        flush=True,
+    )
+    status = api.wait_for_eval(
+        args.case,
+        started["evalId"],
+        timeout=args.timeout,
+        warehouse=args.warehouse,
+        progress=progress,
+        run_id=started["runId"],
+    )
+    print_status(status, as_json=args.json)
+    return 0
+
+
+def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str, Any]]) -> int:
+    """Start an evaluation with the shared eval flags, then follow it."""
+    config = read_json(args.config_file, "--config-file") if args.config_file else None
+    started = start(
+        sample_size=args.sample_size,
+        seed=args.seed,
+        grouping=_grouping(args),
+        group_field=args.group_field,
+        config=config,
+        warehouse=args.warehouse,
+    )
+    return _follow(args, started)
+
+
+def cmd_holdout(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    variants = read_json(args.variants_file, "--variants-file")
+    launch = "none" if args.no_launch else "submit"
+    if args.no_launch and args.wait:
+        from eval_pipelines.core.errors import InputError
+
+        raise InputError("--wait", True, "cannot wait for an evaluation --no-launch registers")
+    return start_and_maybe_wait(
+        args, partial(api.start_holdout_eval, args.case, variants, launch=launch)
+    )
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    started = api.rerun_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+    return _follow(args, started)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    if args.wait:
+        status = api.wait_for_eval(
+            args.case,
+            args.eval_id,
+            timeout=args.timeout,
+            warehouse=args.warehouse,
+            progress=progress,
+        )
+    else:
+        status = api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+    print_status(status, as_json=args.json)
+    return 1 if status["status"] in ("failed", "canceled") else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    print_json(api.list_evals(args.case, warehouse=args.warehouse))
+    return 0
+
+
+def cmd_rows(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    for row in api.eval_rows(
+        args.case,
+        args.eval_id,
+        variant=args.variant,
+        errors_only=args.errors_only,
+        warehouse=args.warehouse,
+    ):
+        print(json.dumps(row))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    print_json(
+        api.compare_holdout_evals(
+            args.case,
+            baseline_eval_id=args.baseline_eval_id,
+            candidate_eval_id=args.candidate_eval_id,
+            baseline_variant=args.baseline_variant,
+            candidate_variant=args.candidate_variant,
+            warehouse=args.warehouse,
+        )
+    )
+    return 0
+
+
+def _add_follow_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--wait", action="store_true", help="block until the run finishes; print the report"
+    )
+    command.add_argument(
+        "--json", action="store_true", help="with --wait, print the status and report as JSON"
+    )
+    command.add_argument("--timeout", type=float, default=3600, help="seconds --wait waits")
+
+
+def add_eval_flags(command: argparse.ArgumentParser) -> None:
+    """Flags shared by ``eval holdout`` and ``memo evaluate``."""
+    command.add_argument("--sample-size", type=int, default=SAMPLE_SIZE_DEFAULT)
+    command.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    command.add_argument(
+        "--grouping-mode", default=None, help="nearDuplicate (default), field or none"
+    )
+    command.add_argument("--grouping-threshold", type=float, default=None)
+    command.add_argument("--group-field", default=None)
+    command.add_argument("--config-file", default=None)
+    _add_follow_flags(command)
+
+
+def add_commands(groups: argparse._SubParsersAction) -> None:
+    evals = groups.add_parser("eval", help="holdout evaluations").add_subparsers(
+        dest="command", required=True
+    )
+    holdout = evals.add_parser("holdout", help="start a holdout evaluation")
+    holdout.add_argument("case")
+    holdout.add_argument("--variants-file", required=True)
+    add_eval_flags(holdout)
+    holdout.add_argument(
+        "--no-launch",
+        action="store_true",
+        help="register only; materialise from the UI or dagster CLI",
+    )
+    holdout.set_defaults(func=cmd_holdout)
+    rerun = evals.add_parser(
+        "rerun", help="run an evaluation again from its stored spec (same sample and versions)"
+    )
+    rerun.add_argument("case")
+    rerun.add_argument("eval_id")
+    _add_follow_flags(rerun)
+    rerun.set_defaults(func=cmd_rerun)
+    status = evals.add_parser(
+        "status", help="status, the newest run and, once complete, the report"
+    )
+    status.add_argument("case")
+    status.add_argument("eval_id")
+    status.add_argument("--wait", action="store_true", help="block until the newest run finishes")
+    status.add_argument("--json", action="store_true", help="JSON instead of markdown")
+    status.add_argument("--timeout", type=float, default=3600)
+    status.set_defaults(func=cmd_status)
+    listing = evals.add_parser("list", help="the case's evaluations, oldest first")
+    listing.add_argument("case")
+    listing.set_defaults(func=cmd_list)
+    compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
+    compare.add_argument("case")
+    compare.add_argument("baseline_eval_id")
+    compare.add_argument("candidate_eval_id")
+    compare.add_argument("--baseline-variant", required=True)
+    compare.add_argument("--candidate-variant", required=True)
+    compare.set_defaults(func=cmd_compare)
+    rows = evals.add_parser("rows", help="one JSON line per sampled record and variant")
+    rows.add_argument("case")
+    rows.add_argument("eval_id")
+    rows.add_argument("--variant", default=None, help="only this variant's rows")
+    rows.add_argument(
+        "--errors-only",
+        action="store_true",
+        help="only rows not right at every target depth (wrong, declined or failed)",
+    )
+    rows.set_defaults(func=cmd_rows)

@@ -1,0 +1,89 @@
+"""``eval-pipelines``: cases, memo entries and holdout evaluations from the shell.
+
+Thin: parses flags, calls :mod:`eval_pipelines.api`, prints. Every refusal is one line on
+stderr. Exit codes: 0 ok, 1 evaluation failed, 2 bad input or refusal (nothing written),
+3 timed out, 4 warehouse busy, 130 interrupted (a started evaluation keeps running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from eval_pipelines.cli import cases, holdout, memo
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_BUSY = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (the usage itself is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_REFUSED, f"error: {self.prog}: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="eval-pipelines",
+        description="Holdout evaluation of classification setups on Dagster and DuckDB.",
+    )
+    parser.add_argument(
+        "--warehouse",
+        type=Path,
+        default=None,
+        help="DuckDB file (default $EVAL_PIPELINES_WAREHOUSE or data/warehouse.duckdb)",
+    )
+    groups = parser.add_subparsers(dest="group", required=True, parser_class=OneLineParser)
+    cases.add_commands(groups)
+    memo.add_commands(groups)
+    holdout.add_commands(groups)
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (``eval rows ... | head``): stop quietly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from eval_pipelines.api import EvalFailed
+    from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
+
+    try:
+        return int(args.func(args))
+    except (InputError, ConflictError, NotFoundError, WarehouseUnavailable) as error:
+        return _fail(str(error), EXIT_REFUSED)
+    except EvalFailed as error:
+        return _fail(str(error), EXIT_FAILED)
+    except TimeoutError as error:
+        return _fail(str(error), EXIT_TIMEOUT)
+    except WarehouseBusy as error:
+        return _fail(f"{error}; try again shortly", EXIT_BUSY)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except PermissionError as error:
+        return _fail(f"{error.filename or ''}: permission denied ({error.strerror})", EXIT_REFUSED)
+    except KeyboardInterrupt:
+        print(
+            "interrupted: an evaluation already started keeps running; follow it with "
+            "'eval-pipelines eval status CASE EVAL_ID --wait'",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""What the CLI prints: JSON documents on stdout, progress on stderr, markdown for people."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str), flush=True)
+
+
+def progress(status: dict[str, Any]) -> None:
+    """One stderr line per change of the evaluation's status or a variant step's."""
+    steps = ", ".join(f"{v['name']}: {v['status']}" for v in status["variants"])
+    run = status["run"]
+    state = f"run {run['runId'][:8]} {run['state']}" if run else "no run yet"
+    print(
+        f"[{status['evalId']}] {status['status']} ({state}); {steps}", file=sys.stderr, flush=True
+    )
+
+
+def status_markdown(status: dict[str, Any]) -> str:
+    """The evaluation's status as markdown: a status block, then the report once there is one."""
+    run = status["run"]
+    lines = [f"# `{status['evalId']}`: {status['status']}", ""]
+    if run is not None:
+        lines.append(f"- newest run `{run['runId']}`: {run['state']}")
+        if run["reason"]:
+            lines.append(f"- reason: {run['reason']}")
+    else:
+        lines.append("- no run yet")
+    if status.get("reportRunId") and run is not None and status["reportRunId"] != run["runId"]:
+        lines.append(f"- report written by run `{status['reportRunId']}`")
+    lines.append(
+        "- variants: " + ", ".join(f"{v['name']} ({v['status']})" for v in status["variants"])
+    )
+    lines.append(
+        f"- versions: records `{status['recordsVersion']}`, tree `{status['treeVersion']}`, "
+        f"memo `{status['memoVersion']}`"
+    )
+    if "reportMarkdown" in status:
+        lines += ["", status["reportMarkdown"]]
+        lines += [
+            "",
+            f"In the Dagster UI (make dev, http://127.0.0.1:3000): asset eval_report, partition "
+            f"{status['evalId']}. Per-record rows: eval-pipelines eval rows {status['caseId']} "
+            f"{status['evalId']}",
+        ]
+    return "\n".join(lines)
+
+
+def print_status(status: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json({k: v for k, v in status.items() if k != "reportMarkdown"})
+    else:
+        print(status_markdown(status), flush=True)

@@ -1,0 +1,352 @@
+"""The holdout report: typed results, their JSON (keys as in 000, converted here and only here)
+and a markdown summary for the Dagster UI and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.holdout.compare import PairedLevel
+from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
+from eval_pipelines.core.holdout.spec import ClassifyConfig, HoldoutSpec
+from eval_pipelines.core.stats import INSUFFICIENT, Proportion
+from eval_pipelines.core.tree import Level
+
+AGREEMENT_NOTE = (
+    "A holdout score measures agreement with past filing, not correctness against a new policy: "
+    "historical labels can contain errors, and conventions can change."
+)
+NEAR_DUPLICATE_REPRESENTATION = (
+    "cosine similarity on hashed TF-IDF vectors (word 1-2-grams and character 3-5-grams, "
+    "sublinear tf, smooth idf, L2-normalised)"
+)
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One variant's scores and what it ran with."""
+
+    name: str
+    memo_include: tuple[str, ...]
+    memo_version: str
+    config: ClassifyConfig
+    score: VariantScore
+    failed_rows: int
+    usage: dict[str, Any]
+    supply: CandidateSupply
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate variant paired with the baseline, level by level."""
+
+    baseline: str
+    candidate: str
+    levels: tuple[PairedLevel, ...]
+
+
+@dataclass(frozen=True)
+class ReportWarning:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class HoldoutReport:
+    spec: HoldoutSpec
+    levels: tuple[Level, ...]
+    sample_hash: str
+    sample_size: int
+    group_members_excluded: int
+    excluded_records: int
+    variants: tuple[VariantResult, ...]
+    comparisons: tuple[Comparison, ...]
+    warnings: tuple[ReportWarning, ...]
+
+
+def comparability(spec: HoldoutSpec) -> dict[str, Any]:
+    """What two evaluations must share for their figures to sit on one line of a plot."""
+    return {
+        "recordsVersion": spec.records_version,
+        "treeVersion": spec.tree_version,
+        "grouping": spec.grouping.to_json(),
+        "targetDepth": list(spec.target_depth),
+    }
+
+
+def comparability_key(spec: HoldoutSpec) -> str:
+    """A short, readable key for :func:`comparability`, e.g. ``field-group_key.3a9f0c1e``."""
+    grouping = spec.grouping
+    if grouping.mode == "nearDuplicate":
+        label = f"near{grouping.threshold:g}"
+    elif grouping.mode == "field":
+        label = f"field-{grouping.field}"
+    else:
+        label = "ungrouped"
+    return f"{label}.{hash_json(comparability(spec), length=8)}"
+
+
+def _warnings(
+    spec: HoldoutSpec, sample_size: int, variants: tuple[VariantResult, ...]
+) -> tuple[ReportWarning, ...]:
+    warnings = []
+    if spec.grouping.mode == "none":
+        warnings.append(
+            ReportWarning(
+                "ungrouped",
+                "grouping mode none: near-duplicates of sampled records stayed in the evidence; "
+                "read only the paired differences between variants, as a sign of direction, "
+                "and do not quote absolute accuracy",
+            )
+        )
+    if sample_size < spec.sample_size:
+        warnings.append(
+            ReportWarning(
+                "sample_smaller_than_requested",
+                f"the case has only {sample_size} records; sampled all of them",
+            )
+        )
+    for variant in variants:
+        if variant.failed_rows:
+            warnings.append(
+                ReportWarning(
+                    "failed_rows",
+                    f"variant {variant.name}: {variant.failed_rows} rows failed to classify; "
+                    "they count as wrong and declined",
+                )
+            )
+        if variant.supply.rows_short:
+            warnings.append(
+                ReportWarning(
+                    "candidates_short",
+                    f"variant {variant.name}: {variant.supply.rows_short} rows had fewer "
+                    "evidence records than requested (too few records share any text feature "
+                    "with them)",
+                )
+            )
+        for depth in variant.score.target_depth:
+            accuracy = variant.score.level(depth).accuracy
+            if not accuracy.sufficient:
+                warnings.append(
+                    ReportWarning(
+                        INSUFFICIENT,
+                        f"variant {variant.name}: only {accuracy.n} records reach target "
+                        f"depth {depth}",
+                    )
+                )
+    return tuple(warnings)
+
+
+def build_report(
+    spec: HoldoutSpec,
+    levels: tuple[Level, ...],
+    *,
+    sample_hash: str,
+    sample_size: int,
+    group_members_excluded: int,
+    excluded_records: int,
+    variants: tuple[VariantResult, ...],
+    comparisons: tuple[Comparison, ...],
+) -> HoldoutReport:
+    """Assemble the report and derive its warnings."""
+    return HoldoutReport(
+        spec=spec,
+        levels=levels,
+        sample_hash=sample_hash,
+        sample_size=sample_size,
+        group_members_excluded=group_members_excluded,
+        excluded_records=excluded_records,
+        variants=variants,
+        comparisons=comparisons,
+        warnings=_warnings(spec, sample_size, variants),
+    )
+
+
+def proportion_to_json(proportion: Proportion) -> dict[str, Any]:
+    """``{k, n, value, interval}``; ``value`` reads ``insufficient_evidence`` below the
+    minimum sample, and the interval is then null."""
+    if proportion.estimate is None or proportion.interval is None:
+        return {"k": proportion.k, "n": proportion.n, "value": INSUFFICIENT, "interval": None}
+    return {
+        "k": proportion.k,
+        "n": proportion.n,
+        "value": round(proportion.estimate, 6),
+        "interval": [round(proportion.interval.low, 6), round(proportion.interval.high, 6)],
+    }
+
+
+def score_to_json(score: VariantScore) -> dict[str, Any]:
+    levels = {
+        str(level.depth): {
+            "name": level.name,
+            "accuracy": proportion_to_json(level.accuracy),
+            "declined": level.declined,
+            "candidateCeiling": proportion_to_json(level.candidate_ceiling),
+        }
+        for level in score.levels
+    }
+    return {
+        "n": score.n,
+        "levels": levels,
+        "targetDepth": {str(d): levels[str(d)]["accuracy"] for d in score.target_depth},
+        "declineRate": proportion_to_json(score.decline_rate),
+        "routing": {
+            route.route: {
+                "coverage": proportion_to_json(route.coverage),
+                "accuracy": {str(d): proportion_to_json(p) for d, p in route.accuracy.items()},
+            }
+            for route in score.routing
+        },
+    }
+
+
+def supply_to_json(supply: CandidateSupply) -> dict[str, Any]:
+    return {
+        "requestedCandidates": supply.requested,
+        "effectiveCandidatesMean": round(supply.effective_mean, 3),
+        "effectiveCandidatesMin": supply.effective_min,
+        "rowsShort": supply.rows_short,
+        "rowsShortKeys": list(supply.rows_short_keys),
+    }
+
+
+def paired_levels_to_json(levels: tuple[PairedLevel, ...]) -> dict[str, Any]:
+    """Per level: pairs, newly right/wrong, both right/wrong, difference and McNemar p."""
+    return {
+        str(level.depth): {
+            "pairs": level.pairs,
+            "newlyRight": level.newly_right,
+            "newlyWrong": level.newly_wrong,
+            "bothRight": level.both_right,
+            "bothWrong": level.both_wrong,
+            "difference": None if level.difference is None else round(level.difference, 6),
+            "mcnemarP": level.mcnemar.pvalue,
+        }
+        for level in levels
+    }
+
+
+def report_to_json(report: HoldoutReport) -> dict[str, Any]:
+    """The report as stored and returned by the API (000's key names)."""
+    spec = report.spec
+    grouping = dict(spec.grouping.to_json())
+    grouping["groupMembersExcluded"] = report.group_members_excluded
+    if spec.grouping.mode == "nearDuplicate":
+        grouping["representation"] = NEAR_DUPLICATE_REPRESENTATION
+    return {
+        "evalId": spec.eval_id,
+        "caseId": spec.case_id,
+        "kind": "holdout",
+        "sample": {
+            "size": report.sample_size,
+            "requestedSize": spec.sample_size,
+            "seed": spec.seed,
+            "groupField": spec.grouping.field,
+            "grouping": grouping,
+            "sampleHash": report.sample_hash,
+            "excludedRecords": report.excluded_records,
+        },
+        "versions": {
+            "records": spec.records_version,
+            "tree": spec.tree_version,
+            "memo": spec.memo_version,
+        },
+        "comparableAs": comparability_key(spec),
+        "levels": [{"depth": level.depth, "name": level.name} for level in report.levels],
+        "targetDepth": list(spec.target_depth),
+        "variants": [
+            {
+                "name": variant.name,
+                "memoInclude": list(variant.memo_include),
+                "memoVersion": variant.memo_version,
+                "config": variant.config.to_json(),
+                "score": score_to_json(variant.score),
+                "failedRows": variant.failed_rows,
+                "usage": variant.usage,
+                "leaveOut": supply_to_json(variant.supply),
+            }
+            for variant in report.variants
+        ],
+        "comparisons": [
+            {
+                "baseline": comparison.baseline,
+                "candidate": comparison.candidate,
+                "levels": paired_levels_to_json(comparison.levels),
+            }
+            for comparison in report.comparisons
+        ],
+        "warnings": [{"code": w.code, "message": w.message} for w in report.warnings],
+        "note": AGREEMENT_NOTE,
+    }
+
+
+def _fmt(proportion: dict[str, Any]) -> str:
+    if proportion["value"] == INSUFFICIENT:
+        return f"{INSUFFICIENT} (k={proportion['k']}, n={proportion['n']})"
+    low, high = proportion["interval"]
+    return f"{proportion['value']:.3f} [{low:.3f}, {high:.3f}] n={proportion['n']}"
+
+
+def format_difference(value: float | None) -> str:
+    """Three decimals, signed only when the rounded value is not zero (never ``-0.000``)."""
+    if value is None:
+        return "n/a"
+    text = f"{value:.3f}"
+    if float(text) == 0.0:
+        return "0.000"
+    return f"{value:+.3f}"
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    """Markdown summary of a report's JSON: warnings first, then sample, versions, per-variant
+    scores, paired comparisons and the note."""
+    sample = report["sample"]
+    grouping = sample["grouping"]
+    grouping_text = ", ".join(
+        f"{k}={v}" for k, v in grouping.items() if k not in ("representation",)
+    )
+    lines = [f"## Holdout evaluation `{report['evalId']}` (case `{report['caseId']}`)", ""]
+    if report["warnings"]:
+        lines += ["**Warnings**", ""]
+        lines += [f"- **{w['code']}**: {w['message']}" for w in report["warnings"]]
+        lines += [""]
+    versions = report["versions"]
+    lines += [
+        f"Sample: {sample['size']} of {sample['requestedSize']} requested, seed {sample['seed']}, "
+        f"hash `{sample['sampleHash']}`; grouping {grouping_text}; "
+        f"{sample['excludedRecords']} leave-out entries.",
+        "",
+        f"Versions: records `{versions['records']}`, tree `{versions['tree']}`, "
+        f"memo `{versions['memo']}`"
+        + (f"; comparable as `{report['comparableAs']}`." if "comparableAs" in report else "."),
+        "",
+    ]
+    depths = [str(d) for d in report["targetDepth"]]
+    names = {str(level["depth"]): level["name"] for level in report["levels"]}
+    titles = [f"L{d} {names[d].removesuffix(f' L{d}')}" for d in depths]
+    header = ["variant", *titles, "decline rate", "failed"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant in report["variants"]:
+        score = variant["score"]
+        cells = [variant["name"], *(_fmt(score["targetDepth"][d]) for d in depths)]
+        cells += [_fmt(score["declineRate"]), str(variant["failedRows"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    if report["comparisons"]:
+        lines += [
+            "",
+            "Paired comparisons (candidate vs baseline, McNemar exact):",
+            "",
+            "| baseline | candidate | level | pairs | newly right | newly wrong | diff | p |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for comparison in report["comparisons"]:
+            for depth in depths:
+                level = comparison["levels"][depth]
+                lines.append(
+                    f"| {comparison['baseline']} | {comparison['candidate']} | L{depth} | "
+                    f"{level['pairs']} | {level['newlyRight']} | {level['newlyWrong']} | "
+                    f"{format_difference(level['difference'])} | {level['mcnemarP']:.4g} |"
+                )
+    lines += ["", f"_{report['note']}_"]
+    return "\n".join(lines)

@@ -1,0 +1,16 @@
+"""The one minimum-sample rule: below it a derived statistic is not a number.
+
+Every figure a report shows travels with its n; a proportion estimated from fewer than
+``MIN_N`` observations reads ``insufficient_evidence`` instead of an estimate and an interval,
+while its raw counts are still shown.
+"""
+
+from __future__ import annotations
+
+MIN_N = 10
+INSUFFICIENT = "insufficient_evidence"
+
+
+def is_sufficient(n: int, *, min_n: int = MIN_N) -> bool:
+    """True when ``n`` observations are enough to report a derived statistic."""
+    return n >= min_n

@@ -1,0 +1,56 @@
+"""A proportion with its counts, estimate and interval, or the reason it has none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eval_pipelines.core.stats.intervals import Interval, wilson_interval
+from eval_pipelines.core.stats.policy import MIN_N, is_sufficient
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """``k`` of ``n``, with the Wilson interval when ``n`` is large enough.
+
+    Attributes
+    ----------
+    k, n
+        Successes and trials, always present.
+    estimate
+        ``k / n``, or None below the minimum sample (``insufficient_evidence``).
+    interval
+        Wilson interval of the estimate, or None below the minimum sample.
+    """
+
+    k: int
+    n: int
+    estimate: float | None
+    interval: Interval | None
+
+    @property
+    def sufficient(self) -> bool:
+        return self.estimate is not None
+
+
+def estimate_proportion(
+    k: int, n: int, *, confidence_level: float = 0.95, min_n: int = MIN_N
+) -> Proportion:
+    """Estimate a proportion with its Wilson interval, or mark it insufficient.
+
+    Parameters
+    ----------
+    k, n
+        Successes and trials, ``0 <= k <= n``.
+    confidence_level
+        Coverage of the Wilson interval.
+    min_n
+        Below this many trials the estimate and interval are None (see
+        :mod:`eval_pipelines.core.stats.policy`).
+    """
+    if n < 0 or not 0 <= k <= max(n, 0):
+        raise ValueError(f"k={k}, n={n}: need 0 <= k <= n")
+    if not is_sufficient(n, min_n=min_n):
+        return Proportion(k=k, n=n, estimate=None, interval=None)
+    return Proportion(
+        k=k, n=n, estimate=k / n, interval=wilson_interval(k, n, confidence_level=confidence_level)
+    )

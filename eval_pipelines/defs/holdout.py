@@ -1,0 +1,311 @@
+"""Holdout evaluation assets, partitioned by holdout evaluation.
+
+``eval_spec -> holdout_sample -> evidence_index -> leave_out -> variant_predictions ->
+variant_scores -> eval_report``
+
+Each asset is an adapter: it reads its partition key, calls one stage function and returns
+metadata. Steps that write the warehouse run in the ``duckdb`` pool (one at a time); the long
+parts (building the text index, the search, classification) run outside it and open the
+warehouse only briefly, waiting for the lock when another process holds it.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+
+from eval_pipelines.core.errors import ConflictError, NotFoundError
+from eval_pipelines.core.stats import INSUFFICIENT
+from eval_pipelines.defs.holdout_tables import (
+    CANDIDATES_SCHEMA,
+    EVAL_REPORTS_SCHEMA,
+    EVALUATIONS_SCHEMA,
+    HOLDOUT_SAMPLES_SCHEMA,
+    PREDICTIONS_SCHEMA,
+    VARIANT_LEVEL_SCORES_DISPLAY,
+    VARIANT_LEVEL_SCORES_SCHEMA,
+    table_metadata,
+)
+from eval_pipelines.defs.io_managers import discard_run_payloads
+from eval_pipelines.defs.partitions import holdout_evaluations
+from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.instance import DUCKDB_POOL
+from eval_pipelines.stages import holdout
+from eval_pipelines.storage.warehouse import transaction
+
+GROUP = "holdout"
+KINDS = {"duckdb", "python"}
+OWNERS = ["team:eval-pipelines"]
+TAGS = {"evaluation_kind": "holdout"}
+HOW_TO_CREATE = (
+    "Partitions are holdout evaluations, created with `eval-pipelines eval holdout CASE "
+    "--variants-file FILE` (or `api.start_holdout_eval`), which stores the spec and adds the "
+    "partition. Adding a partition in the Materialize dialog creates no spec: its run fails "
+    "in `eval_spec` and says so. Materialise existing partitions freely: every stage reads "
+    "the stored spec and replaces its rows."
+)
+
+
+def _common(description: str, kinds: set[str] = KINDS) -> dict[str, Any]:
+    return {
+        "partitions_def": holdout_evaluations,
+        "group_name": GROUP,
+        "kinds": kinds,
+        "owners": OWNERS,
+        "tags": TAGS,
+        "description": f"{description}\n\n{HOW_TO_CREATE}",
+    }
+
+
+def _stage_failure(error: Exception) -> dg.Failure:
+    """Refusals read as one clear sentence in the UI, not a stack trace."""
+    return dg.Failure(description=str(error), allow_retries=False)
+
+
+@dg.asset(
+    **_common("The evaluation's stored spec: case versions, sample, grouping, variants, memo."),
+    pool=DUCKDB_POOL,
+    metadata=table_metadata("evaluations", EVALUATIONS_SCHEMA),
+)
+def eval_spec(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    try:
+        with warehouse.connect(read_only=True) as conn:
+            spec = holdout.load_spec(conn, context.partition_key)
+    except (NotFoundError, ConflictError) as error:
+        raise _stage_failure(error) from None
+    return dg.MaterializeResult(
+        metadata={
+            "case": spec.case_id,
+            "seed": spec.seed,
+            "sample_size": spec.sample_size,
+            "grouping": dg.MetadataValue.json(spec.grouping.to_json()),
+            "target_depth": dg.MetadataValue.json(list(spec.target_depth)),
+            "variants": dg.MetadataValue.json([v.to_json() for v in spec.variants]),
+            "records_version": spec.records_version,
+            "tree_version": spec.tree_version,
+            "memo_version": spec.memo_version,
+        }
+    )
+
+
+@dg.asset(
+    **_common(
+        "Seeded sample of labelled records (same records version, seed and size: same "
+        "sample, whatever the grouping)."
+    ),
+    pool=DUCKDB_POOL,
+    deps=[eval_spec],
+    metadata=table_metadata("holdout_samples", HOLDOUT_SAMPLES_SCHEMA),
+)
+def holdout_sample(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    with warehouse.connect() as conn, transaction(conn):
+        meta = holdout.sample_stage(conn, context.partition_key)
+    return dg.MaterializeResult(metadata=meta)
+
+
+@dg.asset(
+    **_common(
+        "TF-IDF vectors and posting lists of the evaluation's records version, cached on "
+        "disk: built by the first evaluation of that version, loaded by the others "
+        "(`built` says which).",
+        kinds={"numpy", "python"},
+    ),
+    deps=[eval_spec],
+)
+def evidence_index(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    meta = holdout.index_stage(
+        warehouse.connect, context.partition_key, index_dir=warehouse.index_dir_path()
+    )
+    meta["path"] = dg.MetadataValue.path(meta["path"])
+    return dg.MaterializeResult(metadata=meta)
+
+
+@dg.asset(
+    **_common(
+        "Per sampled record: the records held out of its evidence (itself and its "
+        "group) and its retrieved neighbours (exact cosine top-k with the held-out "
+        "records masked in the scan). Rows in `leave_out` and `candidates`."
+    ),
+    deps=[holdout_sample, evidence_index],
+    metadata=table_metadata("candidates", CANDIDATES_SCHEMA),
+)
+def leave_out(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    meta = holdout.leave_out_stage(
+        warehouse.connect,
+        context.partition_key,
+        index_dir=warehouse.index_dir_path(),
+        threads=warehouse.thread_count(),
+    )
+    return dg.MaterializeResult(metadata=meta)
+
+
+@dg.op(ins={"after": dg.In(dg.Nothing)}, out=dg.DynamicOut(), pool=DUCKDB_POOL)
+def classify_tasks(
+    context: dg.OpExecutionContext, warehouse: WarehouseResource
+) -> Iterator[dg.DynamicOutput[Any]]:
+    """Fan out: one classify step per variant, each carrying everything it needs."""
+    with warehouse.connect(read_only=True) as conn:
+        tasks = holdout.classify_tasks(conn, context.partition_key)
+    for task in tasks:
+        yield dg.DynamicOutput(task, mapping_key=task.variant.step_key)
+
+
+@dg.op(retry_policy=dg.RetryPolicy(max_retries=2, delay=2))
+def classify_variant(context: dg.OpExecutionContext, task: Any) -> Any:
+    """Classify the shared sample with one variant's memo and config (no warehouse access)."""
+    context.log.info(
+        f"Classifying {len(task.records)} records with variant {task.variant.name!r} "
+        f"({task.variant.config.classifier}, memo {task.memo_version})"
+    )
+    result = holdout.classify_variant(task)
+    context.log.info(f"Variant {task.variant.name!r} done in {result.usage['seconds']} s")
+    return result
+
+
+@dg.op(pool=DUCKDB_POOL, out=dg.Out(dg.Nothing))
+def store_predictions(
+    context: dg.OpExecutionContext, warehouse: WarehouseResource, results: list[Any]
+) -> None:
+    """Write every variant's predictions, replacing the evaluation's previous ones."""
+    with warehouse.connect() as conn, transaction(conn):
+        summary = holdout.store_predictions(conn, context.partition_key, results)
+    discard_run_payloads(context.instance, context.run_id)
+    context.log.info(
+        f"Stored {summary['rows']} predictions ({summary['failed_rows']} failed rows) for "
+        f"variants {summary['variants']}"
+    )
+
+
+@dg.graph_asset(
+    **_common(
+        "Each sampled record classified once per variant: one `classify_variant` step "
+        "per variant, with its own logs and retries."
+    ),
+    ins={"leave_out": dg.AssetIn(dagster_type=dg.Nothing)},
+    metadata=table_metadata("predictions", PREDICTIONS_SCHEMA),
+)
+def variant_predictions(leave_out: Any) -> Any:
+    tasks = classify_tasks(after=leave_out)
+    return store_predictions(tasks.map(classify_variant).collect())
+
+
+@dg.asset(
+    **_common(
+        "Per variant and tree level: accuracy (Wilson 95% and n), declines and the "
+        "candidate ceiling; routing coverage."
+    ),
+    pool=DUCKDB_POOL,
+    deps=[variant_predictions],
+    metadata=table_metadata("variant_level_scores", VARIANT_LEVEL_SCORES_SCHEMA),
+)
+def variant_scores(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    with warehouse.connect() as conn, transaction(conn):
+        levels = holdout.scores_stage(conn, context.partition_key)
+    columns = [column.name for column in VARIANT_LEVEL_SCORES_DISPLAY.columns]
+    records = [
+        dg.TableRecord(
+            {
+                c: (INSUFFICIENT if row[c] is None else f"{row[c]:.4f}")
+                if c.startswith("accuracy")
+                else row[c]
+                for c in columns
+            }
+        )
+        for row in levels.to_dicts()
+    ]
+    return dg.MaterializeResult(
+        metadata={
+            "scores": dg.MetadataValue.table(records=records, schema=VARIANT_LEVEL_SCORES_DISPLAY)
+        }
+    )
+
+
+def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
+    """Numeric metadata plotted across evaluations. Each key carries what makes evaluations
+    comparable (records and tree versions, grouping, target depth), so the UI never draws
+    incomparable evaluations on one line."""
+    metadata: dict[str, Any] = {}
+    comparable = report["comparableAs"]
+    for variant in report["variants"]:
+        score = variant["score"]
+        for depth, accuracy in score["targetDepth"].items():
+            if isinstance(accuracy["value"], int | float):
+                key = f"accuracy_L{depth}/{variant['name']} @ {comparable}"
+                metadata[key] = float(accuracy["value"])
+        decline = score["declineRate"]["value"]
+        if isinstance(decline, int | float):
+            metadata[f"decline_rate/{variant['name']} @ {comparable}"] = float(decline)
+    return metadata
+
+
+@dg.asset(
+    **_common(
+        "The report: warnings, sample, versions, per-variant scores and paired "
+        "comparisons (McNemar exact). Numeric metadata is keyed by what makes "
+        "evaluations comparable, so plots never mix incomparable ones."
+    ),
+    pool=DUCKDB_POOL,
+    deps=[variant_scores],
+    metadata=table_metadata("eval_reports", EVAL_REPORTS_SCHEMA),
+)
+def eval_report(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    with warehouse.connect() as conn, transaction(conn):
+        report, markdown = holdout.report_stage(conn, context.partition_key, run_id=context.run_id)
+    rows = []
+    for variant in report["variants"]:
+        row: dict[str, Any] = {"variant": variant["name"]}
+        for depth, accuracy in variant["score"]["targetDepth"].items():
+            row[f"accuracy_L{depth}"] = accuracy["value"]
+            row[f"n_L{depth}"] = accuracy["n"]
+        row["decline_rate"] = variant["score"]["declineRate"]["value"]
+        rows.append(row)
+    columns = list(rows[0]) if rows else ["variant"]
+    metadata: dict[str, Any] = {
+        "report": dg.MetadataValue.md(markdown),
+        "warnings": dg.MetadataValue.json([w["code"] for w in report["warnings"]]),
+        "sample_hash": report["sample"]["sampleHash"],
+        "comparable_as": report["comparableAs"],
+        "variants": dg.MetadataValue.table(
+            records=[dg.TableRecord(r) for r in rows],
+            schema=dg.TableSchema(
+                columns=[
+                    dg.TableColumn(c, "string" if c == "variant" else "float") for c in columns
+                ]
+            ),
+        ),
+        **_plot_metadata(report),
+        "report_json": dg.MetadataValue.json(report),
+    }
+    return dg.MaterializeResult(metadata=metadata)
+
+
+holdout_assets = [
+    eval_spec,
+    holdout_sample,
+    evidence_index,
+    leave_out,
+    variant_predictions,
+    variant_scores,
+    eval_report,
+]
+
+holdout_eval_job = dg.define_asset_job(
+    "holdout_eval",
+    selection=dg.AssetSelection.assets(*holdout_assets),
+    partitions_def=holdout_evaluations,
+    tags={"eval_pipelines/kind": "holdout"},
+    description="Sample, leave out, classify per variant, score and report one holdout "
+    "evaluation (its asset checks included).",
+)

@@ -1,0 +1,115 @@
+"""Asset checks of the holdout evaluation, recomputed from the stored rows.
+
+``no_leakage`` blocks: a run whose retrieved evidence contains a sampled record, a record on
+its leave-out list or a member of its group stops before classification. The others warn:
+an ungrouped evaluation, rows short of candidates, failed rows, target levels with too few
+records for an estimate.
+"""
+
+import dagster as dg
+
+from eval_pipelines.core.stats import MIN_N
+from eval_pipelines.defs.holdout import leave_out, variant_predictions, variant_scores
+from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.stages import holdout
+from eval_pipelines.storage import holdout as holdout_storage
+
+NO_LEAKAGE = "no_leakage"
+GROUPED = "grouped"
+CANDIDATES_SUPPLIED = "candidates_supplied"
+NO_FAILED_ROWS = "no_failed_rows"
+SUFFICIENT_EVIDENCE = "sufficient_evidence"
+
+
+def _partition(context: dg.AssetCheckExecutionContext) -> str:
+    return context.op_execution_context.partition_key
+
+
+@dg.asset_check(asset=leave_out, name=NO_LEAKAGE, blocking=True)
+def no_leakage(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """No sampled record, nothing on its leave-out list and none of its group members is in its
+    own retrieved evidence (group membership recomputed from the records)."""
+    with warehouse.connect(read_only=True) as conn:
+        counts = holdout.leakage(conn, _partition(context))
+    metadata = {"on_leave_out_list": counts.on_leave_out_list}
+    if counts.sharing_group_field is not None:
+        metadata["sharing_group_field"] = counts.sharing_group_field
+    if counts.near_duplicates is not None:
+        metadata["near_duplicates_retrieved"] = counts.near_duplicates
+    return dg.AssetCheckResult(
+        passed=counts.total == 0,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata=metadata,
+        description=None
+        if counts.total == 0
+        else f"{counts.total} retrieved neighbours break the leave-out rule",
+    )
+
+
+@dg.asset_check(asset=leave_out, name=GROUPED)
+def grouped(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """The evaluation holds out near-duplicates or a group field, not only the record itself."""
+    with warehouse.connect(read_only=True) as conn:
+        spec = holdout.load_spec(conn, _partition(context))
+    return dg.AssetCheckResult(
+        passed=spec.grouping.mode != "none",
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"grouping": spec.grouping.mode},
+        description=None
+        if spec.grouping.mode != "none"
+        else "ungrouped: read paired differences only, not absolute accuracy",
+    )
+
+
+@dg.asset_check(asset=leave_out, name=CANDIDATES_SUPPLIED)
+def candidates_supplied(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """Every sampled record got as many neighbours as the variants asked for."""
+    with warehouse.connect(read_only=True) as conn:
+        short, requested = holdout.candidate_shortfall(conn, _partition(context))
+    return dg.AssetCheckResult(
+        passed=short == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"rows_short": short, "requested_candidates": requested},
+    )
+
+
+@dg.asset_check(asset=variant_predictions, name=NO_FAILED_ROWS)
+def no_failed_rows(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """No record failed to classify under any variant (failed rows count as wrong)."""
+    with warehouse.connect(read_only=True) as conn:
+        failed = holdout_storage.failed_rows_by_variant(conn, _partition(context))
+    return dg.AssetCheckResult(
+        passed=sum(failed.values()) == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"failed_rows": dg.MetadataValue.json(failed)},
+    )
+
+
+@dg.asset_check(asset=variant_scores, name=SUFFICIENT_EVIDENCE)
+def sufficient_evidence(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """Every target level of every variant was scored on enough records for an estimate."""
+    with warehouse.connect(read_only=True) as conn:
+        short = holdout_storage.insufficient_target_levels(conn, _partition(context))
+    return dg.AssetCheckResult(
+        passed=not short,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "minimum_n": MIN_N,
+            "insufficient": dg.MetadataValue.json(
+                [{"variant": v, "depth": d, "n": n} for v, d, n in short]
+            ),
+        },
+    )
+
+
+holdout_checks = [no_leakage, grouped, candidates_supplied, no_failed_rows, sufficient_evidence]

@@ -1,0 +1,105 @@
+"""Start queued runs when no Dagster daemon is running: ``python -m eval_pipelines.dispatcher``.
+
+The CLI submits every run to the instance's queue. ``make dev`` runs the Dagster daemon, which
+dequeues them; without it, ``eval holdout`` starts this process in the background. It runs
+Dagster's own queued-run coordinator (same limits: ``max_concurrent_runs``, the pools), fails
+runs whose process died and frees their pool slots, and exits once the queue has been empty
+for a while or a real daemon shows up. One dispatcher at a time (a lock file in
+``$DAGSTER_HOME``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+IDLE_EXIT_SECONDS = 10.0
+TICK_SECONDS = 1.0
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[bool]:
+    """Hold the lock file exclusively if nobody else does; yields whether it was taken."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        handle.close()
+
+
+def dispatcher_alive(lock: Path) -> bool:
+    """Whether a dispatcher holds the lock right now."""
+    with _exclusive(lock) as taken:
+        return not taken
+
+
+def _queued(instance: DagsterInstance) -> int:
+    return instance.get_runs_count(filters=RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
+
+
+def dispatch(instance: DagsterInstance, *, log: logging.Logger) -> None:
+    """Dequeue runs until the queue has been empty for ``IDLE_EXIT_SECONDS``."""
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
+        QueuedRunCoordinatorDaemon,
+    )
+
+    from eval_pipelines.runs import daemon_running, reap_dead_runs, workspace
+
+    idle_since: float | None = None
+    with workspace(instance) as context, QueuedRunCoordinatorDaemon(TICK_SECONDS) as coordinator:
+        while True:
+            if daemon_running(instance):
+                log.info("a Dagster daemon is running; it dequeues from now on")
+                return
+            reap_dead_runs(instance)
+            for error in coordinator.run_iteration(context):
+                if error is not None:
+                    log.warning("dequeue error: %s", error)
+            if _queued(instance):
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > IDLE_EXIT_SECONDS:
+                return
+            time.sleep(TICK_SECONDS)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s dispatcher %(message)s")
+    log = logging.getLogger("eval_pipelines.dispatcher")
+    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs import dispatcher_lock_path
+
+    instance = dagster_instance()
+    lock = dispatcher_lock_path(instance)
+    while True:
+        with _exclusive(lock) as taken:
+            if not taken:
+                return  # another dispatcher is at work
+            log.info("started (pid %s)", os.getpid())
+            dispatch(instance, log=log)
+        # A run queued between the last check and the release would wait for the next CLI
+        # call: look once more now that the lock is free.
+        if not _queued(instance):
+            log.info("queue empty; exiting")
+            return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""One run model for every kind of evaluation: submit, read the state, notice dead runs.
+
+Every run is an ordinary Dagster run of the kind's job, created from the code location the
+UI shows (``eval_pipelines``) and submitted to the instance the way ``dagster job launch``
+does, so the UI can re-execute and terminate it and lists it with its job. With the
+QueuedRunCoordinator the run waits in the instance's queue: the daemon (``make dev``) starts
+it, or, when no daemon is running, the CLI's own dispatcher (:mod:`eval_pipelines.dispatcher`)
+does, with the same limits.
+
+States (mapped once, here, from Dagster's run status): ``queued``, ``running``,
+``succeeded``, ``failed``, ``canceled``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+
+from eval_pipelines.defs.partitions import HOLDOUT_EVALUATIONS
+
+if TYPE_CHECKING:
+    from dagster._core.workspace.context import WorkspaceProcessContext
+
+LOCATION_NAME = "eval_pipelines"
+DEFINITIONS_MODULE = "eval_pipelines.definitions"
+EVAL_TAG = "eval_pipelines/eval_id"
+KIND_TAG = "eval_pipelines/kind"
+PARTITION_TAG = "dagster/partition"
+
+
+@dataclass(frozen=True)
+class EvaluationKind:
+    """How one kind of evaluation maps onto Dagster: its job and its dynamic partitions."""
+
+    name: str
+    job_name: str
+    partitions: str
+
+
+KINDS = {"holdout": EvaluationKind("holdout", "holdout_eval", HOLDOUT_EVALUATIONS)}
+
+STATES = {
+    DagsterRunStatus.QUEUED: "queued",
+    DagsterRunStatus.NOT_STARTED: "queued",
+    DagsterRunStatus.STARTING: "running",
+    DagsterRunStatus.STARTED: "running",
+    DagsterRunStatus.CANCELING: "running",
+    DagsterRunStatus.SUCCESS: "succeeded",
+    DagsterRunStatus.FAILURE: "failed",
+    DagsterRunStatus.CANCELED: "canceled",
+}
+FINISHED_STATES = ("succeeded", "failed", "canceled")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run as the CLI and API report it."""
+
+    run_id: str
+    state: str
+    dagster_status: str
+    reason: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "runId": self.run_id,
+            "state": self.state,
+            "dagsterStatus": self.dagster_status,
+            "reason": self.reason,
+        }
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+def kind_of(name: str) -> EvaluationKind:
+    return KINDS[name]
+
+
+def register_partition(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> None:
+    """Add the evaluation's key to its kind's dynamic partitions (idempotent)."""
+    if not instance.has_dynamic_partition(kind.partitions, eval_id):
+        instance.add_dynamic_partitions(kind.partitions, [eval_id])
+
+
+@contextmanager
+def workspace(instance: DagsterInstance) -> Iterator[WorkspaceProcessContext]:
+    """The project's code location, loaded as the UI loads it (a code server process)."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    target = ModuleTarget(
+        module_name=DEFINITIONS_MODULE,
+        attribute=None,
+        working_directory=os.getcwd(),
+        location_name=LOCATION_NAME,
+    )
+    with WorkspaceProcessContext(instance, target, code_server_log_level="WARNING") as context:
+        yield context
+
+
+def submit(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> RunState:
+    """Create a run of the kind's job for the evaluation's partition and submit it.
+
+    The run carries its job origin (so the UI can re-execute and terminate it), the partition
+    tag and the evaluation's tags. Without a daemon to dequeue it, the CLI's dispatcher is
+    started.
+    """
+    register_partition(instance, kind, eval_id)
+    reap_dead_runs(instance)
+    with workspace(instance) as context:
+        request = context.create_request_context()
+        location = request.get_code_location(LOCATION_NAME)
+        repository = next(iter(location.get_repositories().values()))
+        remote_job = repository.get_full_job(kind.job_name)
+        plan = location.get_execution_plan(
+            remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance
+        )
+        tags = {
+            **remote_job.tags,
+            PARTITION_TAG: eval_id,
+            EVAL_TAG: eval_id,
+            KIND_TAG: kind.name,
+        }
+        run = instance.create_run(
+            job_name=remote_job.name,
+            run_id=None,
+            run_config={},
+            resolved_op_selection=None,
+            step_keys_to_execute=None,
+            op_selection=None,
+            status=None,
+            root_run_id=None,
+            parent_run_id=None,
+            tags=tags,
+            job_snapshot=remote_job.job_snapshot,
+            execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=remote_job.parent_job_snapshot,
+            remote_job_origin=remote_job.get_remote_origin(),
+            job_code_origin=remote_job.get_python_origin(),
+            asset_selection=None,
+            asset_check_selection=None,
+            asset_graph=repository.asset_graph,
+        )
+        submitted = instance.submit_run(run.run_id, request)
+    if submitted.status == DagsterRunStatus.QUEUED and not daemon_running(instance):
+        ensure_dispatcher(instance)
+    return run_state(instance, submitted)
+
+
+def uses_run_queue(instance: DagsterInstance) -> bool:
+    from dagster._core.run_coordinator import QueuedRunCoordinator
+
+    return isinstance(instance.run_coordinator, QueuedRunCoordinator)
+
+
+def daemon_running(instance: DagsterInstance) -> bool:
+    """Whether a healthy Dagster daemon is dequeuing runs for this instance."""
+    statuses = instance.get_daemon_statuses(["QUEUED_RUN_COORDINATOR"])
+    status = statuses.get("QUEUED_RUN_COORDINATOR")
+    return bool(status and status.healthy)
+
+
+def dispatcher_lock_path(instance: DagsterInstance) -> Path:
+    return Path(instance.root_directory) / "eval_pipelines_dispatcher.lock"
+
+
+def ensure_dispatcher(instance: DagsterInstance) -> None:
+    """Start the dispatcher in the background unless one is already running."""
+    from eval_pipelines.dispatcher import dispatcher_alive
+
+    if dispatcher_alive(dispatcher_lock_path(instance)):
+        return
+    log = Path(instance.root_directory) / "eval_pipelines_dispatcher.log"
+    with open(log, "ab") as output:
+        subprocess.Popen(
+            [sys.executable, "-m", "eval_pipelines.dispatcher"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ, DAGSTER_HOME=str(instance.root_directory)),
+            start_new_session=True,
+        )
+
+
+def newest_run(instance: DagsterInstance, eval_id: str) -> DagsterRun | None:
+    """The newest run of the evaluation's partition, whoever launched it (CLI, UI, dagster
+    CLI, a re-execution)."""
+    runs = instance.get_runs(filters=RunsFilter(tags={PARTITION_TAG: eval_id}), limit=1)
+    return runs[0] if runs else None
+
+
+def run_state(instance: DagsterInstance, run: DagsterRun) -> RunState:
+    state = STATES.get(run.status, "running")
+    reason = failure_reason(instance, run.run_id) if state in ("failed", "canceled") else None
+    return RunState(run.run_id, state, run.status.value, reason)
+
+
+def _deepest_message(error: object) -> str:
+    cause = getattr(error, "cause", None)
+    while cause is not None and getattr(cause, "cause", None) is not None:
+        cause = cause.cause
+    message = getattr(cause or error, "message", "") or ""
+    return message.strip().splitlines()[-1] if message.strip() else ""
+
+
+def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
+    """One line saying why a run failed: the failing step and its error, else the run's own
+    failure message (a killed process, a termination)."""
+    records = instance.all_logs(
+        run_id,
+        of_type={
+            DagsterEventType.STEP_FAILURE,
+            DagsterEventType.RUN_FAILURE,
+            DagsterEventType.RUN_CANCELED,
+            DagsterEventType.ENGINE_EVENT,
+        },
+    )
+    for record in records:
+        event = record.dagster_event
+        if event is not None and event.event_type == DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            error = _deepest_message(data.error) if data and data.error else "failed"
+            return f"step {event.step_key} failed: {error}"
+    for record in reversed(records):
+        event = record.dagster_event
+        if event is None:
+            continue
+        text = (event.message or record.user_message or "").strip()
+        if event.event_type == DagsterEventType.ENGINE_EVENT and "exited" in text:
+            return text.splitlines()[0]
+        if event.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED):
+            if text:
+                return text.splitlines()[0]
+    return None
+
+
+def _run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
+    """The pid of the process executing the run ("Started process for run (pid: N)")."""
+    for record in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
+        event = record.dagster_event
+        data = event.engine_event_data if event is not None else None
+        if data is not None and "pid" in data.metadata:
+            try:
+                return int(str(data.metadata["pid"].value))
+            except ValueError:
+                return None
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_dead_runs(instance: DagsterInstance) -> list[str]:
+    """Fail runs of this project whose worker process is gone, and free the pool slots of
+    finished runs; returns the runs it failed.
+
+    With the daemon running, its run monitoring and the code server do this; without one (a
+    CLI-only setup, or a killed code server) every submit and status call does it here. Only
+    runs started by the default run launcher (local processes) are checked.
+    """
+    from dagster._core.launcher import DefaultRunLauncher
+
+    failed: list[str] = []
+    if isinstance(instance.run_launcher, DefaultRunLauncher):
+        in_progress = instance.get_runs(
+            filters=RunsFilter(
+                statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING],
+                tags={KIND_TAG: list(KINDS)},
+            )
+        )
+        for run in in_progress:
+            pid = _run_worker_pid(instance, run.run_id)
+            if pid is not None and not _alive(pid):
+                instance.report_engine_event(
+                    f"Run worker process (pid {pid}) is gone: it was killed or crashed.", run
+                )
+                instance.report_run_failed(
+                    run, f"Run worker process (pid {pid}) was killed or crashed."
+                )
+                failed.append(run.run_id)
+    free_finished_run_slots(instance)
+    return failed
+
+
+def free_finished_run_slots(instance: DagsterInstance) -> None:
+    """Release concurrency slots still held by runs that have finished (a killed step never
+    frees its own)."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return
+    holders = storage.get_concurrency_run_ids()
+    if not holders:
+        return
+    for run in instance.get_runs(filters=RunsFilter(run_ids=list(holders))):
+        if run.is_finished:
+            storage.free_concurrency_slots_for_run(run.run_id)
