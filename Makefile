@@ -5,9 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export EVAL_PIPELINES_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 CLI := $(BIN)/eval-pipelines
-QUIET_RUN := '{"loggers": {"console": {"config": {"log_level": "WARNING"}}}}'
 
 .PHONY: install demo test lint dev bench clean
 
@@ -16,19 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/python -m eval_pipelines.warmup
-	mkdir -p $(DAGSTER_HOME)
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
-	@mkdir -p $(DAGSTER_HOME)
-	@$(BIN)/dagster instance concurrency set duckdb 1
+	@$(BIN)/python -m eval_pipelines.instance
 
 demo: install  ## build the ICD-10-CM demo case and run a two-variant holdout evaluation
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \
 		--tree data/demo/icd10cm_tree.parquet --target-depth 3,4 --replace
-	@echo "Building the evidence index (asset evidence_index, partition icd10cm)..."
-	PYTHONWARNINGS=ignore $(BIN)/dagster asset materialize -m eval_pipelines.definitions \
-		--select evidence_index --partition icd10cm --config-json $(QUIET_RUN)
 	$(CLI) memo add icd10cm --file data/demo/memo_pregnancy.yaml
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
@@ -49,4 +42,4 @@ bench: install  ## benchmarks/holdout.py: figures quoted in the README
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) .dagster_home .numba_cache data/warehouse.duckdb data/indexes
+	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/indexes

@@ -4,9 +4,10 @@ Run from the repository root (``make bench`` does)::
 
     .venv/bin/python benchmarks/holdout.py [--workdir DIR] [--sizes 200,5000]
 
-Prints ``name: value`` lines: evidence-index build time cold (fresh process, empty numba
+Prints ``name: value`` lines: text-index build time cold (fresh process, empty numba
 cache: includes JIT compilation) and warm, end-to-end ``eval holdout --wait`` wall time with
-two variants per sample size, the retrieval step alone with its memory-bandwidth floor, peak
+two variants per sample size (submitted to the Dagster instance's queue and started by the
+CLI's dispatcher, as without ``make dev``), the retrieval step alone with its memory-bandwidth floor, peak
 RSS of the run process, and the recall of the search against brute force.
 """
 
@@ -32,10 +33,10 @@ import time, sys
 from pathlib import Path
 from eval_pipelines.storage.warehouse import connect
 from eval_pipelines.storage.cases import load_case, load_records
-from eval_pipelines.stages.evidence import load_or_build_index
+from eval_pipelines.stages.text_index import load_or_build_index
 with connect(Path(sys.argv[1]), read_only=True) as conn:
     info = load_case(conn, "icd10cm")
-    texts = load_records(conn, "icd10cm").get_column("text").to_list()
+    texts = load_records(conn, "icd10cm", info.records_version).get_column("text").to_list()
 started = time.perf_counter()
 handle = load_or_build_index(Path(sys.argv[2]), "icd10cm", info.records_version, texts)
 print(time.perf_counter() - started, handle.built)
@@ -79,17 +80,17 @@ def peak_rss_mb(command: list[str], env: dict[str, str]) -> float:
 
 def retrieval_figures(warehouse: Path, index_dir: Path, queries: int, threads: int) -> None:
     import numpy as np
-    from eval_pipelines.stages.evidence import load_or_build_index
 
     from eval_pipelines.core.holdout.grouping import compute_leave_out
     from eval_pipelines.core.holdout.spec import Grouping
     from eval_pipelines.core.text.retrieval import search, search_brute_force
+    from eval_pipelines.stages.text_index import load_or_build_index
     from eval_pipelines.storage.cases import load_case, load_records
     from eval_pipelines.storage.warehouse import connect
 
     with connect(warehouse, read_only=True) as conn:
         info = load_case(conn, "icd10cm")
-        records = load_records(conn, "icd10cm")
+        records = load_records(conn, "icd10cm", info.records_version)
     handle = load_or_build_index(
         index_dir, "icd10cm", info.records_version, records.get_column("text").to_list()
     )
@@ -192,7 +193,7 @@ def main() -> None:
             ],
             env,
         )
-        report = json.loads(out.split("\n", 1)[1])["report"]
+        report = json.loads(out)["report"]
         line(f"eval_holdout_wait_{size}x2_s", seconds)
         for variant in report["variants"]:
             value = variant["score"]["targetDepth"]["4"]["value"]

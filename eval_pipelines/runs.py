@@ -231,14 +231,22 @@ def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
             data = event.step_failure_data
             error = _deepest_message(data.error) if data and data.error else "failed"
             return f"step {event.step_key} failed: {error}"
+    engine = [
+        (record.dagster_event.message or record.user_message or "").strip()
+        for record in records
+        if record.dagster_event is not None
+        and record.dagster_event.event_type == DagsterEventType.ENGINE_EVENT
+    ]
+    crashes = [m for m in engine if any(w in m for w in ("exited", "killed", "crashed", "gone"))]
+    if crashes:
+        return crashes[-1].splitlines()[0]
     for record in reversed(records):
         event = record.dagster_event
-        if event is None:
-            continue
-        text = (event.message or record.user_message or "").strip()
-        if event.event_type == DagsterEventType.ENGINE_EVENT and "exited" in text:
-            return text.splitlines()[0]
-        if event.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED):
+        if event is not None and event.event_type in (
+            DagsterEventType.RUN_FAILURE,
+            DagsterEventType.RUN_CANCELED,
+        ):
+            text = (event.message or record.user_message or "").strip()
             if text:
                 return text.splitlines()[0]
     return None

@@ -283,3 +283,67 @@ def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> Non
     # The status follows the newest run of the partition, whoever launched it.
     assert after["runId"] != before_status["runId"]
     assert after["reportRunId"] == after["runId"] and after["run"]["state"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["case", "list"], "does not exist yet: create a case first"),
+        (["eval", "status", "nope", "nope-e0001-s1"], "does not exist yet"),
+        (["eval", "rows", "nope", "nope-e0001-s1"], "does not exist yet"),
+        (["memo", "list", "nope"], "does not exist yet"),
+        (["eval", "holdout", "nope", "--variants-file", "latin1.json"], "is not UTF-8 text"),
+        (["eval", "holdout", "nope", "--variants-file", "folder"], "is a directory"),
+        (
+            ["eval", "holdout", "nope", "--variants-file", "v.json", "--config-file", "folder"],
+            "--config-file='folder': is a directory",
+        ),
+        (["memo", "add", "nope", "--file", "broken.yaml"], "is not valid YAML"),
+        (["memo", "add", "nope", "--file", "latin1.json"], "is not UTF-8 text"),
+        (["eval", "holdout", "nope"], "the following arguments are required"),
+        (["eval", "frobnicate"], "invalid choice"),
+        (["case", "create", "c", "--records", "r.csv", "--levels", "2,x"], "comma-separated"),
+    ],
+)
+def test_refusals_are_one_line_exit_2_and_write_nothing(
+    workdir: Path, args: list[str], message: str
+) -> None:
+    (workdir / "latin1.json").write_bytes(b'[{"name": "caf\xe9"}]')
+    (workdir / "folder").mkdir()
+    (workdir / "broken.yaml").write_text("when: [1\n")
+    (workdir / "v.json").write_text('[{"name": "baseline"}]')
+    result = run(*args, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (workdir / "warehouse.duckdb").exists()
+
+
+def test_a_refused_command_on_an_unknown_case_writes_nothing(
+    workdir: Path, tariff_files: Path
+) -> None:
+    create_tariff(tariff_files)
+    before = (workdir / "warehouse.duckdb").read_bytes()
+    (workdir / "v.json").write_text('[{"name": "baseline"}]')
+    for args in (
+        ["eval", "holdout", "other", "--variants-file", "v.json"],
+        ["memo", "list", "other"],
+        ["eval", "list", "other"],
+    ):
+        result = run(*args, check=False)
+        assert result.returncode == 2 and "no such case" in result.stderr
+    assert (workdir / "warehouse.duckdb").read_bytes() == before
+
+
+def test_rows_into_a_closed_pipe_exit_quietly(small_case: str) -> None:
+    from eval_pipelines import api
+
+    eval_id = api.start_holdout_eval(
+        small_case, [{"name": "baseline"}], sample_size=300, launch="inline"
+    )["evalId"]
+    command = " ".join([*CLI, "eval", "rows", small_case, eval_id])
+    result = subprocess.run(
+        f"{command} | head -1", shell=True, capture_output=True, text=True, env=os.environ.copy()
+    )
+    assert json.loads(result.stdout)["variant"] == "baseline"
+    assert result.stderr == ""

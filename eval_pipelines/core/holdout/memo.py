@@ -6,10 +6,17 @@ Rule shape (YAML or JSON)::
     instruction: Cholera titles go to A00 unless the organism is named.
     when:                    # every condition given must hold
       keywords: [cholera]    # any of these words (case-insensitive, whole words)
-      regex: "vibrio"        # Python regular expression, case-insensitive
+      regex: "vibrio"        # RE2 regular expression, case-insensitive
       metadata: {source: tabular-2026-inclusion}   # exact match on record metadata
     then:                    # exactly one action
       assign: A00.9          # or prefer: [A00] (boost: 2.0) / exclude: [A01] / decline: true
+
+Regexes run on RE2 (the ``google-re2`` package), which matches in time linear in the text, not
+on Python's backtracking ``re``: a memo is user input, and a pattern such as ``^(a+)+$`` takes
+exponential time under backtracking, so one record could hang a whole run. RE2 has no
+backreferences or lookaround; a regex that uses them, or that RE2 cannot parse, is refused when
+the entry is parsed. Keywords are escaped literals matched with ``re``, which cannot backtrack
+catastrophically.
 
 The memo version is the hash of the active entries; a variant's memo is the active memo plus
 the entries it includes (proposed ones included).
@@ -18,8 +25,10 @@ the entries it includes (proposed ones included).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+import re2
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
@@ -30,9 +39,28 @@ ACTIONS = ("assign", "prefer", "exclude", "decline")
 DEFAULT_BOOST = 2.0
 
 
+def compile_memo_regex(regex: str) -> Any:
+    """Compile a memo ``when.regex`` with RE2, case-insensitive; raises ``re2.error``."""
+    options = re2.Options()
+    options.case_sensitive = False
+    # Compile errors are raised (and reported by parse_memo_entry), not also logged to stderr.
+    options.log_errors = False
+    return re2.compile(regex, options)
+
+
+def _re2_message(error: Exception) -> str:
+    """RE2's error text; google-re2 raises it as bytes."""
+    message = error.args[0] if error.args else error
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+
+
 @dataclass(frozen=True)
 class MemoRule:
-    """The executable part of a memo entry."""
+    """The executable part of a memo entry.
+
+    The compiled patterns are derived from the fields in ``__post_init__``; pickles carry the
+    fields only and recompile on load (classify steps receive rules through pickles).
+    """
 
     keywords: tuple[str, ...] = ()
     regex: str | None = None
@@ -45,14 +73,17 @@ class MemoRule:
         keyword_patterns = tuple(
             re.compile(rf"(?<!\w){re.escape(k)}(?!\w)", re.IGNORECASE) for k in self.keywords
         )
-        regex_pattern = re.compile(self.regex, re.IGNORECASE) if self.regex is not None else None
+        regex_pattern = compile_memo_regex(self.regex) if self.regex is not None else None
         object.__setattr__(self, "_keyword_patterns", keyword_patterns)
         object.__setattr__(self, "_regex_pattern", regex_pattern)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self)))
 
     def matches(self, text: str, metadata: dict[str, Any]) -> bool:
         """True when every condition given holds for this record."""
         keyword_patterns: tuple[re.Pattern[str], ...] = self._keyword_patterns  # type: ignore[attr-defined]
-        regex_pattern: re.Pattern[str] | None = self._regex_pattern  # type: ignore[attr-defined]
+        regex_pattern: Any = self._regex_pattern  # type: ignore[attr-defined]
         if keyword_patterns and not any(p.search(text) for p in keyword_patterns):
             return False
         if regex_pattern is not None and not regex_pattern.search(text):
@@ -108,9 +139,14 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
         if not isinstance(regex, str):
             raise InputError("memo.when.regex", regex, "must be a string")
         try:
-            re.compile(regex)
-        except re.error as error:
-            raise InputError("memo.when.regex", regex, f"is not a valid regex: {error}") from None
+            compile_memo_regex(regex)
+        except re2.error as error:
+            raise InputError(
+                "memo.when.regex",
+                regex,
+                "is not supported by the linear-time RE2 engine memo rules use (no "
+                f"backreferences or lookaround): {_re2_message(error)}",
+            ) from None
     metadata = when.get("metadata", {})
     if not isinstance(metadata, dict):
         raise InputError("memo.when.metadata", metadata, "must be a mapping of key: value")

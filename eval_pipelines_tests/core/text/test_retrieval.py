@@ -11,7 +11,8 @@ import scipy.sparse as sp
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import vectorize as vz
 
-_DEMO_RECORDS = Path(__file__).resolve().parents[2] / "data" / "demo" / "icd10cm_records.parquet"
+# This file sits in eval_pipelines_tests/core/text/, so the repository is parents[3].
+_DEMO_RECORDS = Path(__file__).resolve().parents[3] / "data" / "demo" / "icd10cm_records.parquet"
 
 _TEMPLATES = [
     "{fx} of {bone}, {side}, {enc}",
@@ -252,8 +253,6 @@ def test_bad_arguments_are_refused(index: rt.TextIndex) -> None:
 
 
 def test_demo_records_match_brute_force() -> None:
-    if not _DEMO_RECORDS.exists():
-        pytest.skip(f"{_DEMO_RECORDS} is absent")
     import polars as pl
 
     texts = pl.read_parquet(_DEMO_RECORDS, columns=["text"]).get_column("text").to_list()
@@ -264,4 +263,212 @@ def test_demo_records_match_brute_force() -> None:
         _assert_same(
             rt.search(index, queries, k=64, near_duplicate_threshold=threshold),
             rt.search_brute_force(index, queries, k=64, near_duplicate_threshold=threshold),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Independent oracle
+# --------------------------------------------------------------------------------------------
+
+# oracle: scikit-learn NearestNeighbors(metric="cosine", algorithm="brute"), fitted on the
+# vectoriser's matrix in float64. It shares no code with retrieval.py: it renormalises the rows
+# itself, computes cosine distances with its own sparse product, and does its own ranking.
+# Tolerance on similarities: the search sums float32 products (about 1e-7 relative rounding
+# per term, over tens of shared features, on rows normalised in float32) while the oracle
+# works in float64, so scores differ by about 1e-6 at most here (1.1e-6 seen on the synthetic
+# corpus). 1e-5 is ten times that, and the margin retrieval.NEAR_DUPLICATE_TOLERANCE allows
+# for float32 rounding; a wrong ranking or a wrong score is off by far more.
+_ORACLE_TOLERANCE = 1e-5
+
+
+def _oracle_similarities(matrix: sp.csr_matrix, queries: np.ndarray) -> np.ndarray:
+    """Dense ``(n_queries, n_docs)`` float64 cosine similarities from scikit-learn."""
+    from sklearn.neighbors import NearestNeighbors
+
+    docs = sp.csr_matrix(matrix, dtype=np.float64)
+    oracle = NearestNeighbors(metric="cosine", algorithm="brute").fit(docs)
+    # Every document, ranked by the oracle; scattered back into document order.
+    distances, ids = oracle.kneighbors(docs[queries], n_neighbors=docs.shape[0])
+    sims = np.empty_like(distances)
+    np.put_along_axis(sims, ids, 1.0 - distances, axis=1)
+    return sims
+
+
+def _oracle_near_duplicates(
+    matrix: sp.csr_matrix, queries: np.ndarray, threshold: float
+) -> tuple[list[set[int]], list[set[int]]]:
+    """Per query, the documents that must and that may be near-duplicates, per the oracle.
+
+    ``search`` documents near-duplicates as similarity >= threshold - 1e-5. Documents that
+    clear that cut by more than the float tolerance must be in the set; documents that fall
+    short of it by more than the tolerance must not. Both bounds come from
+    ``radius_neighbors`` (cosine distance = 1 - similarity), without the query itself.
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    docs = sp.csr_matrix(matrix, dtype=np.float64)
+    oracle = NearestNeighbors(metric="cosine", algorithm="brute").fit(docs)
+    cut = threshold - rt.NEAR_DUPLICATE_TOLERANCE
+    bounds = []
+    for radius in (1.0 - cut - _ORACLE_TOLERANCE, 1.0 - cut + _ORACLE_TOLERANCE):
+        rows = oracle.radius_neighbors(
+            docs[queries], radius=max(radius, 0.0), return_distance=False
+        )
+        bounds.append([set(row.tolist()) - {int(q)} for row, q in zip(rows, queries, strict=True)])
+    return bounds[0], bounds[1]
+
+
+def _assert_matches_oracle(
+    result: rt.SearchResult,
+    queries: np.ndarray,
+    oracle_sims: np.ndarray,
+    near_duplicates: bool,
+) -> None:
+    """Compare a search result with oracle similarities, allowing ties at the k-th place.
+
+    For each query the admissible documents are all but the query itself and (when a
+    threshold was given) the near-duplicates the search reports, which are checked against
+    the oracle separately. Then: the number of neighbours is min(k, admissible documents of
+    positive similarity); similarities agree with the oracle's ranking rank by rank and with
+    the oracle's score of each returned id; and every document strictly above the k-th
+    similarity (by more than the tolerance) is returned, while none returned lies below it.
+    """
+    tol = _ORACLE_TOLERANCE
+    k = result.neighbours.shape[1]
+    for row, q in enumerate(queries):
+        sims = oracle_sims[row].copy()
+        sims[q] = -np.inf
+        if near_duplicates:
+            sims[_near_duplicates(result, row)] = -np.inf
+        ranked = np.argsort(-sims, kind="stable")
+        ranked = ranked[sims[ranked] > 0.0]
+        n = min(k, ranked.shape[0])
+        got_ids = result.neighbours[row]
+        got_sims = result.similarities[row].astype(np.float64)
+        valid = got_ids >= 0
+        assert np.count_nonzero(valid) == n, f"query {q}: neighbour count"
+        assert np.all(valid[:n]), f"query {q}: -1 before a neighbour"
+        assert np.all(got_sims[n:] == 0.0), f"query {q}: similarity of -1 must be 0"
+        got_ids = got_ids[:n]
+        got_sims = got_sims[:n]
+        expected = sims[ranked[:n]]
+        np.testing.assert_allclose(got_sims, expected, rtol=0, atol=tol, err_msg=f"query {q}")
+        np.testing.assert_allclose(
+            got_sims, sims[got_ids], rtol=0, atol=tol, err_msg=f"query {q}: per-id similarity"
+        )
+        assert len(set(got_ids.tolist())) == n, f"query {q}: repeated neighbour"
+        if n == 0:
+            continue
+        if n < k:
+            # Room for every admissible document: the id sets must be equal outright.
+            assert set(got_ids.tolist()) == set(ranked.tolist()), f"query {q}: id set"
+            continue
+        kth = expected[-1]
+        must = set(ranked[sims[ranked] > kth + tol].tolist())
+        assert must <= set(got_ids.tolist()), f"query {q}: missing a neighbour above the k-th"
+        assert np.all(sims[got_ids] >= kth - tol), f"query {q}: neighbour below the k-th"
+
+
+def _assert_near_duplicates_match_oracle(
+    result: rt.SearchResult, queries: np.ndarray, must: list[set[int]], may: list[set[int]]
+) -> None:
+    for row, q in enumerate(queries):
+        got = set(_near_duplicates(result, row).tolist())
+        assert must[row] <= got, f"query {q}: missing near-duplicates {must[row] - got}"
+        assert got <= may[row], f"query {q}: spurious near-duplicates {got - may[row]}"
+
+
+def _demo_texts() -> list[str]:
+    import polars as pl
+
+    records = pl.read_parquet(_DEMO_RECORDS, columns=["text", "chapter"])
+    # 800 consecutive real ICD-10-CM titles and inclusion terms (musculoskeletal chapter):
+    # variants by site and laterality, so there are close neighbours and near-duplicates.
+    return records.filter(pl.col("chapter") == "13").get_column("text").head(800).to_list()
+
+
+@pytest.mark.parametrize("corpus", ["synthetic", "demo"])
+@pytest.mark.parametrize("threshold", [None, 0.93, 1.0])
+def test_search_matches_sklearn_oracle(
+    corpus: str, threshold: float | None, queries: np.ndarray
+) -> None:
+    if corpus == "synthetic":
+        # The module's corpus: template texts full of ties, exact duplicates, empty rows.
+        _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+        query_ids = queries
+    else:
+        _, matrix = vz.fit_transform(_demo_texts())
+        query_ids = np.arange(matrix.shape[0])
+    index = rt.build_text_index(matrix)
+    k = 15
+    result = rt.search(index, query_ids, k=k, near_duplicate_threshold=threshold)
+    oracle_sims = _oracle_similarities(matrix, query_ids)
+    if threshold is not None:
+        must, may = _oracle_near_duplicates(matrix, query_ids, threshold)
+        _assert_near_duplicates_match_oracle(result, query_ids, must, may)
+        if threshold < 1.0:
+            assert sum(len(m) for m in must) > 0, "the corpus should hold near-duplicates"
+    else:
+        assert result.near_duplicate_indices.size == 0
+    _assert_matches_oracle(result, query_ids, oracle_sims, near_duplicates=threshold is not None)
+
+
+def test_sklearn_oracle_check_catches_wrong_results(queries: np.ndarray) -> None:
+    """The oracle comparison is not vacuous: corrupted results fail it."""
+    _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+    index = rt.build_text_index(matrix)
+    result = rt.search(index, queries, k=15, near_duplicate_threshold=0.93)
+    oracle_sims = _oracle_similarities(matrix, queries)
+    must, may = _oracle_near_duplicates(matrix, queries, 0.93)
+    _assert_matches_oracle(result, queries, oracle_sims, near_duplicates=True)
+
+    def corrupted(**changes: np.ndarray) -> rt.SearchResult:
+        fields = {
+            "neighbours": result.neighbours.copy(),
+            "similarities": result.similarities.copy(),
+            "near_duplicate_indptr": result.near_duplicate_indptr,
+            "near_duplicate_indices": result.near_duplicate_indices,
+        }
+        fields.update(changes)
+        return rt.SearchResult(**fields)
+
+    # A row whose best neighbour is strictly better than its k-th.
+    sims = result.similarities
+    row = int(
+        np.flatnonzero((result.neighbours[:, -1] >= 0) & (sims[:, 0] > sims[:, -1] + 0.01))[0]
+    )
+    # Wrong ranking: best and worst neighbour swapped, ids and scores together.
+    neighbours = result.neighbours.copy()
+    similarities = result.similarities.copy()
+    neighbours[row, [0, -1]] = neighbours[row, [-1, 0]]
+    similarities[row, [0, -1]] = similarities[row, [-1, 0]]
+    with pytest.raises(AssertionError):
+        _assert_matches_oracle(
+            corrupted(neighbours=neighbours, similarities=similarities),
+            queries,
+            oracle_sims,
+            near_duplicates=True,
+        )
+    # Ids shifted up one rank against their scores (the last id repeated).
+    neighbours = result.neighbours.copy()
+    neighbours[row, :-1] = neighbours[row, 1:]
+    with pytest.raises(AssertionError):
+        _assert_matches_oracle(
+            corrupted(neighbours=neighbours), queries, oracle_sims, near_duplicates=True
+        )
+    # A near-duplicate missing from its query's set.
+    with_dups = int(np.flatnonzero(np.diff(result.near_duplicate_indptr) > 0)[0])
+    keep = np.ones(result.near_duplicate_indices.shape[0], dtype=bool)
+    keep[result.near_duplicate_indptr[with_dups]] = False
+    indptr = result.near_duplicate_indptr.copy()
+    indptr[with_dups + 1 :] -= 1
+    with pytest.raises(AssertionError):
+        _assert_near_duplicates_match_oracle(
+            corrupted(
+                near_duplicate_indptr=indptr,
+                near_duplicate_indices=result.near_duplicate_indices[keep],
+            ),
+            queries,
+            must,
+            may,
         )

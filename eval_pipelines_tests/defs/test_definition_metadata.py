@@ -1,0 +1,74 @@
+"""What the UI shows besides materialisations: column schemas that match the warehouse, owners,
+tags and descriptions on every asset, the code location's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import yaml
+
+from eval_pipelines.definitions import defs
+from eval_pipelines.defs import holdout_tables
+from eval_pipelines.runs import LOCATION_NAME
+from eval_pipelines.storage.warehouse import connect
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
+    with connect(tmp_path / "w.duckdb", create=True) as conn:
+        schemas = {
+            name.removesuffix("_SCHEMA").lower(): value
+            for name, value in vars(holdout_tables).items()
+            if name.endswith("_SCHEMA") and isinstance(value, dg.TableSchema)
+        }
+        assert len(schemas) == 7
+        for table, schema in schemas.items():
+            columns = conn.execute(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = ? ORDER BY ordinal_position",
+                [table],
+            ).fetchall()
+            assert [(c.name, c.type) for c in schema.columns] == columns, table
+
+
+def test_every_asset_has_its_table_owner_tags_and_how_to_create_partitions() -> None:
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        spec = graph.get(key)
+        assert spec.owners == ["team:eval-pipelines"]
+        assert spec.tags.get("evaluation_kind") == "holdout"
+        assert "eval-pipelines eval holdout" in (spec.description or "")
+        if key.path[-1] != "evidence_index":
+            assert "dagster/column_schema" in spec.metadata
+    leave_out = graph.get(dg.AssetKey("leave_out"))
+    assert dg.AssetKey("evidence_index") in leave_out.parent_keys  # a real upstream
+
+
+def test_checks_are_part_of_the_job_and_the_location_is_named() -> None:
+    job = defs.resolve_job_def("holdout_eval")
+    check_keys = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
+    assert check_keys == {
+        "no_leakage",
+        "grouped",
+        "candidates_supplied",
+        "no_failed_rows",
+        "sufficient_evidence",
+    }
+    workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())
+    assert workspace["load_from"][0]["python_module"]["location_name"] == LOCATION_NAME
+
+
+def test_reading_a_table_the_schema_names(tmp_path: Path) -> None:
+    """The table names in the metadata are the warehouse's tables."""
+    with connect(tmp_path / "w.duckdb", create=True):
+        pass
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as conn:
+        tables = {row[0] for row in conn.execute("SHOW TABLES").fetchall()}
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        name = graph.get(key).metadata.get("dagster/table_name")
+        if name is not None:
+            assert str(name).removeprefix("warehouse.main.") in tables

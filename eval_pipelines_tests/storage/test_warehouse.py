@@ -1,0 +1,94 @@
+"""The warehouse file: created only by loading a case, migrated on open, waiting (not failing)
+while another process holds it, refusing clearly when it cannot be used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines.storage.warehouse import (
+    WarehouseBusy,
+    WarehouseUnavailable,
+    connect,
+    latest_schema_version,
+    schema_version,
+)
+
+HOLD = """
+import sys, time, duckdb
+conn = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.close()
+"""
+
+
+def _hold(path: Path, seconds: float) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_only_create_makes_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    for read_only in (True, False):
+        with pytest.raises(WarehouseUnavailable, match="does not exist yet"):
+            with connect(path, read_only=read_only):
+                pass
+    assert not path.exists()
+    with connect(path, create=True) as conn:
+        assert schema_version(conn) == latest_schema_version()
+
+
+def test_a_writer_waits_for_a_slow_reader_instead_of_failing(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with connect(path, create=True):
+        pass
+    holder = _hold(path, 3.0)
+    started = time.monotonic()
+    with connect(path, wait_seconds=None) as conn:  # as runs do: wait as long as it takes
+        conn.execute("SELECT 1")
+    assert time.monotonic() - started >= 2.0
+    holder.wait()
+    holder = _hold(path, 3.0)
+    with pytest.raises(WarehouseBusy, match="busy"):
+        with connect(path, wait_seconds=0.5):
+            pass
+    holder.wait()
+
+
+def test_a_read_only_folder_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        if (folder / "probe").exists() or _writable(folder):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(WarehouseUnavailable, match="cannot be written"):
+            with connect(folder / "w.duckdb", create=True):
+                pass
+    finally:
+        folder.chmod(0o755)
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        (folder / "probe").write_text("x")
+    except OSError:
+        return False
+    (folder / "probe").unlink()
+    return True
+
+
+def test_a_directory_is_not_a_warehouse(tmp_path: Path) -> None:
+    from eval_pipelines.core.errors import InputError
+
+    with pytest.raises(InputError, match="is a directory"):
+        with connect(tmp_path, create=True):
+            pass
