@@ -7,8 +7,9 @@ Run from the repository root (``make bench`` does)::
 Prints ``name: value`` lines: text-index build time cold (fresh process, empty numba
 cache: includes JIT compilation) and warm, end-to-end ``eval holdout --wait`` wall time with
 two variants per sample size (submitted to the Dagster instance's queue and started by the
-CLI's dispatcher, as without ``make dev``), the retrieval step alone with its memory-bandwidth floor, peak
-RSS of the run process, and the recall of the search against brute force.
+CLI's dispatcher, as without ``make dev``), the retrieval step alone with its
+memory-bandwidth floor, peak RSS of the run process, and the recall of the search against
+brute force.
 """
 
 from __future__ import annotations
