@@ -274,3 +274,21 @@ def test_sample_larger_than_the_case_takes_every_record_and_says_so(small_case: 
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     assert (report["sample"]["size"], report["sample"]["requestedSize"]) == (3049, 5000)
     assert "sample_smaller_than_requested" in [w["code"] for w in report["warnings"]]
+
+
+def test_a_partial_materialisation_reads_incomplete_not_complete(small_case: str) -> None:
+    import dagster as dg
+
+    from eval_pipelines.definitions import defs
+
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    result = defs.resolve_job_def("holdout_eval").execute_in_process(
+        instance=DagsterInstance.get(),
+        partition_key=started["evalId"],
+        asset_selection=[dg.AssetKey("eval_spec"), dg.AssetKey("holdout_sample")],
+    )
+    assert result.success
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    assert (status["status"], status["run"]["state"]) == ("incomplete", "succeeded")
+    with pytest.raises(api.EvalFailed, match="finished without writing the report"):
+        api.wait_for_eval(small_case, started["evalId"], timeout=5)

@@ -176,14 +176,16 @@ def evaluation_status(report_run_id: str | None, has_report: bool, run: Any) -> 
 
     ``complete`` once a report exists and the run that wrote it has finished (a re-run in
     progress or failed leaves the earlier report complete; the run says what it is doing);
-    without a report, the newest run's state, or ``registered`` when none was launched.
+    without a report, the newest run's state (``incomplete`` when it succeeded without
+    writing the report), or ``registered`` when none was launched.
     """
     if has_report:
         closing = run is not None and not run.finished and run.run_id == report_run_id
         return "running" if closing else "complete"
     if run is None:
         return "registered"
-    return {"succeeded": "failed"}.get(run.state, run.state)
+    # A run that succeeded without writing the report materialised only part of the chain.
+    return {"succeeded": "incomplete"}.get(run.state, run.state)
 
 
 def get_holdout_eval(
@@ -252,8 +254,10 @@ def wait_for_eval(
 ) -> dict[str, Any]:
     """Block until the newest run (or ``run_id``) has finished and return the status.
 
-    Raises :class:`EvalFailed` (with the run's reason) when that run failed or was canceled
-    and no report exists, ``TimeoutError`` after ``timeout`` seconds.
+    Raises :class:`EvalFailed` with the reason when there is no report once it has finished
+    (the run failed, was canceled, materialised only part of the chain, or none was launched),
+    and when the run waited for (``run_id``) failed even though an earlier report stands;
+    ``TimeoutError`` after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     last = None
@@ -271,23 +275,39 @@ def wait_for_eval(
             waiting_for_other = run_id is not None and (run is None or run["runId"] != run_id)
             finished = run is None or run["state"] in ("succeeded", "failed", "canceled")
             if not waiting_for_other and finished and status["status"] != "running":
-                if status["status"] == "complete" and (run is None or run["state"] == "succeeded"):
-                    return status
-                if status["status"] == "complete" and run_id is None:
-                    return status  # the report of an earlier run stands; "run" says why not
-                if run is not None and run["state"] in ("failed", "canceled"):
-                    raise EvalFailed(
-                        f"evaluation {eval_id}: run {run['runId']} {run['state']}: "
-                        f"{run['reason'] or 'see the run in the Dagster UI'}"
-                    )
-                if status["status"] == "registered":
-                    raise EvalFailed(
-                        f"evaluation {eval_id} has no run: start one with "
-                        f"'eval-pipelines eval rerun {case_id} {eval_id}'"
-                    )
+                return _finished(case_id, status, waited_for_run=run_id is not None)
         if time.monotonic() > deadline:
             raise TimeoutError(f"evaluation {eval_id} still running after {timeout:g} s")
         time.sleep(poll_seconds)
+
+
+def _finished(case_id: str, status: dict[str, Any], *, waited_for_run: bool) -> dict[str, Any]:
+    """The status of a finished wait, or :class:`EvalFailed` saying why there is no report
+    (or, when the caller waited for one run, why that run did not write it)."""
+    eval_id, run = status["evalId"], status["run"]
+    failed = run is not None and run["state"] in ("failed", "canceled")
+    if status["status"] == "complete" and not (waited_for_run and failed):
+        return status
+    if failed:
+        stands = (
+            f"; the report of run {status['reportRunId']} still stands"
+            if status["status"] == "complete"
+            else ""
+        )
+        raise EvalFailed(
+            f"evaluation {eval_id}: run {run['runId']} {run['state']}: "
+            f"{run['reason'] or 'see the run in the Dagster UI'}{stands}"
+        )
+    if status["status"] == "registered":
+        raise EvalFailed(
+            f"evaluation {eval_id} has no run: start one with "
+            f"'eval-pipelines eval rerun {case_id} {eval_id}'"
+        )
+    raise EvalFailed(
+        f"evaluation {eval_id}: run {run['runId']} finished without writing the report (it "
+        f"materialised only some assets); run the whole evaluation with "
+        f"'eval-pipelines eval rerun {case_id} {eval_id}'"
+    )
 
 
 def eval_rows(
