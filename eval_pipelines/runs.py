@@ -33,6 +33,7 @@ LOCATION_NAME = "eval_pipelines"
 DEFINITIONS_MODULE = "eval_pipelines.definitions"
 EVAL_TAG = "eval_pipelines/eval_id"
 KIND_TAG = "eval_pipelines/kind"
+LAUNCHED_BY_TAG = "eval_pipelines/launched_by"
 PARTITION_TAG = "dagster/partition"
 
 
@@ -58,6 +59,8 @@ STATES = {
     DagsterRunStatus.CANCELED: "canceled",
 }
 FINISHED_STATES = ("succeeded", "failed", "canceled")
+# Engine events that say a run's process died (the code server's and this module's wording).
+_CRASH_WORDS = ("exited", "killed", "crashed", "gone", "terminated by signal")
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,15 @@ class RunState:
     @property
     def finished(self) -> bool:
         return self.state in FINISHED_STATES
+
+
+def prune_partitions(instance: DagsterInstance, kind: EvaluationKind, keep: set[str]) -> list[str]:
+    """Delete the kind's partition keys that name no registered evaluation (added by hand in
+    the UI); returns them."""
+    stray = [key for key in instance.get_dynamic_partitions(kind.partitions) if key not in keep]
+    for key in stray:
+        instance.delete_dynamic_partition(kind.partitions, key)
+    return stray
 
 
 def kind_of(name: str) -> EvaluationKind:
@@ -130,6 +142,7 @@ def submit(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> Run
             PARTITION_TAG: eval_id,
             EVAL_TAG: eval_id,
             KIND_TAG: kind.name,
+            LAUNCHED_BY_TAG: "eval-pipelines",
         }
         run = instance.create_run(
             job_name=remote_job.name,
@@ -214,8 +227,8 @@ def _deepest_message(error: object) -> str:
 
 
 def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
-    """One line saying why a run failed: the failing step and its error, else the run's own
-    failure message (a killed process, a termination)."""
+    """One line saying why a run did not succeed: for a canceled run, that it was canceled;
+    for a failed one, the failing step and its error, else how its process died."""
     records = instance.all_logs(
         run_id,
         of_type={
@@ -225,30 +238,31 @@ def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
             DagsterEventType.ENGINE_EVENT,
         },
     )
-    for record in records:
-        event = record.dagster_event
-        if event is not None and event.event_type == DagsterEventType.STEP_FAILURE:
+    events = [(r.dagster_event, r.user_message) for r in records if r.dagster_event is not None]
+
+    def text(event: object, user_message: str) -> str:
+        message = (getattr(event, "message", None) or user_message or "").strip()
+        return message.splitlines()[0] if message else ""
+
+    for event, message in reversed(events):
+        if event.event_type == DagsterEventType.RUN_CANCELED:
+            return f"canceled: {text(event, message) or 'terminated'}"
+    crashes = [
+        text(event, message)
+        for event, message in events
+        if event.event_type == DagsterEventType.ENGINE_EVENT
+        and any(w in text(event, message) for w in _CRASH_WORDS)
+    ]
+    if crashes:
+        return crashes[-1]
+    for event, _ in events:
+        if event.event_type == DagsterEventType.STEP_FAILURE:
             data = event.step_failure_data
             error = _deepest_message(data.error) if data and data.error else "failed"
             return f"step {event.step_key} failed: {error}"
-    engine = [
-        (record.dagster_event.message or record.user_message or "").strip()
-        for record in records
-        if record.dagster_event is not None
-        and record.dagster_event.event_type == DagsterEventType.ENGINE_EVENT
-    ]
-    crashes = [m for m in engine if any(w in m for w in ("exited", "killed", "crashed", "gone"))]
-    if crashes:
-        return crashes[-1].splitlines()[0]
-    for record in reversed(records):
-        event = record.dagster_event
-        if event is not None and event.event_type in (
-            DagsterEventType.RUN_FAILURE,
-            DagsterEventType.RUN_CANCELED,
-        ):
-            text = (event.message or record.user_message or "").strip()
-            if text:
-                return text.splitlines()[0]
+    for event, message in reversed(events):
+        if event.event_type == DagsterEventType.RUN_FAILURE and text(event, message):
+            return text(event, message)
     return None
 
 

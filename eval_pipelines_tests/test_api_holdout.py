@@ -292,3 +292,11 @@ def test_a_partial_materialisation_reads_incomplete_not_complete(small_case: str
     assert (status["status"], status["run"]["state"]) == ("incomplete", "succeeded")
     with pytest.raises(api.EvalFailed, match="finished without writing the report"):
         api.wait_for_eval(small_case, started["evalId"], timeout=5)
+
+
+def test_partition_keys_added_by_hand_can_be_pruned(small_case: str) -> None:
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    instance = DagsterInstance.get()
+    instance.add_dynamic_partitions("holdout_evaluations", ["small-e9999-s1"])
+    assert api.prune_partitions() == ["small-e9999-s1"]
+    assert instance.get_dynamic_partitions("holdout_evaluations") == [started["evalId"]]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pytest
 
 from eval_pipelines import api, runs
 from eval_pipelines.instance import DUCKDB_POOL, dagster_instance
@@ -111,3 +112,29 @@ def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
     assert report["sample"]["sampleHash"] == expected["sample"]["sampleHash"]
     assert [v["score"] for v in report["variants"]] == [v["score"] for v in expected["variants"]]
     assert report["comparisons"] == expected["comparisons"]
+
+
+def test_terminating_a_cli_started_run_reads_canceled(small_case: str) -> None:
+    holder = duckdb.connect(os.environ["EVAL_PIPELINES_WAREHOUSE"])
+    try:
+        started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=2)
+        instance = dagster_instance()
+        _wait_for(  # the first step has started (and waits for the lock)
+            lambda: any(instance.all_logs(started["runId"], of_type=dg.DagsterEventType.STEP_START))
+        )
+        # What the UI's Terminate button does: ask the run launcher (through the code server
+        # recorded on the run) to stop it.
+        assert instance.run_launcher.terminate(started["runId"])
+        _wait_for(
+            lambda: (
+                instance.get_run_by_id(started["runId"]).status  # type: ignore[union-attr]
+                == dg.DagsterRunStatus.CANCELED
+            )
+        )
+    finally:
+        holder.close()
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    assert status["run"]["state"] == "canceled"
+    assert status["run"]["reason"].startswith("canceled")
+    with pytest.raises(api.EvalFailed, match="canceled"):
+        api.wait_for_eval(small_case, started["evalId"], timeout=30)

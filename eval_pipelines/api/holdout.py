@@ -368,6 +368,20 @@ def eval_rows(
     return rows
 
 
+def prune_partitions(*, warehouse: Path | str | None = None) -> list[str]:
+    """Delete partition keys of ``holdout_evaluations`` that name no registered evaluation (a
+    key added in the UI's Materialize dialog has no spec, and its failed runs turn the asset
+    graph red until the key is gone). Returns the keys deleted."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
+        registered = set(evaluations.all_evaluation_ids(conn, KIND))
+    return runs.prune_partitions(dagster_instance(), runs.kind_of(KIND), registered)
+
+
 def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
     """The case's evaluations, oldest first: id, kind, seed, sample size, grouping, versions,
     whether a report exists."""

@@ -121,6 +121,13 @@ def cmd_rows(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    from eval_pipelines import api
+
+    print_json({"deletedPartitions": api.prune_partitions(warehouse=args.warehouse)})
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
@@ -200,6 +207,11 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     compare.add_argument("--baseline-variant", required=True)
     compare.add_argument("--candidate-variant", required=True)
     compare.set_defaults(func=cmd_compare)
+    prune = evals.add_parser(
+        "prune-partitions",
+        help="delete partition keys that name no registered evaluation (added in the UI)",
+    )
+    prune.set_defaults(func=cmd_prune)
     rows = evals.add_parser("rows", help="one JSON line per sampled record and variant")
     rows.add_argument("case")
     rows.add_argument("eval_id")

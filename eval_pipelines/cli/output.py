@@ -34,7 +34,8 @@ def status_markdown(status: dict[str, Any]) -> str:
     if status.get("reportRunId") and run is not None and status["reportRunId"] != run["runId"]:
         lines.append(f"- report written by run `{status['reportRunId']}`")
     lines.append(
-        "- variants: " + ", ".join(f"{v['name']} ({v['status']})" for v in status["variants"])
+        "- classify steps of the newest run: "
+        + ", ".join(f"{v['name']} ({v['status']})" for v in status["variants"])
     )
     lines.append(
         f"- versions: records `{status['recordsVersion']}`, tree `{status['treeVersion']}`, "

@@ -83,10 +83,10 @@ def load_spec(conn: duckdb.DuckDBPyConnection, eval_id: str) -> HoldoutSpec:
         row = evaluations.evaluation_row(conn, eval_id)
     except NotFoundError:
         raise NotFoundError(
-            f"evalId={eval_id!r}: no evaluation is registered under this partition key. "
-            "Holdout evaluations are created with 'eval-pipelines eval holdout CASE "
-            "--variants-file FILE' (or api.start_holdout_eval), which stores the spec and adds "
-            "the partition; a partition added in the UI has no spec to run"
+            f"No holdout evaluation is registered under the key {eval_id!r}: create "
+            "evaluations with 'eval-pipelines eval holdout CASE --variants-file FILE' (or "
+            "api.start_holdout_eval), which stores the spec and adds the partition, instead of "
+            "adding a partition in the UI."
         ) from None
     if row.kind != KIND:
         raise ConflictError(f"evalId={eval_id!r}: is a {row.kind} evaluation, not {KIND}")

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from eval_pipelines.core.text import numba_cache
+from eval_pipelines.core.text.interrupts import deferred_interrupts
 
 numba_cache.configure()
 
@@ -34,6 +35,9 @@ NEAR_DUPLICATE_TOLERANCE = 1e-5
 # Near-duplicates kept per query on the first pass; queries with more are rerun with room for
 # all of them, so the cap costs time, never results.
 _NEAR_DUPLICATE_CAP = 256
+# Queries per kernel call: between calls an interrupt is honoured (about 0.4 s of work on
+# 130k records), and per-call overhead stays far below the scan itself.
+_QUERIES_PER_CALL = 512
 # Queries scored at once by the brute-force reference, to bound its dense score block.
 _BRUTE_FORCE_BLOCK = 256
 
@@ -489,23 +493,39 @@ def search(
         Neighbours, similarities and near-duplicate sets, one row per query.
     """
     req = _request(index, query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices)
+    n_queries = req.queries.shape[0]
+    parts: list[SearchResult] = []
     previous_threads = numba.get_num_threads()
     pool_size = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     numba.set_num_threads(max(1, min(n_threads, pool_size)))
     try:
-        neighbours, similarities, nd_counts, nd_buf = _run_kernel(
-            index, req, _NEAR_DUPLICATE_CAP, n_threads
-        )
-        overflow = np.flatnonzero(nd_counts > _NEAR_DUPLICATE_CAP)
-        if overflow.size:
-            # Rerun just the overflowing queries with room for every near-duplicate.
-            sub = _subset_request(req, overflow)
-            big_cap = int(nd_counts[overflow].max())
-            sub_nb, sub_sim, _, sub_buf = _run_kernel(index, sub, big_cap, n_threads)
-            neighbours[overflow] = sub_nb
-            similarities[overflow] = sub_sim
+        # Queries go to the kernel in chunks so that an interrupt (a terminated run) is
+        # honoured between chunks instead of crashing inside the parallel kernel.
+        with deferred_interrupts() as interrupt:
+            for start in range(0, max(n_queries, 1), _QUERIES_PER_CALL):
+                rows = np.arange(start, min(start + _QUERIES_PER_CALL, n_queries))
+                chunk = req if rows.size == n_queries else _subset_request(req, rows)
+                parts.append(_search_chunk(index, chunk, n_threads))
+                if interrupt.requested:
+                    break
     finally:
         numba.set_num_threads(previous_threads)
+    return _concatenate(parts)
+
+
+def _search_chunk(index: TextIndex, req: _Request, n_threads: int) -> SearchResult:
+    """One kernel call (and a rerun for queries with more near-duplicates than the cap)."""
+    neighbours, similarities, nd_counts, nd_buf = _run_kernel(
+        index, req, _NEAR_DUPLICATE_CAP, n_threads
+    )
+    overflow = np.flatnonzero(nd_counts > _NEAR_DUPLICATE_CAP)
+    if overflow.size:
+        # Rerun just the overflowing queries with room for every near-duplicate.
+        sub = _subset_request(req, overflow)
+        big_cap = int(nd_counts[overflow].max())
+        sub_nb, sub_sim, _, sub_buf = _run_kernel(index, sub, big_cap, n_threads)
+        neighbours[overflow] = sub_nb
+        similarities[overflow] = sub_sim
 
     nd_indptr = np.zeros(req.queries.shape[0] + 1, dtype=np.int64)
     np.cumsum(nd_counts, out=nd_indptr[1:])
@@ -522,6 +542,20 @@ def search(
         similarities=similarities,
         near_duplicate_indptr=nd_indptr,
         near_duplicate_indices=nd_indices,
+    )
+
+
+def _concatenate(parts: list[SearchResult]) -> SearchResult:
+    if len(parts) == 1:
+        return parts[0]
+    counts = np.concatenate([np.diff(p.near_duplicate_indptr) for p in parts])
+    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return SearchResult(
+        neighbours=np.concatenate([p.neighbours for p in parts]),
+        similarities=np.concatenate([p.similarities for p in parts]),
+        near_duplicate_indptr=indptr,
+        near_duplicate_indices=np.concatenate([p.near_duplicate_indices for p in parts]),
     )
 
 

@@ -1,0 +1,43 @@
+"""An interrupt (how Dagster terminates a run) during the parallel search raises
+KeyboardInterrupt between kernel calls; without deferral it used to kill the process with
+SIGSEGV."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SEARCH_FOREVER = """
+import sys
+import numpy as np
+import polars as pl
+from eval_pipelines.core.text.retrieval import build_text_index, search
+from eval_pipelines.core.text.vectorize import fit_transform
+texts = pl.read_parquet(sys.argv[1], columns=["text"]).get_column("text").to_list()
+index = build_text_index(fit_transform(texts)[1])
+queries = np.random.default_rng(7).choice(len(texts), 5000, replace=False).astype(np.int64)
+print("searching", flush=True)
+while True:
+    search(index, queries, k=20, near_duplicate_threshold=0.98, n_threads=2)
+"""
+DEMO = Path(__file__).resolve().parents[3] / "data" / "demo" / "icd10cm_records.parquet"
+
+
+def test_sigint_during_the_parallel_search_raises_keyboard_interrupt() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", SEARCH_FOREVER, str(DEMO)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "searching"
+    time.sleep(1.0)  # inside a kernel call by now
+    sent = time.monotonic()
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    # An uncaught KeyboardInterrupt ends Python with -SIGINT; the crash was -SIGSEGV (-11).
+    assert process.returncode == -signal.SIGINT, (process.returncode, stderr[-300:])
+    assert "KeyboardInterrupt" in stderr
+    assert time.monotonic() - sent < 10  # honoured after the current chunk
