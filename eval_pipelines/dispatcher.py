@@ -20,7 +20,9 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-IDLE_EXIT_SECONDS = 10.0
+# Long enough that a script starting evaluations one after another keeps one dispatcher (and
+# its code server) warm; short enough that nothing lingers after a session.
+IDLE_EXIT_SECONDS = 60.0
 TICK_SECONDS = 1.0
 
 

@@ -29,6 +29,8 @@ INSTANCE_CONFIG = f"""{CONFIG_MARKER} (make install, or the CLI on first use).
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 
 concurrency:
   runs:

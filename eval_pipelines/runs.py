@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
@@ -108,65 +108,106 @@ def register_partition(instance: DagsterInstance, kind: EvaluationKind, eval_id:
 def workspace(instance: DagsterInstance) -> Iterator[WorkspaceProcessContext]:
     """The project's code location, loaded as the UI loads it (a code server process)."""
     from dagster._core.workspace.context import WorkspaceProcessContext
+
+    with WorkspaceProcessContext(instance, _target(), code_server_log_level="WARNING") as context:
+        yield context
+
+
+def _target() -> Any:
     from dagster._core.workspace.load_target import ModuleTarget
 
-    target = ModuleTarget(
+    return ModuleTarget(
         module_name=DEFINITIONS_MODULE,
         attribute=None,
         working_directory=os.getcwd(),
         location_name=LOCATION_NAME,
     )
-    with WorkspaceProcessContext(instance, target, code_server_log_level="WARNING") as context:
-        yield context
+
+
+def _create_run(
+    instance: DagsterInstance,
+    location: Any,
+    job_origin_of: Any,
+    kind: EvaluationKind,
+    eval_id: str,
+) -> DagsterRun:
+    """Create (not start) a run of the kind's job for the partition, from a code location."""
+    repository = next(iter(location.get_repositories().values()))
+    remote_job = repository.get_full_job(kind.job_name)
+    plan = location.get_execution_plan(
+        remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance
+    )
+    tags = {
+        **remote_job.tags,
+        PARTITION_TAG: eval_id,
+        EVAL_TAG: eval_id,
+        KIND_TAG: kind.name,
+        LAUNCHED_BY_TAG: "eval-pipelines",
+    }
+    return instance.create_run(
+        job_name=remote_job.name,
+        run_id=None,
+        run_config={},
+        resolved_op_selection=None,
+        step_keys_to_execute=None,
+        op_selection=None,
+        status=None,
+        root_run_id=None,
+        parent_run_id=None,
+        tags=tags,
+        job_snapshot=remote_job.job_snapshot,
+        execution_plan_snapshot=plan.execution_plan_snapshot,
+        parent_job_snapshot=remote_job.parent_job_snapshot,
+        remote_job_origin=job_origin_of(repository, remote_job),
+        job_code_origin=remote_job.get_python_origin(),
+        asset_selection=None,
+        asset_check_selection=None,
+        asset_graph=repository.asset_graph,
+    )
 
 
 def submit(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> RunState:
     """Create a run of the kind's job for the evaluation's partition and submit it.
 
     The run carries its job origin (so the UI can re-execute and terminate it), the partition
-    tag and the evaluation's tags. Without a daemon to dequeue it, the CLI's dispatcher is
-    started.
+    tag and the evaluation's tags. With the run queue, the run is only recorded as queued, so
+    its snapshot is taken from the definitions loaded in this process while its origin names
+    the code location the daemon and the dispatcher load (no code server is started here);
+    without a daemon to dequeue it, the CLI's dispatcher is started. Without the queue, the run
+    is launched at once through a code server, as ``dagster job launch`` does.
     """
     register_partition(instance, kind, eval_id)
     reap_dead_runs(instance)
+    if uses_run_queue(instance):
+        if not daemon_running(instance):
+            ensure_dispatcher(instance)  # it boots while this process creates the run
+        from dagster._core.remote_origin import (
+            InProcessCodeLocationOrigin,
+            RemoteJobOrigin,
+            RemoteRepositoryOrigin,
+        )
+
+        served = _target().create_origins()[0]
+
+        def served_origin(repository: Any, remote_job: Any) -> Any:
+            return RemoteJobOrigin(RemoteRepositoryOrigin(served, repository.name), remote_job.name)
+
+        local = InProcessCodeLocationOrigin(
+            loadable_target_origin=served.loadable_target_origin, location_name=LOCATION_NAME
+        )
+        with local.create_location(instance) as location:
+            run = _create_run(instance, location, served_origin, kind, eval_id)
+        # The queued-run coordinator records the run as queued and does not use a workspace.
+        submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
+        dispatch_if_needed(instance)  # in case a dispatcher was just leaving
+        return run_state(instance, submitted)
     with workspace(instance) as context:
         request = context.create_request_context()
         location = request.get_code_location(LOCATION_NAME)
-        repository = next(iter(location.get_repositories().values()))
-        remote_job = repository.get_full_job(kind.job_name)
-        plan = location.get_execution_plan(
-            remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance
-        )
-        tags = {
-            **remote_job.tags,
-            PARTITION_TAG: eval_id,
-            EVAL_TAG: eval_id,
-            KIND_TAG: kind.name,
-            LAUNCHED_BY_TAG: "eval-pipelines",
-        }
-        run = instance.create_run(
-            job_name=remote_job.name,
-            run_id=None,
-            run_config={},
-            resolved_op_selection=None,
-            step_keys_to_execute=None,
-            op_selection=None,
-            status=None,
-            root_run_id=None,
-            parent_run_id=None,
-            tags=tags,
-            job_snapshot=remote_job.job_snapshot,
-            execution_plan_snapshot=plan.execution_plan_snapshot,
-            parent_job_snapshot=remote_job.parent_job_snapshot,
-            remote_job_origin=remote_job.get_remote_origin(),
-            job_code_origin=remote_job.get_python_origin(),
-            asset_selection=None,
-            asset_check_selection=None,
-            asset_graph=repository.asset_graph,
+        run = _create_run(
+            instance, location, lambda _, remote_job: remote_job.get_remote_origin(), kind, eval_id
         )
         submitted = instance.submit_run(run.run_id, request)
-    if submitted.status == DagsterRunStatus.QUEUED and not daemon_running(instance):
-        ensure_dispatcher(instance)
     return run_state(instance, submitted)
 
 
@@ -176,11 +217,25 @@ def uses_run_queue(instance: DagsterInstance) -> bool:
     return isinstance(instance.run_coordinator, QueuedRunCoordinator)
 
 
+# The daemon beats every 30 s; Dagster itself calls a daemon healthy for 30 minutes after its
+# last beat, far too long to decide whether anyone will dequeue a run submitted now.
+DAEMON_SILENCE_SECONDS = 75.0
+
+
 def daemon_running(instance: DagsterInstance) -> bool:
-    """Whether a healthy Dagster daemon is dequeuing runs for this instance."""
-    statuses = instance.get_daemon_statuses(["QUEUED_RUN_COORDINATOR"])
-    status = statuses.get("QUEUED_RUN_COORDINATOR")
-    return bool(status and status.healthy)
+    """Whether a Dagster daemon dequeued runs for this instance in the last 75 s."""
+    import time
+
+    beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+    return beat is not None and time.time() - beat.timestamp < DAEMON_SILENCE_SECONDS
+
+
+def dispatch_if_needed(instance: DagsterInstance) -> None:
+    """Make sure queued runs will start: without a daemon, start the dispatcher."""
+    if uses_run_queue(instance) and not daemon_running(instance):
+        queued = instance.get_runs_count(filters=RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
+        if queued:
+            ensure_dispatcher(instance)
 
 
 def dispatcher_lock_path(instance: DagsterInstance) -> Path:

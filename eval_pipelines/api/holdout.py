@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -188,38 +189,39 @@ def evaluation_status(report_run_id: str | None, has_report: bool, run: Any) -> 
     return {"succeeded": "incomplete"}.get(run.state, run.state)
 
 
-def get_holdout_eval(
-    case_id: str, eval_id: str, *, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    """Status, the newest run and its state (with the reason when it failed), each variant's
-    step, the versions and, once complete, the report. Raises :class:`WarehouseBusy` when
-    another process holds the warehouse for over 15 s."""
-    from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+@dataclass(frozen=True)
+class _Stored:
+    """What the warehouse says about an evaluation."""
 
+    row: evaluations.EvaluationRow
+    report: evaluations.StoredReport | None
+    sample_hash: str | None
+
+
+def _read_stored(case_id: str, eval_id: str, warehouse: Path | str | None) -> _Stored:
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
         row = _own_evaluation(conn, case_id, eval_id)
-        stored = evaluations.load_report(conn, eval_id)
-        sample_hash = holdout.sample_hash(conn, eval_id)
-    spec = row.spec
-    instance = dagster_instance()
-    runs.reap_dead_runs(instance)
-    newest = runs.newest_run(instance, eval_id)
-    run = runs.run_state(instance, newest) if newest is not None else None
+        return _Stored(
+            row, evaluations.load_report(conn, eval_id), holdout.sample_hash(conn, eval_id)
+        )
+
+
+def _status(instance: Any, stored: _Stored, run: Any) -> dict[str, Any]:
+    """The status document from the stored evaluation and its newest run's state."""
+    spec, report = stored.row.spec, stored.report
     steps = (
         _step_statuses(instance, run.run_id, [v["stepKey"] for v in spec["variants"]])
         if run is not None
         else {}
     )
-    status = evaluation_status(stored.run_id if stored else None, stored is not None, run)
     result: dict[str, Any] = {
-        "evalId": eval_id,
-        "caseId": case_id,
+        "evalId": stored.row.eval_id,
+        "caseId": stored.row.case_id,
         "kind": KIND,
-        "status": status,
-        "runId": run.run_id if run else row.run_id,
+        "status": evaluation_status(report.run_id if report else None, report is not None, run),
+        "runId": run.run_id if run else stored.row.run_id,
         "run": run.to_json() if run else None,
         "variants": [
             {
@@ -229,17 +231,49 @@ def get_holdout_eval(
             }
             for v in spec["variants"]
         ],
-        "sampleHash": sample_hash,
+        "sampleHash": stored.sample_hash,
         "recordsVersion": spec["recordsVersion"],
         "treeVersion": spec["treeVersion"],
         "memoVersion": spec["memoVersion"],
         "spec": spec,
     }
-    if stored is not None:
-        result["report"] = stored.report
-        result["reportMarkdown"] = stored.markdown
-        result["reportRunId"] = stored.run_id
+    if report is not None:
+        result["report"] = report.report
+        result["reportMarkdown"] = report.markdown
+        result["reportRunId"] = report.run_id
     return result
+
+
+def _newest_run_state(instance: Any, eval_id: str) -> Any:
+    from eval_pipelines import runs
+
+    newest = runs.newest_run(instance, eval_id)
+    return runs.run_state(instance, newest) if newest is not None else None
+
+
+def get_holdout_eval(
+    case_id: str, eval_id: str, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Status, the newest run and its state (with the reason when it failed), each variant's
+    step, the versions and, once complete, the report. Raises :class:`WarehouseBusy` when
+    another process holds the warehouse for over 15 s."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    stored = _read_stored(case_id, eval_id, warehouse)
+    instance = dagster_instance()
+    runs.reap_dead_runs(instance)
+    run = _newest_run_state(instance, eval_id)
+    if run is not None and run.state == "queued":
+        runs.dispatch_if_needed(instance)  # e.g. the daemon stopped after the run was queued
+    return _status(instance, stored, run)
+
+
+# While waiting, the run's state is read from the Dagster instance every second (cheap); the
+# warehouse is read once it has finished, and dead runs and the queue are looked after every
+# 10 s, so many waiting clients do not take CPU or the DuckDB lock from the runs they wait for.
+POLL_SECONDS = 1.0
+HOUSEKEEPING_SECONDS = 10.0
 
 
 def wait_for_eval(
@@ -247,7 +281,7 @@ def wait_for_eval(
     eval_id: str,
     *,
     timeout: float = 3600,
-    poll_seconds: float = 0.5,
+    poll_seconds: float = POLL_SECONDS,
     warehouse: Path | str | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     run_id: str | None = None,
@@ -259,23 +293,40 @@ def wait_for_eval(
     and when the run waited for (``run_id``) failed even though an earlier report stands;
     ``TimeoutError`` after ``timeout`` seconds.
     """
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
     deadline = time.monotonic() + timeout
-    last = None
+    instance = dagster_instance()
+    stored = _read_stored(case_id, eval_id, warehouse)
+    last_progress = None
+    housekeeping_due = 0.0
     while True:
-        try:
-            status = get_holdout_eval(case_id, eval_id, warehouse=warehouse)
-        except WarehouseBusy:
-            status = None
-        if status is not None:
+        if time.monotonic() >= housekeeping_due:
+            runs.reap_dead_runs(instance)
+            runs.dispatch_if_needed(instance)
+            housekeeping_due = time.monotonic() + HOUSEKEEPING_SECONDS
+        run = _newest_run_state(instance, eval_id)
+        waiting_for_other = run_id is not None and (run is None or run.run_id != run_id)
+        if not waiting_for_other and (run is None or run.finished):
+            fresh: _Stored | None
+            try:
+                fresh = _read_stored(case_id, eval_id, warehouse)
+            except WarehouseBusy:
+                fresh = None  # ask again on the next poll
+            if fresh is not None:
+                stored = fresh
+                status = _status(instance, stored, run)
+                if progress is not None:
+                    progress(status)
+                if status["status"] != "running":
+                    return _finished(case_id, status, waited_for_run=run_id is not None)
+        elif progress is not None:
+            status = _status(instance, stored, run)
             summary = (status["status"], tuple(v["status"] for v in status["variants"]))
-            if progress is not None and summary != last:
+            if summary != last_progress:
                 progress(status)
-                last = summary
-            run = status["run"]
-            waiting_for_other = run_id is not None and (run is None or run["runId"] != run_id)
-            finished = run is None or run["state"] in ("succeeded", "failed", "canceled")
-            if not waiting_for_other and finished and status["status"] != "running":
-                return _finished(case_id, status, waited_for_run=run_id is not None)
+                last_progress = summary
         if time.monotonic() > deadline:
             raise TimeoutError(f"evaluation {eval_id} still running after {timeout:g} s")
         time.sleep(poll_seconds)
