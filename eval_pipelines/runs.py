@@ -60,7 +60,8 @@ STATES = {
 }
 FINISHED_STATES = ("succeeded", "failed", "canceled")
 # Engine events that say a run's process died (the code server's and this module's wording).
-_CRASH_WORDS = ("exited", "killed", "crashed", "gone", "terminated by signal")
+# ("Process for run exited" is the normal end of every run, hence "unexpectedly exited".)
+_CRASH_WORDS = ("unexpectedly exited", "terminated by signal", "killed or crashed")
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def _create_run(
     job_origin_of: Any,
     kind: EvaluationKind,
     eval_id: str,
+    run_id: str | None,
 ) -> DagsterRun:
     """Create (not start) a run of the kind's job for the partition, from a code location."""
     repository = next(iter(location.get_repositories().values()))
@@ -146,7 +148,7 @@ def _create_run(
     }
     return instance.create_run(
         job_name=remote_job.name,
-        run_id=None,
+        run_id=run_id,
         run_config={},
         resolved_op_selection=None,
         step_keys_to_execute=None,
@@ -166,7 +168,9 @@ def _create_run(
     )
 
 
-def submit(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> RunState:
+def submit(
+    instance: DagsterInstance, kind: EvaluationKind, eval_id: str, *, run_id: str | None = None
+) -> RunState:
     """Create a run of the kind's job for the evaluation's partition and submit it.
 
     The run carries its job origin (so the UI can re-execute and terminate it), the partition
@@ -196,7 +200,7 @@ def submit(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> Run
             loadable_target_origin=served.loadable_target_origin, location_name=LOCATION_NAME
         )
         with local.create_location(instance) as location:
-            run = _create_run(instance, location, served_origin, kind, eval_id)
+            run = _create_run(instance, location, served_origin, kind, eval_id, run_id)
         # The queued-run coordinator records the run as queued and does not use a workspace.
         submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
         dispatch_if_needed(instance)  # in case a dispatcher was just leaving
@@ -205,7 +209,12 @@ def submit(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> Run
         request = context.create_request_context()
         location = request.get_code_location(LOCATION_NAME)
         run = _create_run(
-            instance, location, lambda _, remote_job: remote_job.get_remote_origin(), kind, eval_id
+            instance,
+            location,
+            lambda _, remote_job: remote_job.get_remote_origin(),
+            kind,
+            eval_id,
+            run_id,
         )
         submitted = instance.submit_run(run.run_id, request)
     return run_state(instance, submitted)
@@ -242,15 +251,20 @@ def dispatcher_lock_path(instance: DagsterInstance) -> Path:
     return Path(instance.root_directory) / "eval_pipelines_dispatcher.lock"
 
 
+_spawned: list[subprocess.Popen[bytes]] = []
+
+
 def ensure_dispatcher(instance: DagsterInstance) -> None:
     """Start the dispatcher in the background unless one is already running."""
     from eval_pipelines.dispatcher import dispatcher_alive
 
+    # Collect dispatchers this process started that have exited (no zombies while waiting).
+    _spawned[:] = [process for process in _spawned if process.poll() is None]
     if dispatcher_alive(dispatcher_lock_path(instance)):
         return
     log = Path(instance.root_directory) / "eval_pipelines_dispatcher.log"
     with open(log, "ab") as output:
-        subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "eval_pipelines.dispatcher"],
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -258,6 +272,7 @@ def ensure_dispatcher(instance: DagsterInstance) -> None:
             env=dict(os.environ, DAGSTER_HOME=str(instance.root_directory)),
             start_new_session=True,
         )
+    _spawned.append(process)
 
 
 def newest_run(instance: DagsterInstance, eval_id: str) -> DagsterRun | None:
@@ -302,6 +317,11 @@ def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
     for event, message in reversed(events):
         if event.event_type == DagsterEventType.RUN_CANCELED:
             return f"canceled: {text(event, message) or 'terminated'}"
+    for event, _ in events:
+        if event.event_type == DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            error = _deepest_message(data.error) if data and data.error else "failed"
+            return f"step {event.step_key} failed: {error}"
     crashes = [
         text(event, message)
         for event, message in events
@@ -309,12 +329,8 @@ def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
         and any(w in text(event, message) for w in _CRASH_WORDS)
     ]
     if crashes:
-        return crashes[-1]
-    for event, _ in events:
-        if event.event_type == DagsterEventType.STEP_FAILURE:
-            data = event.step_failure_data
-            error = _deepest_message(data.error) if data and data.error else "failed"
-            return f"step {event.step_key} failed: {error}"
+        # Dagster's own wording goes on to guess at memory; the first sentence is the fact.
+        return crashes[-1].split(". ")[0].rstrip(".") + "."
     for event, message in reversed(events):
         if event.event_type == DagsterEventType.RUN_FAILURE and text(event, message):
             return text(event, message)

@@ -300,3 +300,27 @@ def test_partition_keys_added_by_hand_can_be_pruned(small_case: str) -> None:
     instance.add_dynamic_partitions("holdout_evaluations", ["small-e9999-s1"])
     assert api.prune_partitions() == ["small-e9999-s1"]
     assert instance.get_dynamic_partitions("holdout_evaluations") == [started["evalId"]]
+
+
+def test_a_failed_run_reads_failed_with_the_step_and_its_error(small_case: str) -> None:
+    from eval_pipelines.core.holdout import classify
+
+    def broken(records, evidence, memo, config, *, tree):  # type: ignore[no-untyped-def]
+        raise RuntimeError("model service unavailable")
+
+    classify.register_classifier("broken-for-status", broken)
+    started = api.start_holdout_eval(
+        small_case,
+        [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-status"}}],
+        sample_size=20,
+        launch="inline",
+    )
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    assert (status["status"], status["run"]["state"]) == ("failed", "failed")
+    assert status["run"]["reason"] == (
+        "step variant_predictions.classify_variant[bad] failed: "
+        "RuntimeError: model service unavailable"
+    )
+    with pytest.raises(api.EvalFailed, match="model service unavailable") as failed:
+        api.wait_for_eval(small_case, started["evalId"], timeout=10)
+    assert failed.value.status is not None and failed.value.status["status"] == "failed"

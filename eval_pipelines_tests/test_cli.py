@@ -347,3 +347,10 @@ def test_rows_into_a_closed_pipe_exit_quietly(small_case: str) -> None:
     )
     assert json.loads(result.stdout)["variant"] == "baseline"
     assert result.stderr == ""
+
+
+def test_a_warehouse_path_that_is_not_duckdb_is_refused(workdir: Path, tariff_files: Path) -> None:
+    for args in (["case", "list"], ["eval", "list", "tariff"]):
+        result = run("--warehouse", str(tariff_files), *args, check=False)
+        assert result.returncode == 2 and "is not a DuckDB database file" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,8 @@ def _case_context(conn: Any, case_id: str) -> CaseContext:
     )
 
 
-def _launch(eval_id: str, launch: str) -> dict[str, Any]:
-    """Start a run of the evaluation's partition; returns ``{runId, status}``."""
+def _launch(eval_id: str, launch: str, run_id: str | None) -> dict[str, Any]:
+    """Start run ``run_id`` of the evaluation's partition; returns ``{runId, status}``."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
@@ -61,11 +62,12 @@ def _launch(eval_id: str, launch: str) -> dict[str, Any]:
         result = defs.resolve_job_def(kind.job_name).execute_in_process(
             instance=instance,
             partition_key=eval_id,
+            run_id=run_id,
             raise_on_error=False,
             tags={runs.EVAL_TAG: eval_id, runs.KIND_TAG: KIND},
         )
         return {"runId": result.run_id, "status": "complete" if result.success else "failed"}
-    state = runs.submit(instance, kind, eval_id)
+    state = runs.submit(instance, kind, eval_id, run_id=run_id)
     return {"runId": state.run_id, "status": state.state}
 
 
@@ -90,6 +92,9 @@ def start_holdout_eval(
     """
     if launch not in LAUNCH_MODES:
         raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
+    # The run id is written before the run exists: a warehouse that cannot take the write
+    # refuses the evaluation before anything runs.
+    run_id = str(uuid.uuid4()) if launch != "none" else None
     with connect(resolve_warehouse(warehouse)) as conn:
         # Any validation error below rolls the transaction back: no sequence number is used
         # and nothing is written.
@@ -115,11 +120,9 @@ def start_holdout_eval(
                 seed=spec.seed,
                 spec=spec.to_json(),
             )
-    launched = _launch(spec.eval_id, launch)
-    if launched["runId"] is not None:
-        with connect(resolve_warehouse(warehouse)) as conn:
-            evaluations.set_run_id(conn, spec.eval_id, launched["runId"])
-    return {"evalId": spec.eval_id, **launched}
+            if run_id is not None:
+                evaluations.set_run_id(conn, spec.eval_id, run_id)
+    return {"evalId": spec.eval_id, **_launch(spec.eval_id, launch, run_id)}
 
 
 def rerun_holdout_eval(
@@ -133,14 +136,11 @@ def rerun_holdout_eval(
     versions and memo): the report it writes is identical unless a classifier changed."""
     if launch not in ("submit", "inline"):
         raise InputError("launch", launch, "must be submit or inline")
-    with connect(
-        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
-    ) as conn:
+    run_id = str(uuid.uuid4())
+    with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
         _own_evaluation(conn, case_id, eval_id)
-    launched = _launch(eval_id, launch)
-    with connect(resolve_warehouse(warehouse)) as conn:
-        evaluations.set_run_id(conn, eval_id, launched["runId"])
-    return {"evalId": eval_id, **launched}
+        evaluations.set_run_id(conn, eval_id, run_id)
+    return {"evalId": eval_id, **_launch(eval_id, launch, run_id)}
 
 
 def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations.EvaluationRow:
@@ -347,17 +347,20 @@ def _finished(case_id: str, status: dict[str, Any], *, waited_for_run: bool) -> 
         )
         raise EvalFailed(
             f"evaluation {eval_id}: run {run['runId']} {run['state']}: "
-            f"{run['reason'] or 'see the run in the Dagster UI'}{stands}"
+            f"{run['reason'] or 'see the run in the Dagster UI'}{stands}",
+            status,
         )
     if status["status"] == "registered":
         raise EvalFailed(
             f"evaluation {eval_id} has no run: start one with "
-            f"'eval-pipelines eval rerun {case_id} {eval_id}'"
+            f"'eval-pipelines eval rerun {case_id} {eval_id}'",
+            status,
         )
     raise EvalFailed(
         f"evaluation {eval_id}: run {run['runId']} finished without writing the report (it "
         f"materialised only some assets); run the whole evaluation with "
-        f"'eval-pipelines eval rerun {case_id} {eval_id}'"
+        f"'eval-pipelines eval rerun {case_id} {eval_id}'",
+        status,
     )
 
 

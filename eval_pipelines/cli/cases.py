@@ -61,7 +61,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "--target-depth",
         type=int_list,
         default=None,
-        help="default target depth(s) of evaluations (default: deepest level)",
+        help="default target level(s) of evaluations, as level numbers (1 = top; with "
+        "--levels 3,4,5 the 4-character level is 2), default: the deepest level",
     )
     create.add_argument(
         "--replace",

@@ -36,14 +36,19 @@ def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    status = api.wait_for_eval(
-        args.case,
-        started["evalId"],
-        timeout=args.timeout,
-        warehouse=args.warehouse,
-        progress=progress,
-        run_id=started["runId"],
-    )
+    try:
+        status = api.wait_for_eval(
+            args.case,
+            started["evalId"],
+            timeout=args.timeout,
+            warehouse=args.warehouse,
+            progress=progress,
+            run_id=started["runId"],
+        )
+    except api.EvalFailed as failed:
+        if failed.status is not None:  # the one document, even for a failed run
+            print_status(failed.status, as_json=args.json)
+        raise
     print_status(status, as_json=args.json)
     return 0
 
@@ -87,13 +92,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
     if args.wait:
-        status = api.wait_for_eval(
-            args.case,
-            args.eval_id,
-            timeout=args.timeout,
-            warehouse=args.warehouse,
-            progress=progress,
-        )
+        try:
+            status = api.wait_for_eval(
+                args.case,
+                args.eval_id,
+                timeout=args.timeout,
+                warehouse=args.warehouse,
+                progress=progress,
+            )
+        except api.EvalFailed as failed:
+            if failed.status is not None:
+                print_status(failed.status, as_json=args.json)
+            raise
     else:
         status = api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
     print_status(status, as_json=args.json)

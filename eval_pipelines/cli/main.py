@@ -8,6 +8,7 @@ stderr. Exit codes: 0 ok, 1 evaluation failed, 2 bad input or refusal (nothing w
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -59,6 +60,8 @@ def _quiet_broken_pipe() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Notices such as "waiting 40 s for the warehouse lock" go to stderr as one line each.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     from eval_pipelines.api import EvalFailed
     from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 

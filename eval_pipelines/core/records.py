@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-import pandera.polars as pa
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
@@ -37,11 +37,14 @@ def read_table(path: Path, *, what: str) -> pl.DataFrame:
         raise InputError(what, str(path), f"could not be read as {kind}: {error}") from error
 
 
-def _not_blank(data: pa.PolarsData) -> pl.LazyFrame:
+def _not_blank(data: Any) -> pl.LazyFrame:
     return data.lazyframe.select(pl.col(data.key).str.strip_chars().str.len_chars() > 0)
 
 
-def _records_schema() -> pa.DataFrameSchema:
+def _records_schema() -> Any:
+    # pandera takes 0.6 s to import; only loading a case needs it, not every CLI command.
+    import pandera.polars as pa
+
     not_blank = pa.Check(_not_blank, name="not_blank", error="must not be empty or blank")
     return pa.DataFrameSchema(
         {
@@ -90,9 +93,11 @@ def normalise_records(
         pl.col(text_column).cast(pl.String).alias("text"),
         pl.col(label_column).cast(pl.String).alias("label"),
     )
+    from pandera.errors import SchemaErrors
+
     try:
         _records_schema().validate(core, lazy=True)
-    except pa.errors.SchemaErrors as errors:
+    except SchemaErrors as errors:
         first = errors.failure_cases.sort("index", nulls_last=True).row(0, named=True)
         role = first["column"]
         rule = _RULES.get(first["check"], str(first["check"]))

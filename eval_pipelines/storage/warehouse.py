@@ -8,6 +8,7 @@ a file that is behind upgrades it first, then reopens read-only.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,8 @@ from pathlib import Path
 import duckdb
 
 from eval_pipelines.core.errors import InputError
+
+log = logging.getLogger(__name__)
 
 # How long a command waits for another process's lock before it reports the warehouse busy.
 CLI_WAIT_SECONDS = 15.0
@@ -133,7 +136,7 @@ def _open(
 ) -> duckdb.DuckDBPyConnection:
     started = time.monotonic()
     delay = 0.05
-    next_notice = 30.0
+    next_notice = 10.0
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
@@ -145,8 +148,11 @@ def _open(
                 raise WarehouseBusy(
                     f"warehouse {path} is busy (locked by another process for {waited:.0f} s)"
                 ) from None
-            if on_wait is not None and waited >= next_notice:
-                on_wait(waited)
+            if waited >= next_notice:
+                if on_wait is not None:
+                    on_wait(waited)
+                else:
+                    log.warning(f"waiting {waited:.0f} s for the warehouse lock on {path}")
                 next_notice += 30.0
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -160,12 +166,28 @@ def _unavailable(path: Path, error: Exception) -> WarehouseUnavailable:
 
 
 def check_writable(path: Path) -> None:
-    """Refuse early, with one line, when the warehouse (or its folder) cannot be written."""
-    target = path if path.exists() else path.parent
-    while not target.exists():
-        target = target.parent
-    if not os.access(target, os.W_OK):
-        raise WarehouseUnavailable(f"warehouse {path} cannot be written: {target} is read-only")
+    """Refuse early, with one line, when the warehouse or its folder cannot be written (DuckDB
+    writes a ``.wal`` file beside the warehouse on every commit)."""
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    for target in (path, folder) if path.exists() else (folder,):
+        if not os.access(target, os.W_OK):
+            raise WarehouseUnavailable(f"warehouse {path} cannot be written: {target} is read-only")
+
+
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+
+
+def check_is_duckdb(path: Path) -> None:
+    """Refuse a path that holds some other kind of file (a records file passed by mistake)."""
+    if path.exists() and path.stat().st_size > 0:
+        with open(path, "rb") as handle:
+            header = handle.read(12)
+        if header[8:12] != DUCKDB_MAGIC:
+            raise InputError(
+                "warehouse", str(path), "is not a DuckDB database file; give the warehouse's path"
+            )
 
 
 @contextmanager
@@ -189,6 +211,7 @@ def connect(
     """
     if path.exists() and path.is_dir():
         raise InputError("warehouse", str(path), "is a directory; give the DuckDB file's path")
+    check_is_duckdb(path)
     if not create and not path.exists():
         raise WarehouseUnavailable(
             f"warehouse {path} does not exist yet: create a case first "
