@@ -32,13 +32,13 @@ LAUNCH_MODES = ("submit", "inline", "none")
 
 
 def _case_context(conn: Any, case_id: str) -> CaseContext:
+    """What the spec parser needs; cheap, because it is read while holding the write lock."""
     info = cases.load_case(conn, case_id)
-    tree = cases.load_tree(conn, case_id, info.tree_version)
     return CaseContext(
         case_id=case_id,
         records_version=info.records_version,
         tree_version=info.tree_version,
-        max_depth=tree.max_depth,
+        max_depth=cases.tree_depth(conn, case_id, info.tree_version),
         target_depth=info.target_depth,
         metadata_columns=info.metadata_columns,
         memo=memo.entry_contents(conn, case_id),

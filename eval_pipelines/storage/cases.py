@@ -238,6 +238,17 @@ def load_tree(conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str) 
     return tree
 
 
+def tree_depth(conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str) -> int:
+    """The number of levels of one tree version (without loading the tree)."""
+    row = conn.execute(
+        "SELECT max(depth) FROM tree_nodes WHERE case_id = ? AND tree_version = ?",
+        [case_id, tree_version],
+    ).fetchone()
+    if row is None or row[0] is None:
+        raise NotFoundError(f"tree version {tree_version} of case {case_id!r} is not stored")
+    return int(row[0])
+
+
 def next_eval_sequence(conn: duckdb.DuckDBPyConnection, case_id: str) -> int:
     """Reserve the case's next evaluation sequence number. Call inside a transaction."""
     conn.execute("UPDATE cases SET eval_sequence = eval_sequence + 1 WHERE case_id = ?", [case_id])
