@@ -14,7 +14,8 @@ CLI's dispatcher, as without ``make dev``; with it, the script starts its own ``
 on that port for the instance under the workdir and stops it at the end.
 
 Prints ``name: value`` lines: single run seconds, N-run total seconds, ratio to N x single,
-slowest status answer, failures (non-zero exits; lock, busy and traceback lines on stderr).
+slowest status answer, failures (non-zero exits; error, busy and traceback lines on stderr;
+lock-wait notices are counted apart: they say a start waited, not that it failed).
 """
 
 from __future__ import annotations
