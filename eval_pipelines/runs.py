@@ -252,6 +252,8 @@ def dispatcher_lock_path(instance: DagsterInstance) -> Path:
 
 
 _spawned: list[subprocess.Popen[bytes]] = []
+# The dispatcher's log holds the output of the runs it starts (their code server writes there).
+DISPATCHER_LOG_BYTES = 5_000_000
 
 
 def ensure_dispatcher(instance: DagsterInstance) -> None:
@@ -263,6 +265,8 @@ def ensure_dispatcher(instance: DagsterInstance) -> None:
     if dispatcher_alive(dispatcher_lock_path(instance)):
         return
     log = Path(instance.root_directory) / "eval_pipelines_dispatcher.log"
+    if log.exists() and log.stat().st_size > DISPATCHER_LOG_BYTES:
+        log.replace(log.with_suffix(".log.1"))  # keep one previous log, never an endless one
     with open(log, "ab") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "eval_pipelines.dispatcher"],
