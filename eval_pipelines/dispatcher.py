@@ -37,6 +37,10 @@ def _exclusive(path: Path) -> Iterator[bool]:
         except BlockingIOError:
             yield False
             return
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))  # who holds it, for stop_dispatcher
+        handle.flush()
         try:
             yield True
         finally:
@@ -49,6 +53,19 @@ def dispatcher_alive(lock: Path) -> bool:
     """Whether a dispatcher holds the lock right now."""
     with _exclusive(lock) as taken:
         return not taken
+
+
+def stop_dispatcher(lock: Path) -> bool:
+    """Ask a running dispatcher to stop (SIGTERM); returns whether one was running."""
+    import signal
+
+    if not lock.exists() or not dispatcher_alive(lock):
+        return False
+    try:
+        os.kill(int(lock.read_text().strip()), signal.SIGTERM)
+    except (ValueError, ProcessLookupError):
+        return False
+    return True
 
 
 def _queued(instance: DagsterInstance) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -29,15 +30,19 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
 
 
 @pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh warehouse, index cache and Dagster home for one test."""
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh warehouse, index cache and Dagster home for one test; a run dispatcher the test
+    started is stopped afterwards instead of idling for a minute."""
+    from eval_pipelines.dispatcher import stop_dispatcher
+
     monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
     monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(tmp_path / "indexes"))
     home = tmp_path / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.chdir(tmp_path)
-    return tmp_path
+    yield tmp_path
+    stop_dispatcher(home / "eval_pipelines_dispatcher.lock")
 
 
 @pytest.fixture
