@@ -31,6 +31,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from figures import line, timed
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
 CASE = "icd10cm"
@@ -38,21 +40,6 @@ VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 STATUS_CLAIM_S = 15.0  # README: readers wait up to 15 s, then exit 4
 BAD_WORDS = ("error", "busy", "traceback")
 WAIT_NOTICE = "for the warehouse lock"  # "waiting 40 s for the warehouse lock": not an error
-
-
-def line(name: str, value: object) -> None:
-    if isinstance(value, float):
-        value = f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-    print(f"{name}: {value}", flush=True)
-
-
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if out.returncode != 0:
-        raise SystemExit(f"{command} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    return seconds, out.stdout
 
 
 def holdout_command(cli: list[str], variants: Path, size: int) -> list[str]:

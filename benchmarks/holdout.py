@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import line, timed
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
 BANDWIDTH_BYTES_PER_S = 22.6e9  # measured sustained bandwidth of this machine (DESIGN.md)
@@ -51,21 +53,6 @@ started = api.start_holdout_eval("icd10cm", variants, sample_size=int(sys.argv[2
                                  launch="inline")
 assert started["status"] == "complete", started
 """
-
-
-def line(name: str, value: object) -> None:
-    if isinstance(value, float):
-        value = f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-    print(f"{name}: {value}", flush=True)
-
-
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if out.returncode != 0:
-        raise SystemExit(f"{command} failed:\n{out.stdout}\n{out.stderr}")
-    return seconds, out.stdout
 
 
 def peak_rss_mb(command: list[str], env: dict[str, str]) -> float:
