@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from eval_pipelines.cli.output import print_json, print_status, progress
+from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
 
@@ -23,11 +24,33 @@ def _grouping(args: argparse.Namespace) -> dict[str, Any]:
     return grouping
 
 
-def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
-    """Without ``--wait``: print the started ids. With it: progress on stderr, then exactly
-    one document on stdout (the status and report, JSON or markdown)."""
+def _wait_and_print(
+    args: argparse.Namespace, eval_id: str, run_id: str | None = None
+) -> dict[str, Any]:
+    """Wait for the run, then print exactly one document on stdout (the status and report,
+    JSON or markdown), for a failed run too, before its error goes up."""
     from eval_pipelines import api
 
+    try:
+        status = api.wait_for_eval(
+            args.case,
+            eval_id,
+            timeout=args.timeout,
+            warehouse=args.warehouse,
+            progress=progress,
+            run_id=run_id,
+        )
+    except api.EvalFailed as failed:
+        if failed.status is not None:
+            print_status(failed.status, as_json=args.json)
+        raise
+    print_status(status, as_json=args.json)
+    return status
+
+
+def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
+    """Without ``--wait``: print the started ids. With it: progress on stderr, then the
+    status document."""
     if not args.wait:
         print(json.dumps(started), flush=True)
         return 0
@@ -36,20 +59,7 @@ def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    try:
-        status = api.wait_for_eval(
-            args.case,
-            started["evalId"],
-            timeout=args.timeout,
-            warehouse=args.warehouse,
-            progress=progress,
-            run_id=started["runId"],
-        )
-    except api.EvalFailed as failed:
-        if failed.status is not None:  # the one document, even for a failed run
-            print_status(failed.status, as_json=args.json)
-        raise
-    print_status(status, as_json=args.json)
+    _wait_and_print(args, started["evalId"], started["runId"])
     return 0
 
 
@@ -73,8 +83,6 @@ def cmd_holdout(args: argparse.Namespace) -> int:
     variants = read_json(args.variants_file, "--variants-file")
     launch = "none" if args.no_launch else "submit"
     if args.no_launch and args.wait:
-        from eval_pipelines.core.errors import InputError
-
         raise InputError("--wait", True, "cannot wait for an evaluation --no-launch registers")
     return start_and_maybe_wait(
         args, partial(api.start_holdout_eval, args.case, variants, launch=launch)
@@ -92,21 +100,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
     if args.wait:
-        try:
-            status = api.wait_for_eval(
-                args.case,
-                args.eval_id,
-                timeout=args.timeout,
-                warehouse=args.warehouse,
-                progress=progress,
-            )
-        except api.EvalFailed as failed:
-            if failed.status is not None:
-                print_status(failed.status, as_json=args.json)
-            raise
+        status = _wait_and_print(args, args.eval_id)
     else:
         status = api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
-    print_status(status, as_json=args.json)
+        print_status(status, as_json=args.json)
     return 1 if status["status"] in ("failed", "canceled") else 0
 
 
