@@ -119,9 +119,8 @@ def start_holdout_eval(
                 sequence=sequence,
                 seed=spec.seed,
                 spec=spec.to_json(),
+                run_id=run_id,
             )
-            if run_id is not None:
-                evaluations.set_run_id(conn, spec.eval_id, run_id)
     return {"evalId": spec.eval_id, **_launch(spec.eval_id, launch, run_id)}
 
 

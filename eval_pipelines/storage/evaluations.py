@@ -46,11 +46,12 @@ def insert_evaluation(
     sequence: int,
     seed: int,
     spec: dict[str, Any],
+    run_id: str | None,
 ) -> None:
     conn.execute(
         "INSERT INTO evaluations (eval_id, case_id, sequence, seed, spec_json, run_id, "
-        "created_at, kind) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
-        [eval_id, case_id, sequence, seed, json.dumps(spec), _now(), kind],
+        "created_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [eval_id, case_id, sequence, seed, json.dumps(spec), run_id, _now(), kind],
     )
 
 

@@ -8,6 +8,7 @@ a file that is behind upgrades it first, then reopens read-only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -36,8 +37,10 @@ class WarehouseUnavailable(RuntimeError):
     """The warehouse cannot be opened at all (missing, read-only, newer than this release)."""
 
 
-def _migration_files() -> list[tuple[int, str, str]]:
-    """``(version, name, sql)`` of every migration, in order."""
+@functools.cache
+def _migration_files() -> tuple[tuple[int, str, str], ...]:
+    """``(version, name, sql)`` of every migration, in order (read once per process: every
+    connection compares the file's version with the latest)."""
     folder = resources.files("eval_pipelines.storage") / "migrations"
     found = []
     for item in folder.iterdir():
@@ -48,7 +51,7 @@ def _migration_files() -> list[tuple[int, str, str]]:
     versions = [version for version, _, _ in found]
     if versions != list(range(1, len(found) + 1)):
         raise RuntimeError(f"migrations must be numbered 1..n without gaps, found {versions}")
-    return found
+    return tuple(found)
 
 
 def latest_schema_version() -> int:
