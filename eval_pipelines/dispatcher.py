@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance
 
 # Long enough that a script starting evaluations one after another keeps one dispatcher (and
 # its code server) warm; short enough that nothing lingers after a session.
@@ -68,17 +68,13 @@ def stop_dispatcher(lock: Path) -> bool:
     return True
 
 
-def _queued(instance: DagsterInstance) -> int:
-    return instance.get_runs_count(filters=RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
-
-
 def dispatch(instance: DagsterInstance, *, log: logging.Logger) -> None:
     """Dequeue runs until the queue has been empty for ``IDLE_EXIT_SECONDS``."""
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
         QueuedRunCoordinatorDaemon,
     )
 
-    from eval_pipelines.runs import daemon_running, reap_dead_runs, workspace
+    from eval_pipelines.runs import daemon_running, queued_runs, reap_dead_runs, workspace
 
     idle_since: float | None = None
     with workspace(instance) as context, QueuedRunCoordinatorDaemon(TICK_SECONDS) as coordinator:
@@ -90,7 +86,7 @@ def dispatch(instance: DagsterInstance, *, log: logging.Logger) -> None:
             for error in coordinator.run_iteration(context):
                 if error is not None:
                     log.warning("dequeue error: %s", error)
-            if _queued(instance):
+            if queued_runs(instance):
                 idle_since = None
             elif idle_since is None:
                 idle_since = time.monotonic()
@@ -103,7 +99,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s dispatcher %(message)s")
     log = logging.getLogger("eval_pipelines.dispatcher")
     from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.runs import dispatcher_lock_path
+    from eval_pipelines.runs import dispatcher_lock_path, queued_runs
 
     instance = dagster_instance()
     lock = dispatcher_lock_path(instance)
@@ -115,7 +111,7 @@ def main() -> None:
             dispatch(instance, log=log)
         # A run queued between the last check and the release would wait for the next CLI
         # call: look once more now that the lock is free.
-        if not _queued(instance):
+        if not queued_runs(instance):
             log.info("queue empty; exiting")
             return
 

@@ -105,7 +105,10 @@ def main() -> None:
     with DagsterInstance.get() as instance:
         set_pool_limit(instance)
     state = "wrote" if wrote else "kept"
-    print(f"Dagster instance {home}: {state} dagster.yaml; pool {DUCKDB_POOL} limit 1")
+    print(
+        f"Dagster instance {home}: {state} dagster.yaml; pool {DUCKDB_POOL} "
+        f"limit {DUCKDB_POOL_LIMIT}"
+    )
 
 
 if __name__ == "__main__":

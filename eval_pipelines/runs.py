@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -233,18 +234,19 @@ DAEMON_SILENCE_SECONDS = 75.0
 
 def daemon_running(instance: DagsterInstance) -> bool:
     """Whether a Dagster daemon dequeued runs for this instance in the last 75 s."""
-    import time
-
     beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
     return beat is not None and time.time() - beat.timestamp < DAEMON_SILENCE_SECONDS
 
 
+def queued_runs(instance: DagsterInstance) -> int:
+    """How many runs wait in the instance's queue."""
+    return instance.get_runs_count(filters=RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
+
+
 def dispatch_if_needed(instance: DagsterInstance) -> None:
     """Make sure queued runs will start: without a daemon, start the dispatcher."""
-    if uses_run_queue(instance) and not daemon_running(instance):
-        queued = instance.get_runs_count(filters=RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
-        if queued:
-            ensure_dispatcher(instance)
+    if uses_run_queue(instance) and not daemon_running(instance) and queued_runs(instance):
+        ensure_dispatcher(instance)
 
 
 def dispatcher_lock_path(instance: DagsterInstance) -> Path:
