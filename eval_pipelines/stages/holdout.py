@@ -41,6 +41,7 @@ from eval_pipelines.core.holdout.report import (
 )
 from eval_pipelines.core.holdout.sampling import draw_sample
 from eval_pipelines.core.holdout.scoring import (
+    CandidateSupply,
     VariantScore,
     candidate_supply,
     row_outcomes,
@@ -390,24 +391,40 @@ def _level_rows(name: str, position: int, score: VariantScore) -> list[dict[str,
     ]
 
 
+@dataclass(frozen=True)
+class _VariantFigures:
+    score: VariantScore
+    failed_rows: int
+    supply: CandidateSupply
+
+
+def _figures(outcomes: pl.DataFrame, tree: CodeTree, spec: HoldoutSpec) -> _VariantFigures:
+    """One variant's scores, failed rows and candidate supply: what ``variant_scores`` stores
+    and the report shows, computed one way for both."""
+    return _VariantFigures(
+        score=score_variant(outcomes, tree, spec.target_depth),
+        failed_rows=int(outcomes.get_column("error").is_not_null().sum()),
+        supply=candidate_supply(outcomes),
+    )
+
+
 def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
     """Score every variant; returns the per-level rows it stored (one per variant and level)."""
     spec, tree, outcomes = variant_outcomes(conn, eval_id)
     variant_rows = []
     level_rows: list[dict[str, Any]] = []
     for position, variant in enumerate(spec.variants):
-        frame = outcomes[variant.name]
-        score = score_variant(frame, tree, spec.target_depth)
+        figures = _figures(outcomes[variant.name], tree, spec)
         variant_rows.append(
             {
                 "variant": variant.name,
                 "position": position,
-                "score_json": json.dumps(score_to_json(score)),
-                "failed_rows": int(frame.get_column("error").is_not_null().sum()),
-                "leave_out_json": json.dumps(supply_to_json(candidate_supply(frame))),
+                "score_json": json.dumps(score_to_json(figures.score)),
+                "failed_rows": figures.failed_rows,
+                "leave_out_json": json.dumps(supply_to_json(figures.supply)),
             }
         )
-        level_rows += _level_rows(variant.name, position, score)
+        level_rows += _level_rows(variant.name, position, figures.score)
     levels = pl.DataFrame(level_rows, schema=LEVEL_SCHEMA)
     holdout.save_scores(
         conn,
@@ -436,19 +453,21 @@ def report_stage(
     stored_scores = holdout.load_scores(conn, eval_id)
     if stored_scores.height != len(spec.variants) or set(runs) != {v.name for v in spec.variants}:
         raise ConflictError("variant_scores is missing variants: re-materialise variant_scores")
-    variants = tuple(
-        VariantResult(
-            name=variant.name,
-            memo_include=variant.memo_include,
-            memo_version=runs[variant.name]["memo_version"],
-            config=variant.config,
-            score=score_variant(outcomes[variant.name], tree, spec.target_depth),
-            failed_rows=int(outcomes[variant.name].get_column("error").is_not_null().sum()),
-            usage=json.loads(runs[variant.name]["usage_json"]),
-            supply=candidate_supply(outcomes[variant.name]),
+    variants = []
+    for variant in spec.variants:
+        figures = _figures(outcomes[variant.name], tree, spec)
+        variants.append(
+            VariantResult(
+                name=variant.name,
+                memo_include=variant.memo_include,
+                memo_version=runs[variant.name]["memo_version"],
+                config=variant.config,
+                score=figures.score,
+                failed_rows=figures.failed_rows,
+                usage=json.loads(runs[variant.name]["usage_json"]),
+                supply=figures.supply,
+            )
         )
-        for variant in spec.variants
-    )
     baseline = spec.variants[0].name
     comparisons = tuple(
         Comparison(
@@ -458,16 +477,16 @@ def report_stage(
         )
         for variant in spec.variants[1:]
     )
-    sample = holdout.load_sample(conn, eval_id)
+    sample_hash, sample_size = holdout.sample_summary(conn, eval_id)
     excluded_records, group_members = holdout.leave_out_counts(conn, eval_id)
     report = build_report(
         spec,
         tree.levels,
-        sample_hash=sample.get_column("sample_hash")[0],
-        sample_size=sample.height,
+        sample_hash=sample_hash,
+        sample_size=sample_size,
         group_members_excluded=group_members,
         excluded_records=excluded_records,
-        variants=variants,
+        variants=tuple(variants),
         comparisons=comparisons,
     )
     report_json = report_to_json(report)

@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.errors import NotFoundError
 from eval_pipelines.storage.frames import insert_frame, query_frame
 
 SAMPLE_SCHEMA = {
@@ -64,6 +65,17 @@ def sample_hash(conn: duckdb.DuckDBPyConnection, eval_id: str) -> str | None:
         "SELECT sample_hash FROM holdout_samples WHERE eval_id = ? LIMIT 1", [eval_id]
     ).fetchone()
     return row[0] if row else None
+
+
+def sample_summary(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[str, int]:
+    """``(sample hash, records drawn)`` of a stored sample."""
+    row = conn.execute(
+        "SELECT any_value(sample_hash), count(*) FROM holdout_samples WHERE eval_id = ?",
+        [eval_id],
+    ).fetchone()
+    if row is None or row[1] == 0:
+        raise NotFoundError(f"evalId={eval_id!r}: no sample stored; materialise holdout_sample")
+    return str(row[0]), int(row[1])
 
 
 def save_leave_out(
