@@ -1,7 +1,10 @@
-"""The one Definitions object: every asset, asset check, job and resource of eval_pipelines."""
+"""The one Definitions object: every asset, asset check, job, sensor, schedule and resource of
+eval_pipelines."""
 
 import dagster as dg
 
+from eval_pipelines.defs.golden import golden_assets, golden_checks, golden_gate_job
+from eval_pipelines.defs.golden_automation import nightly_gating_runs, workflow_revision_sensor
 from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
 from eval_pipelines.defs.holdout_checks import holdout_checks
 from eval_pipelines.defs.io_managers import TransientPickleIOManager
@@ -15,9 +18,11 @@ from eval_pipelines.defs.resources import WarehouseResource
 EXECUTOR = dg.in_process_executor
 
 defs = dg.Definitions(
-    assets=[*holdout_assets],
-    asset_checks=[*holdout_checks],
-    jobs=[holdout_eval_job],
+    assets=[*holdout_assets, *golden_assets],
+    asset_checks=[*holdout_checks, *golden_checks],
+    jobs=[holdout_eval_job, golden_gate_job],
+    sensors=[workflow_revision_sensor],
+    schedules=[nightly_gating_runs],
     resources={"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()},
     executor=EXECUTOR,
 )

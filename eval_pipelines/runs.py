@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from eval_pipelines.defs.partitions import HOLDOUT_EVALUATIONS
+from eval_pipelines.defs.partitions import HOLDOUT_EVALUATIONS, WORKFLOW_REVISIONS
 
 if TYPE_CHECKING:
     from dagster._core.workspace.context import WorkspaceProcessContext
@@ -47,7 +47,10 @@ class EvaluationKind:
     partitions: str
 
 
-KINDS = {"holdout": EvaluationKind("holdout", "holdout_eval", HOLDOUT_EVALUATIONS)}
+KINDS = {
+    "holdout": EvaluationKind("holdout", "holdout_eval", HOLDOUT_EVALUATIONS),
+    "golden": EvaluationKind("golden", "golden_gate", WORKFLOW_REVISIONS),
+}
 
 STATES = {
     DagsterRunStatus.QUEUED: "queued",
@@ -133,6 +136,7 @@ def _create_run(
     kind: EvaluationKind,
     eval_id: str,
     run_id: str | None,
+    extra_tags: dict[str, str],
 ) -> DagsterRun:
     """Create (not start) a run of the kind's job for the partition, from a code location."""
     repository = next(iter(location.get_repositories().values()))
@@ -146,6 +150,7 @@ def _create_run(
         EVAL_TAG: eval_id,
         KIND_TAG: kind.name,
         LAUNCHED_BY_TAG: "eval-pipelines",
+        **extra_tags,
     }
     return instance.create_run(
         job_name=remote_job.name,
@@ -170,7 +175,12 @@ def _create_run(
 
 
 def submit(
-    instance: DagsterInstance, kind: EvaluationKind, eval_id: str, *, run_id: str | None = None
+    instance: DagsterInstance,
+    kind: EvaluationKind,
+    eval_id: str,
+    *,
+    run_id: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> RunState:
     """Create a run of the kind's job for the evaluation's partition and submit it.
 
@@ -201,7 +211,7 @@ def submit(
             loadable_target_origin=served.loadable_target_origin, location_name=LOCATION_NAME
         )
         with local.create_location(instance) as location:
-            run = _create_run(instance, location, served_origin, kind, eval_id, run_id)
+            run = _create_run(instance, location, served_origin, kind, eval_id, run_id, tags or {})
         # The queued-run coordinator records the run as queued and does not use a workspace.
         submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
         dispatch_if_needed(instance)  # in case a dispatcher was just leaving
@@ -216,6 +226,7 @@ def submit(
             kind,
             eval_id,
             run_id,
+            tags or {},
         )
         submitted = instance.submit_run(run.run_id, request)
     return run_state(instance, submitted)

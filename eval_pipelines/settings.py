@@ -8,7 +8,9 @@ from pathlib import Path
 WAREHOUSE_ENV = "EVAL_PIPELINES_WAREHOUSE"
 INDEX_DIR_ENV = "EVAL_PIPELINES_INDEX_DIR"
 THREADS_ENV = "EVAL_PIPELINES_THREADS"
+WORKFLOWS_DIR_ENV = "EVAL_PIPELINES_WORKFLOWS_DIR"
 DEFAULT_WAREHOUSE = Path("data") / "warehouse.duckdb"
+DEFAULT_WORKFLOWS_DIR = Path("data") / "workflows"
 
 
 def warehouse_path() -> Path:
@@ -26,3 +28,8 @@ def thread_count() -> int:
     """Threads for numeric kernels: ``$EVAL_PIPELINES_THREADS`` or all cores."""
     configured = os.environ.get(THREADS_ENV)
     return max(1, int(configured)) if configured else max(1, os.cpu_count() or 1)
+
+
+def workflows_dir() -> Path:
+    """Committed workflow files: ``$EVAL_PIPELINES_WORKFLOWS_DIR`` or ``data/workflows``."""
+    return Path(os.environ.get(WORKFLOWS_DIR_ENV) or DEFAULT_WORKFLOWS_DIR).absolute()

@@ -1,4 +1,5 @@
-"""``eval-pipelines``: cases, memo entries and holdout evaluations from the shell.
+"""``eval-pipelines``: cases, memo entries, holdout evaluations, workflows and golden sets
+from the shell.
 
 Thin: parses flags, calls :mod:`eval_pipelines.api`, prints. Every refusal is one line on
 stderr. Exit codes: 0 ok, 1 evaluation failed, 2 bad input or refusal (nothing written),
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from eval_pipelines.cli import cases, holdout, memo
+from eval_pipelines.cli import cases, golden, holdout, memo, workflows
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_BUSY = 0, 1, 2, 3, 4
@@ -43,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_commands(groups)
     memo.add_commands(groups)
     holdout.add_commands(groups)
+    workflows.add_commands(groups)
+    golden.add_commands(groups)
     return parser
 
 

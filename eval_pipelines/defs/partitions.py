@@ -6,3 +6,6 @@ import dagster as dg
 HOLDOUT_EVALUATIONS = "holdout_evaluations"
 
 holdout_evaluations = dg.DynamicPartitionsDefinition(name=HOLDOUT_EVALUATIONS)
+WORKFLOW_REVISIONS = "workflow_revisions"
+
+workflow_revisions = dg.DynamicPartitionsDefinition(name=WORKFLOW_REVISIONS)

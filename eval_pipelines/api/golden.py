@@ -1,0 +1,356 @@
+"""Python API: golden sets, their cases, golden runs, comparisons and trends (001)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.api.workflows import sync_workflow_files
+from eval_pipelines.core.errors import ConflictError, InputError
+from eval_pipelines.core.files import read_json
+from eval_pipelines.core.golden.labels import resolve_labels
+from eval_pipelines.core.golden.scoring import compare_runs, validate_threshold
+from eval_pipelines.core.workflows.definition import validate_name
+from eval_pipelines.core.workflows.documents import read_document
+from eval_pipelines.stages import golden as golden_stage
+from eval_pipelines.stages.golden_report import scored_run_json
+from eval_pipelines.storage import golden, workflows
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+
+LAUNCH_MODES = ("submit", "inline")
+
+
+def _open(warehouse: Path | str | None) -> Any:
+    return connect(resolve_warehouse(warehouse), wait_seconds=CLI_WAIT_SECONDS)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def create_set(
+    set_name: str,
+    *,
+    workflow: str,
+    node: str | None = None,
+    threshold: Any = 1.0,
+    gate: bool = False,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """A golden set scores one node of one workflow; ``gate`` makes it block activation."""
+    validate_name(set_name, "set")
+    limit = validate_threshold(threshold)
+    with _open(warehouse) as conn, transaction(conn):
+        sync_workflow_files(conn)
+        revisions = workflows.require_workflow(conn, workflow)
+        scored = workflows.load_revision(conn, revisions[0].revision).scored_node(node)
+        created = golden.GoldenSet(set_name, workflow, scored.id, limit, bool(gate), _now())
+        golden.create_set(conn, created)
+    return created.to_json()
+
+
+def _case_json(case: golden.GoldenCase, drift: bool | None = None) -> dict[str, Any]:
+    return {
+        "set": case.set_name,
+        "caseId": case.case_id,
+        "documentId": case.document_id,
+        "labels": case.labels,
+        "keyColumns": case.key_columns,
+        "fromTestRun": case.from_test_run,
+        "enabled": case.enabled,
+        "authoredRevision": case.authored_revision,
+        **({"schemaDrift": drift} if drift is not None else {}),
+    }
+
+
+def add_case(
+    set_name: str,
+    *,
+    document: Path | str,
+    labels: Path | str | dict[str, Any],
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Add a case: a document and the values it should produce (keyed by field id, or by a
+    field's current name). Values that map onto no field are reported back as unmapped."""
+    content, doc = read_document(Path(document))
+    raw = labels if isinstance(labels, dict) else read_json(labels, "labels")
+    with _open(warehouse) as conn, transaction(conn):
+        golden_set = golden.load_set(conn, set_name)
+        workflow = workflows.load_revision(
+            conn, workflows.require_workflow(conn, golden_set.workflow)[0].revision
+        )
+        schema = workflow.scored_node(golden_set.node_id).schema
+        resolved = resolve_labels(schema, raw)
+        workflows.save_document(conn, content, doc)
+        case = golden.GoldenCase(
+            set_name,
+            golden.next_case_id(conn, set_name),
+            doc.document_id,
+            resolved.labels,
+            {k: list(v) for k, v in resolved.key_columns.items()},
+            None,
+            schema.fingerprint(),
+            workflow.revision,
+            True,
+            _now(),
+        )
+        golden.add_case(conn, case)
+    return {**_case_json(case), "unmapped": list(resolved.unmapped)}
+
+
+def add_case_from_run(
+    set_name: str, test_run_id: str, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Seed a case from an approved test run: the reviewed values become its labels (tables
+    matched by position: the approved table came from that document, in that order)."""
+    with _open(warehouse) as conn, transaction(conn):
+        golden_set = golden.load_set(conn, set_name)
+        run = workflows.load_test_run(conn, test_run_id)
+        if run.approved_values is None:
+            raise ConflictError(
+                f"run={test_run_id!r}: not approved; approve it first "
+                "(eval-pipelines workflow approve RUN_ID --values FILE --by NAME)"
+            )
+        if run.workflow != golden_set.workflow:
+            raise InputError(
+                "run",
+                test_run_id,
+                f"is a run of workflow {run.workflow}, the set scores {golden_set.workflow}",
+            )
+        if run.approved_node != golden_set.node_id:
+            raise InputError(
+                "run",
+                test_run_id,
+                f"approved node {run.approved_node}, the set scores {golden_set.node_id}",
+            )
+        workflow = workflows.load_revision(conn, run.revision)
+        schema = workflow.scored_node(golden_set.node_id).schema
+        resolved = resolve_labels(schema, run.approved_values, from_run=True)
+        case = golden.GoldenCase(
+            set_name,
+            golden.next_case_id(conn, set_name),
+            run.document_id,
+            resolved.labels,
+            {},
+            test_run_id,
+            schema.fingerprint(),
+            run.revision,
+            True,
+            _now(),
+        )
+        golden.add_case(conn, case)
+    return {**_case_json(case), "unmapped": list(resolved.unmapped)}
+
+
+def list_cases(set_name: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+    """The set's cases, each with its schema-drift flag against the workflow's newest revision
+    (a warning, never a block; renames alone never raise it)."""
+    from eval_pipelines.core.golden.scoring import schema_drift
+
+    with _open(warehouse) as conn:
+        golden_set = golden.load_set(conn, set_name)
+        newest = workflows.revisions_of(conn, golden_set.workflow)[0].revision
+        schema = workflows.load_revision(conn, newest).scored_node(golden_set.node_id).schema
+        return [
+            _case_json(c, schema_drift(c.schema_fingerprint, schema))
+            for c in golden.list_cases(conn, set_name)
+        ]
+
+
+def set_case_enabled(
+    set_name: str, case_id: str, enabled: bool, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Disable a case (left out of the next runs, its labels kept) or enable it again."""
+    with _open(warehouse) as conn, transaction(conn):
+        golden.set_case_enabled(conn, set_name, case_id, enabled)
+        return _case_json(golden.load_case(conn, set_name, case_id))
+
+
+def delete_case(
+    set_name: str, case_id: str, *, yes: bool = False, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Delete a case and its results from every past run (``yes`` confirms)."""
+    if not yes:
+        raise InputError(
+            "yes",
+            False,
+            "deleting a case deletes its results from every past run; confirm with --yes, "
+            "or disable the case instead",
+        )
+    with _open(warehouse) as conn, transaction(conn):
+        removed = golden.delete_case(conn, set_name, case_id)
+    return {"set": set_name, "caseId": case_id, "deleted": True, "resultsDeleted": removed}
+
+
+def run_set(
+    set_name: str,
+    *,
+    revision: str | None = None,
+    launch: str = "submit",
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Run the set against ``revision`` (default the workflow's newest) as a Dagster run of
+    job ``golden_gate`` on the revision's partition. Returns ``{revision, runId, status}``."""
+    if launch not in LAUNCH_MODES:
+        raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
+    with _open(warehouse) as conn, transaction(conn):
+        sync_workflow_files(conn)
+        golden_set = golden.load_set(conn, set_name)
+        revisions = workflows.require_workflow(conn, golden_set.workflow)
+        chosen = (
+            workflows.revision_of_workflow(conn, golden_set.workflow, revision)
+            if revision
+            else revisions[0].revision
+        )
+        if not any(c.enabled for c in golden.list_cases(conn, set_name)):
+            raise ConflictError(f"set={set_name!r}: no enabled case to run; add cases first")
+    return {"set": set_name, "revision": chosen, **_launch(chosen, set_name, launch)}
+
+
+def _launch(revision: str, set_name: str, launch: str) -> dict[str, Any]:
+    from eval_pipelines import runs
+    from eval_pipelines.defs.golden import SETS_TAG
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    kind = runs.kind_of("golden")
+    runs.register_partition(instance, kind, revision)
+    if launch == "inline":
+        from eval_pipelines.definitions import defs
+
+        result = defs.resolve_job_def(kind.job_name).execute_in_process(
+            instance=instance,
+            partition_key=revision,
+            raise_on_error=False,
+            tags={runs.EVAL_TAG: revision, runs.KIND_TAG: kind.name, SETS_TAG: set_name},
+        )
+        return {"runId": result.run_id, "state": "succeeded" if result.success else "failed"}
+    state = runs.submit(instance, kind, revision, tags={SETS_TAG: set_name})
+    return {"runId": state.run_id, "state": state.state}
+
+
+def wait_for_run(
+    dagster_run_id: str, *, timeout: float = 1800, poll_seconds: float = 1.0
+) -> dict[str, Any]:
+    """Block until the Dagster run has finished; returns its state (raises EvalFailed)."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    deadline = time.monotonic() + timeout
+    housekeeping = 0.0
+    while True:
+        if time.monotonic() >= housekeeping:
+            runs.reap_dead_runs(instance)
+            runs.dispatch_if_needed(instance)
+            housekeeping = time.monotonic() + 10
+        run = instance.get_run_by_id(dagster_run_id)
+        if run is None:
+            raise InputError("run", dagster_run_id, "no such Dagster run")
+        state = runs.run_state(instance, run)
+        if state.finished:
+            return state.to_json()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"run {dagster_run_id} still running after {timeout:g} s")
+        time.sleep(poll_seconds)
+
+
+def golden_runs_of(
+    dagster_run_id: str, *, warehouse: Path | str | None = None
+) -> list[dict[str, Any]]:
+    """The scored golden runs a Dagster run made (its reports)."""
+    with _open(warehouse) as conn:
+        return [
+            scored_run_json(golden_stage.score_run(conn, r.golden_run_id))
+            for r in golden.runs_of_dagster_run(conn, dagster_run_id)
+        ]
+
+
+def run_and_report(
+    set_name: str,
+    *,
+    revision: str | None = None,
+    launch: str = "submit",
+    timeout: float = 1800,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Run the set, wait, and return its report (raises EvalFailed when the run failed)."""
+    started = run_set(set_name, revision=revision, launch=launch, warehouse=warehouse)
+    if launch == "submit":
+        state = wait_for_run(started["runId"], timeout=timeout)
+        if state["state"] != "succeeded":
+            reports = golden_runs_of(started["runId"], warehouse=warehouse)
+            mine = [r for r in reports if r["set"] == set_name]
+            if not mine:
+                raise EvalFailed(
+                    f"golden run of {set_name} ({started['runId']}) {state['state']}: "
+                    f"{state['reason'] or 'no reason recorded'}",
+                    state,
+                )
+    reports = [
+        r for r in golden_runs_of(started["runId"], warehouse=warehouse) if r["set"] == set_name
+    ]
+    if not reports:
+        raise EvalFailed(f"golden run {started['runId']} wrote no result for {set_name}")
+    return {**reports[0], "dagsterRunId": started["runId"]}
+
+
+def run_report(golden_run_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+    with _open(warehouse) as conn:
+        return scored_run_json(golden_stage.score_run(conn, golden_run_id))
+
+
+def compare_golden_runs(
+    run_a: str, run_b: str, *, warehouse: Path | str | None = None
+) -> dict[str, Any]:
+    """Per-field deltas (largest regression first) and the cases whose result changed
+    (passed to failed first), keyed by case and field id; each side names its revision."""
+    with _open(warehouse) as conn:
+        a = golden_stage.score_run(conn, run_a)
+        b = golden_stage.score_run(conn, run_b)
+    if a.run.set_name != b.run.set_name:
+        raise InputError(
+            "run_b",
+            run_b,
+            f"is a run of set {b.run.set_name}, {run_a} of {a.run.set_name}: "
+            "compare runs of one set",
+        )
+    result = compare_runs(a.score, a.cases, b.score, b.cases)
+    return {
+        "set": a.run.set_name,
+        "a": {"goldenRunId": run_a, "revision": a.run.revision},
+        "b": {"goldenRunId": run_b, "revision": b.run.revision},
+        **result.to_json(),
+    }
+
+
+def trend(
+    set_name: str,
+    *,
+    field: str | None = None,
+    last: int = 10,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Accuracy over the set's last completed runs, overall or for one field; a run that did
+    not score the field is a gap (``None``), never a zero."""
+    points = []
+    with _open(warehouse) as conn:
+        golden.load_set(conn, set_name)
+        for run in reversed(golden.runs_of_set(conn, set_name, status="completed", limit=last)):
+            scored = golden_stage.score_run(conn, run.golden_run_id)
+            value, n = golden_stage.field_accuracy(scored.score, field)
+            points.append(
+                {
+                    "goldenRunId": run.golden_run_id,
+                    "revision": run.revision,
+                    "finishedAt": run.finished_at.isoformat(timespec="seconds")
+                    if run.finished_at
+                    else None,
+                    "accuracy": value,
+                    "n": n,
+                }
+            )
+    return {"set": set_name, "field": field, "points": points}

@@ -1,0 +1,213 @@
+"""``eval-pipelines golden ...``: golden sets, cases, runs, comparisons and trends."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.cli.output import print_json
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    print_json(
+        golden.create_set(
+            args.set,
+            workflow=args.workflow,
+            node=args.node,
+            threshold=args.threshold,
+            gate=args.gate,
+            warehouse=args.warehouse,
+        )
+    )
+    return 0
+
+
+def cmd_add_case(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    added = golden.add_case(
+        args.set, document=args.document, labels=args.labels, warehouse=args.warehouse
+    )
+    _warn_unmapped(added)
+    print_json(added)
+    return 0
+
+
+def cmd_add_run(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    added = golden.add_case_from_run(args.set, args.run_id, warehouse=args.warehouse)
+    _warn_unmapped(added)
+    print_json(added)
+    return 0
+
+
+def _warn_unmapped(added: dict[str, Any]) -> None:
+    if added["unmapped"]:
+        print(
+            f"warning: {len(added['unmapped'])} value(s) map onto no field and are not "
+            f"labels: {', '.join(added['unmapped'])}",
+            file=sys.stderr,
+        )
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    print_json(golden.list_cases(args.set, warehouse=args.warehouse))
+    return 0
+
+
+def cmd_enable(args: argparse.Namespace, enabled: bool) -> int:
+    from eval_pipelines.api import golden
+
+    print_json(golden.set_case_enabled(args.set, args.case_id, enabled, warehouse=args.warehouse))
+    return 0
+
+
+def cmd_delete_case(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    print_json(golden.delete_case(args.set, args.case_id, yes=args.yes, warehouse=args.warehouse))
+    return 0
+
+
+def _report_lines(report: dict[str, Any]) -> list[str]:
+    score = report["score"]
+    accuracy = score["fieldAccuracy"]
+    rate = score["passRate"]
+    counts = score["counts"]
+
+    def fmt(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    lines = [
+        f"golden run {report['goldenRunId']}: set {report['set']} on revision "
+        f"{report['revision']} ({report['status']})",
+        f"  field accuracy {fmt(accuracy['value'])} ({accuracy['correct']}/{accuracy['n']}), "
+        f"threshold {report['threshold']:g}",
+        f"  document pass rate {fmt(rate['value'])} ({rate['passed']}/{rate['n']}); "
+        f"errored {counts['errored']}, skipped {counts['skipped']}",
+        f"  stale labels {score['stale']['labels']} on {score['stale']['fields']} field(s)",
+        f"  charged: {report['charged']['executedSteps']} steps executed, "
+        f"{report['charged']['cachedSteps']} cached, {report['charged']['costUnits']:g} cost units",
+    ]
+    for field in score["fields"]:
+        note = " (stale, not scored)" if field.get("stale") else ""
+        lines.append(
+            f"    {field['key']:<32} {fmt(field['accuracy'])} "
+            f"({field['correct']}/{field['scored']}){note}"
+        )
+    for case_id, case in report["cases"].items():
+        if case["status"] != "passed":
+            lines.append(
+                f"  {case_id}: {case['status']}{': ' + case['reason'] if case['reason'] else ''}"
+            )
+    return lines
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    report = golden.run_and_report(
+        args.set, revision=args.revision, timeout=args.timeout, warehouse=args.warehouse
+    )
+    if args.json:
+        print_json(report)
+    else:
+        print("\n".join(_report_lines(report)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    report = golden.run_report(args.golden_run_id, warehouse=args.warehouse)
+    if args.json:
+        print_json(report)
+    else:
+        print("\n".join(_report_lines(report)))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    print_json(golden.compare_golden_runs(args.run_a, args.run_b, warehouse=args.warehouse))
+    return 0
+
+
+def cmd_trend(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    trend = golden.trend(args.set, field=args.field, last=args.last, warehouse=args.warehouse)
+    if args.json:
+        print_json(trend)
+        return 0
+    print(f"set {trend['set']}, {trend['field'] or 'all fields'}: accuracy over the last runs")
+    for point in trend["points"]:
+        value = "gap (not scored)" if point["accuracy"] is None else f"{point['accuracy']:.3f}"
+        print(
+            f"  {point['finishedAt']}  {point['goldenRunId']}  rev {point['revision']}  "
+            f"{value}  n={point['n']}"
+        )
+    return 0
+
+
+def add_commands(groups: argparse._SubParsersAction) -> None:
+    golden = groups.add_parser(
+        "golden", help="golden sets: labelled documents a workflow is scored against"
+    ).add_subparsers(dest="command", required=True)
+    create = golden.add_parser("create", help="create a golden set for one node of a workflow")
+    create.add_argument("set")
+    create.add_argument("--workflow", required=True)
+    create.add_argument("--node", default=None, help="scored node (optional if only one)")
+    create.add_argument("--threshold", type=float, default=1.0, help="gate pass threshold, (0, 1]")
+    create.add_argument("--gate", action="store_true", help="block activation until it passes")
+    create.set_defaults(func=cmd_create)
+    add_case = golden.add_parser("add-case", help="add a document with its expected values")
+    add_case.add_argument("set")
+    add_case.add_argument("--document", required=True, type=Path)
+    add_case.add_argument("--labels", required=True, type=Path)
+    add_case.set_defaults(func=cmd_add_case)
+    add_run = golden.add_parser("add-run", help="add a case from an approved test run")
+    add_run.add_argument("set")
+    add_run.add_argument("run_id")
+    add_run.set_defaults(func=cmd_add_run)
+    cases = golden.add_parser("cases", help="the set's cases with schema-drift flags")
+    cases.add_argument("set")
+    cases.set_defaults(func=cmd_cases)
+    for name, enabled in (("disable-case", False), ("enable-case", True)):
+        toggle = golden.add_parser(name, help=f"{name.split('-')[0]} a case (labels are kept)")
+        toggle.add_argument("set")
+        toggle.add_argument("case_id")
+        toggle.set_defaults(func=lambda args, on=enabled: cmd_enable(args, on))
+    delete = golden.add_parser("delete-case", help="delete a case and its results from every run")
+    delete.add_argument("set")
+    delete.add_argument("case_id")
+    delete.add_argument("--yes", action="store_true", help="confirm")
+    delete.set_defaults(func=cmd_delete_case)
+    run = golden.add_parser("run", help="run the set against a revision and print the report")
+    run.add_argument("set")
+    run.add_argument("--revision", default=None, help="default: the workflow's newest")
+    run.add_argument("--timeout", type=float, default=1800)
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(func=cmd_run)
+    report = golden.add_parser("report", help="a golden run's report")
+    report.add_argument("golden_run_id")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
+    compare = golden.add_parser("compare", help="per-field deltas and changed cases of two runs")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.set_defaults(func=cmd_compare)
+    trend = golden.add_parser("trend", help="accuracy over the last runs (gaps where unscored)")
+    trend.add_argument("set")
+    trend.add_argument("--field", default=None)
+    trend.add_argument("--last", type=int, default=10)
+    trend.add_argument("--json", action="store_true")
+    trend.set_defaults(func=cmd_trend)

@@ -1,0 +1,101 @@
+"""Running a workflow revision over one document, step by step, reusing cached steps.
+
+A step's output is reusable when its node's configuration and every node's before it are
+unchanged (the node's ``chain_hash``); such a step is served from the cache and charges
+nothing. Everything here is pure: the caller reads the cache and stores the new entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from eval_pipelines.core.workflows.definition import Node, Workflow
+from eval_pipelines.core.workflows.nodes import NODE_TYPES, Document, NodeFailed
+
+CacheKey = tuple[str, str, str]  # (document_id, node_id, chain_hash)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What running the workflow over one document produced and charged.
+
+    ``outputs`` holds each node's raw output up to the last node that ran; ``error`` says why
+    the run stopped early (a node failed); ``new_cache`` holds the steps executed now.
+    """
+
+    document_id: str
+    revision: str
+    outputs: dict[str, dict[str, Any]]
+    error: str | None
+    executed_steps: int
+    cached_steps: int
+    cost_units: float
+    new_cache: dict[CacheKey, dict[str, Any]] = field(default_factory=dict)
+
+
+def cache_keys(workflow: Workflow, document_id: str, until: str | None = None) -> list[CacheKey]:
+    """The cache keys of every node up to (and including) ``until``."""
+    keys = []
+    for node in workflow.nodes:
+        keys.append((document_id, node.id, node.chain_hash))
+        if node.id == until:
+            break
+    return keys
+
+
+def execute(
+    workflow: Workflow,
+    document: Document,
+    cache: Mapping[CacheKey, dict[str, Any]],
+    *,
+    until: str | None = None,
+) -> Execution:
+    """Run the nodes in order (stopping after ``until``), each node seeing the outputs of
+    the nodes before it. A node that fails stops the run: later nodes have nothing to work on.
+    """
+    outputs: dict[str, dict[str, Any]] = {}
+    new_cache: dict[CacheKey, dict[str, Any]] = {}
+    executed = cached = 0
+    cost = 0.0
+    error = None
+    for node in workflow.nodes:
+        key = (document.document_id, node.id, node.chain_hash)
+        if key in cache:
+            outputs[node.id] = cache[key]
+            cached += 1
+        else:
+            executed += 1
+            cost += node.cost
+            try:
+                output = _run(node, document, outputs)
+            except NodeFailed as failure:
+                error = f"node {node.id}: {failure}"
+                break
+            outputs[node.id] = output
+            new_cache[key] = output
+        if node.id == until:
+            break
+    return Execution(
+        document.document_id,
+        workflow.revision,
+        outputs,
+        error,
+        executed,
+        cached,
+        cost,
+        new_cache,
+    )
+
+
+def _run(node: Node, document: Document, upstream: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    try:
+        output = NODE_TYPES[node.type].run(node.config, document, dict(upstream))
+    except NodeFailed:
+        raise
+    except Exception as error:  # a node type's own bug must not sink the other cases
+        raise NodeFailed(f"{type(error).__name__}: {error}") from error
+    if not isinstance(output, dict):
+        raise NodeFailed(f"returned {type(output).__name__}, not a mapping")
+    return output

@@ -1,0 +1,58 @@
+"""Extract node types: how a node's configuration is prepared (validated, made
+self-contained) and how it turns a document into raw output.
+
+A node type is registered by name; the workflow file's ``type`` picks it. Preparing happens
+once, when a revision is saved: everything the node needs (templates, the function's
+reference) is folded into its configuration, so the revision's content hash pins it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document's content as nodes see it.
+
+    ``document_id`` is the content hash of the file's bytes; ``media_type`` is ``pdf`` or
+    ``text``; ``text`` is the text layer (pdfplumber for a PDF).
+    """
+
+    document_id: str
+    name: str
+    media_type: str
+    text: str
+    path: Path | None = None
+
+
+class NodeFailed(RuntimeError):
+    """The node produced no output for this document; the message says why (no template
+    matched, the user function raised, ...)."""
+
+
+class NodeType(Protocol):
+    def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
+        """Validate the node's configuration (raising :class:`InputError` naming
+        ``where``'s sub-path) and return it self-contained and JSON-serialisable."""
+        ...
+
+    def run(
+        self,
+        config: dict[str, Any],
+        document: Document,
+        upstream: Mapping[str, Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        """Raw output keyed by the schema's ``source`` names (tables: lists of row mappings
+        keyed by column sources). Raises :class:`NodeFailed` when there is nothing to give."""
+        ...
+
+
+NODE_TYPES: dict[str, NodeType] = {}
+
+
+def register_node_type(name: str, node_type: NodeType) -> None:
+    NODE_TYPES[name] = node_type

@@ -1,0 +1,157 @@
+"""Golden-set assets, partitioned by workflow revision.
+
+``workflow_revision -> golden_run -> golden_report`` (+ the blocking ``activation_gate``
+check). A partition is one revision: the sensor adds it when a revision lands (saved with
+the CLI, or a changed file under ``data/workflows/``) and requests the gating run once.
+"""
+
+from typing import Any
+
+import dagster as dg
+
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.defs.partitions import workflow_revisions
+from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.stages import golden
+from eval_pipelines.stages.golden_report import report_markdown, report_metadata
+
+GROUP = "golden"
+KINDS = {"duckdb", "python"}
+OWNERS = ["team:eval-pipelines"]
+TAGS = {"evaluation_kind": "golden"}
+KIND_TAG = "eval_pipelines/kind"
+SETS_TAG = "eval_pipelines/golden_sets"
+FILE_TAG = "eval_pipelines/workflow_file"
+HOW_TO_CREATE = (
+    "Partitions are workflow revisions (content hashes). `eval-pipelines workflow save NAME "
+    "--file FILE`, or a changed file under `data/workflows/`, creates one; the "
+    "`workflow_revision_sensor` adds its partition and requests the gating run once."
+)
+
+
+def _common(description: str) -> dict[str, Any]:
+    return {
+        "partitions_def": workflow_revisions,
+        "group_name": GROUP,
+        "kinds": KINDS,
+        "owners": OWNERS,
+        "tags": TAGS,
+        "description": f"{description}\n\n{HOW_TO_CREATE}",
+    }
+
+
+def _refusal(error: Exception) -> dg.Failure:
+    return dg.Failure(description=str(error), allow_retries=False)
+
+
+@dg.asset(**_common("The workflow revision: its nodes, field schemas and where it came from."))
+def workflow_revision(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    try:
+        workflow, saved = golden.ensure_revision(
+            warehouse.connect, context.partition_key, context.run.tags.get(FILE_TAG)
+        )
+    except (NotFoundError, ConflictError, InputError) as error:
+        raise _refusal(error) from None
+    return dg.MaterializeResult(
+        metadata={
+            "workflow": workflow.name,
+            "kind": workflow.kind,
+            "nodes": dg.MetadataValue.json(
+                [
+                    {"id": n.id, "type": n.type, "fields": len(n.schema.fields)}
+                    for n in workflow.nodes
+                ]
+            ),
+            "saved_by_this_run": saved,
+        }
+    )
+
+
+@dg.asset(
+    **_common(
+        "Every enabled case of the workflow's golden sets run as a test run against this "
+        "revision (four at a time; unchanged steps served from the cache), one golden run "
+        "per set. Rows in `golden_runs` and `golden_results`."
+    ),
+    deps=[workflow_revision],
+)
+def golden_run(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    chosen = context.run.tags.get(SETS_TAG)
+    outcomes = golden.run_golden_sets(
+        warehouse.connect,
+        context.partition_key,
+        set_names=chosen.split(",") if chosen else None,
+        dagster_run_id=context.run_id,
+        log=context.log.info,
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "golden_runs": dg.MetadataValue.json({o.set_name: o.golden_run_id for o in outcomes}),
+            "cases": sum(o.cases for o in outcomes),
+            "executed_steps": sum(o.executed_steps for o in outcomes),
+            "cached_steps": sum(o.cached_steps for o in outcomes),
+            "cost_units": sum(o.cost_units for o in outcomes),
+            "skipped_cases": sum(o.skipped for o in outcomes),
+        }
+    )
+
+
+@dg.asset(
+    **_common(
+        "Field accuracy, document pass rate, per-field breakdown and stale labels of each "
+        "golden run this Dagster run made; the gating decision is the `activation_gate` check."
+    ),
+    deps=[golden_run],
+)
+def golden_report(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    with warehouse.connect(read_only=True) as conn:
+        scored = [
+            golden.score_run(conn, run.golden_run_id)
+            for run in golden.runs_for_dagster_run(conn, context.run_id, context.partition_key)
+        ]
+    return dg.MaterializeResult(
+        metadata={
+            "report": dg.MetadataValue.md(report_markdown(scored)),
+            **report_metadata(scored),
+        }
+    )
+
+
+@dg.asset_check(asset=golden_report, name="activation_gate", blocking=True)
+def activation_gate(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """Every set marked as a gate has a completed run against exactly this revision that
+    reached its threshold and did not mix revisions (the rule `workflow activate` applies)."""
+    with warehouse.connect(read_only=True) as conn:
+        gate = golden.gate_decision(conn, context.op_execution_context.partition_key)
+    return dg.AssetCheckResult(
+        passed=gate.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=gate.reason,
+        metadata={
+            "reason": gate.reason,
+            "workflow": gate.workflow,
+            "revision": gate.revision,
+            "sets": dg.MetadataValue.json([s.to_json() for s in gate.sets]),
+        },
+    )
+
+
+golden_assets = [workflow_revision, golden_run, golden_report]
+golden_checks = [activation_gate]
+
+golden_gate_job = dg.define_asset_job(
+    "golden_gate",
+    selection=dg.AssetSelection.assets(*golden_assets),
+    partitions_def=workflow_revisions,
+    tags={KIND_TAG: "golden"},
+    description="Run the workflow's golden sets against one revision, report, and decide the "
+    "activation gate (blocking check `activation_gate`).",
+)

@@ -1,0 +1,417 @@
+"""Golden runs: every enabled case of a workflow's golden sets run as a test run against one
+revision, four at a time, and scored field by field; and the activation gate's decision.
+
+The warehouse is opened briefly before and after the cases run (never while nodes run), so
+status readers and the sensor are not locked out.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from eval_pipelines.core.golden.scoring import (
+    CaseScore,
+    RunScore,
+    passes_gate,
+    schema_drift,
+    score_case,
+    skipped_case,
+    summarise_run,
+)
+from eval_pipelines.core.workflows.definition import Workflow
+from eval_pipelines.core.workflows.execute import CacheKey, Execution, cache_keys, execute
+from eval_pipelines.core.workflows.output import map_output
+from eval_pipelines.storage import golden, workflows
+from eval_pipelines.storage.warehouse import transaction
+
+OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
+CASES_AT_ONCE = 4  # 001: "Cases run four at a time"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one golden run of one set did (for the asset's metadata and the CLI)."""
+
+    golden_run_id: str
+    set_name: str
+    cases: int
+    executed_steps: int
+    cached_steps: int
+    cost_units: float
+    skipped: int
+
+
+def run_golden_sets(
+    open_warehouse: OpenWarehouse,
+    revision: str,
+    *,
+    set_names: list[str] | None = None,
+    dagster_run_id: str | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[RunOutcome]:
+    """Run the workflow's golden sets (all of them, or ``set_names``) against ``revision``.
+
+    Each distinct document runs once, however many sets use it. When ``should_stop`` turns
+    true, cases not yet started are recorded as skipped and the run as ``stopped``.
+    """
+    with open_warehouse(read_only=True) as conn:
+        workflow = workflows.load_revision(conn, revision)
+        sets = [s for s in golden.list_sets(conn, workflow.name)]
+        if set_names is not None:
+            sets = [s for s in sets if s.set_name in set_names]
+        cases = {
+            s.set_name: [c for c in golden.list_cases(conn, s.set_name) if c.enabled] for s in sets
+        }
+        document_ids = sorted({c.document_id for found in cases.values() for c in found})
+        documents = {d: workflows.load_document(conn, d) for d in document_ids}
+        until = _last_scored_node(workflow, [s.node_id for s in sets])
+        keys: list[CacheKey] = [k for d in document_ids for k in cache_keys(workflow, d, until)]
+        cache = workflows.cached_steps(conn, keys)
+    started = _now()
+    runs = {
+        s.set_name: golden.GoldenRun(
+            f"g-{uuid.uuid4().hex[:12]}",
+            s.set_name,
+            workflow.name,
+            revision,
+            dagster_run_id,
+            "running",
+            started,
+            None,
+            0,
+            0,
+            0.0,
+            s.threshold,
+        )
+        for s in sets
+    }
+    with open_warehouse() as conn, transaction(conn):
+        for run in runs.values():
+            golden.start_run(conn, run)
+    log(
+        f"running {sum(map(len, cases.values()))} case(s) of {len(sets)} set(s) over "
+        f"{len(document_ids)} document(s), {CASES_AT_ONCE} at a time"
+    )
+    executions = _execute_all(workflow, documents, cache, until, should_stop, log)
+    stopped = len(executions) < len(documents)
+    outcomes = []
+    with open_warehouse() as conn, transaction(conn):
+        workflows.cache_steps(
+            conn,
+            [(*key, output) for e in executions.values() for key, output in e.new_cache.items()],
+        )
+        charged = _charge_once(executions)
+        for golden_set in sets:
+            node = workflow.scored_node(golden_set.node_id)
+            results = []
+            for case in cases[golden_set.set_name]:
+                execution = executions.get(case.document_id)
+                results.append(
+                    (golden_set.set_name, _case_result(case, execution, node.id, workflow))
+                )
+            run = runs[golden_set.set_name]
+            cost = sum(charged.get(c.document_id, 0.0) for c in cases[golden_set.set_name])
+            golden.finish_run(
+                conn,
+                run.golden_run_id,
+                results,
+                status="stopped" if stopped else "completed",
+                cost_units=cost,
+            )
+            outcomes.append(
+                RunOutcome(
+                    run.golden_run_id,
+                    golden_set.set_name,
+                    len(results),
+                    sum(r.executed_steps for _, r in results),
+                    sum(r.cached_steps for _, r in results),
+                    cost,
+                    sum(1 for _, r in results if not r.ran),
+                )
+            )
+    return outcomes
+
+
+def _last_scored_node(workflow: Workflow, node_ids: list[str]) -> str | None:
+    """The last node any of the sets scores: later nodes need not run."""
+    positions = [i for i, n in enumerate(workflow.nodes) if n.id in node_ids]
+    return workflow.nodes[max(positions)].id if positions else None
+
+
+def _execute_all(
+    workflow: Workflow,
+    documents: dict[str, Any],
+    cache: dict[CacheKey, dict[str, Any]],
+    until: str | None,
+    should_stop: Callable[[], bool],
+    log: Callable[[str], None],
+) -> dict[str, Execution]:
+    def one(document_id: str) -> Execution | None:
+        if should_stop():
+            return None
+        return execute(workflow, documents[document_id], cache, until=until)
+
+    started = time.perf_counter()
+    done: dict[str, Execution] = {}
+    with ThreadPoolExecutor(max_workers=CASES_AT_ONCE) as pool:
+        for document_id, execution in zip(documents, pool.map(one, list(documents)), strict=True):
+            if execution is not None:
+                done[document_id] = execution
+                if len(done) % 20 == 0:
+                    log(
+                        f"{len(done)}/{len(documents)} documents "
+                        f"({time.perf_counter() - started:.1f} s)"
+                    )
+    return done
+
+
+def _charge_once(executions: dict[str, Execution]) -> dict[str, float]:
+    return {d: e.cost_units for d, e in executions.items()}
+
+
+def _case_result(
+    case: golden.GoldenCase, execution: Execution | None, node_id: str, workflow: Workflow
+) -> golden.CaseResult:
+    if execution is None:
+        return golden.CaseResult(
+            case.case_id,
+            workflow.revision,
+            False,
+            None,
+            None,
+            "the run stopped before this case",
+            0,
+            0,
+        )
+    raw = execution.outputs.get(node_id)
+    node = workflow.scored_node(node_id)
+    output = map_output(node.schema, raw) if raw is not None else None
+    return golden.CaseResult(
+        case.case_id,
+        execution.revision,
+        True,
+        output,
+        execution.error if raw is None else None,
+        None,
+        execution.executed_steps,
+        execution.cached_steps,
+    )
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """A golden run read back and scored against the labels of its cases."""
+
+    run: golden.GoldenRun
+    score: RunScore
+    cases: dict[str, CaseScore]
+    drifted: tuple[str, ...]
+    mixed_revisions: tuple[str, ...]
+
+
+def score_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> ScoredRun:
+    """Score a stored run: each case's stored output against its labels, with the schema of
+    the revision the run scored (so stale labels are judged against that revision)."""
+    run = golden.load_run(conn, golden_run_id)
+    golden_set = golden.load_set(conn, run.set_name)
+    workflow = workflows.load_revision(conn, run.revision)
+    schema = workflow.scored_node(golden_set.node_id).schema
+    cases = {c.case_id: c for c in golden.list_cases(conn, run.set_name)}
+    scored: dict[str, CaseScore] = {}
+    drifted = []
+    mixed = []
+    for result in golden.results_of_run(conn, golden_run_id):
+        case = cases.get(result.case_id)
+        if case is None:
+            continue  # deleted since: its results went with it
+        if result.revision != run.revision:
+            mixed.append(result.case_id)
+        if schema_drift(case.schema_fingerprint, schema):
+            drifted.append(result.case_id)
+        if not result.ran:
+            scored[result.case_id] = skipped_case(result.skip_reason or "not reached")
+            continue
+        scored[result.case_id] = score_case(
+            schema,
+            case.labels,
+            result.output,
+            key_columns={k: tuple(v) for k, v in case.key_columns.items()},
+            output_error=result.error,
+        )
+    return ScoredRun(
+        run,
+        summarise_run(list(scored.values()), schema=schema),
+        scored,
+        tuple(drifted),
+        tuple(mixed),
+    )
+
+
+@dataclass(frozen=True)
+class SetGate:
+    set_name: str
+    passed: bool
+    reason: str
+    golden_run_id: str | None
+    field_accuracy: float | None
+    threshold: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "set": self.set_name,
+            "passed": self.passed,
+            "reason": self.reason,
+            "goldenRunId": self.golden_run_id,
+            "fieldAccuracy": self.field_accuracy,
+            "threshold": self.threshold,
+        }
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether a revision may be activated, and why (one line per gating set)."""
+
+    workflow: str
+    revision: str
+    passed: bool
+    reason: str
+    sets: tuple[SetGate, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "revision": self.revision,
+            "passed": self.passed,
+            "reason": self.reason,
+            "sets": [s.to_json() for s in self.sets],
+        }
+
+
+def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
+    """The activation gate for exactly this revision: every set marked ``--gate`` needs a
+    completed run against this revision that reached its threshold and did not mix
+    revisions. The only place the rule lives (the asset check and ``workflow activate`` both
+    call it)."""
+    workflow = workflows.load_revision(conn, revision)
+    gating = [s for s in golden.list_sets(conn, workflow.name) if s.gate]
+    if not gating:
+        return Gate(workflow.name, revision, True, "no golden set gates this workflow", ())
+    verdicts = []
+    for golden_set in gating:
+        runs = golden.runs_of_set(
+            conn, golden_set.set_name, revision=revision, status="completed", limit=1
+        )
+        if not runs:
+            verdicts.append(
+                SetGate(
+                    golden_set.set_name,
+                    False,
+                    f"set {golden_set.set_name} has not been run against revision {revision}",
+                    None,
+                    None,
+                    golden_set.threshold,
+                )
+            )
+            continue
+        scored = score_run(conn, runs[0].golden_run_id)
+        accuracy = scored.score.field_accuracy
+        if scored.mixed_revisions:
+            passed, reason = (
+                False,
+                (
+                    f"set {golden_set.set_name}'s run {runs[0].golden_run_id} mixed revisions "
+                    f"(cases {', '.join(scored.mixed_revisions)} scored another revision)"
+                ),
+            )
+        else:
+            decision = passes_gate(scored.score, threshold=golden_set.threshold)
+            passed = decision.passed
+            reason = f"set {golden_set.set_name}: {decision.reason}"
+        verdicts.append(
+            SetGate(
+                golden_set.set_name,
+                passed,
+                reason,
+                runs[0].golden_run_id,
+                accuracy,
+                golden_set.threshold,
+            )
+        )
+    failed = [v for v in verdicts if not v.passed]
+    reason = (
+        "; ".join(v.reason for v in failed) if failed else "; ".join(v.reason for v in verdicts)
+    )
+    return Gate(workflow.name, revision, not failed, reason, tuple(verdicts))
+
+
+def ensure_revision(
+    open_warehouse: OpenWarehouse, revision: str, workflow_file: str | None
+) -> tuple[Workflow, bool]:
+    """The stored revision; a revision the sensor found in a committed file is saved here
+    first (the sensor itself writes nothing). Returns the workflow and whether it was saved
+    now."""
+    from eval_pipelines.core.errors import ConflictError, NotFoundError
+    from eval_pipelines.core.workflows.files import load_workflow_file
+
+    with open_warehouse(read_only=True) as conn:
+        if workflows.has_revision(conn, revision):
+            return workflows.load_revision(conn, revision), False
+    if workflow_file is None:
+        raise NotFoundError(
+            f"revision={revision!r}: no such workflow revision; save one with "
+            "'eval-pipelines workflow save NAME --file FILE' (its partition is added for you)"
+        )
+    from pathlib import Path
+
+    workflow = load_workflow_file(Path(workflow_file))
+    if workflow.revision != revision:
+        raise ConflictError(
+            f"revision={revision!r}: {workflow_file} changed since the sensor read it (it is "
+            f"now revision {workflow.revision}, which the sensor gates on its next tick)"
+        )
+    with open_warehouse() as conn, transaction(conn):
+        saved = workflows.save_revision(
+            conn, workflow, source=f"file:{workflow_file}", saved_by=None
+        )
+    return workflow, saved
+
+
+def runs_for_dagster_run(
+    conn: duckdb.DuckDBPyConnection, dagster_run_id: str, revision: str
+) -> list[golden.GoldenRun]:
+    """The golden runs a Dagster run made; for a report materialised on its own, each set's
+    newest run against the revision."""
+    made = golden.runs_of_dagster_run(conn, dagster_run_id)
+    if made:
+        return made
+    workflow = workflows.load_revision(conn, revision)
+    newest = []
+    for golden_set in golden.list_sets(conn, workflow.name):
+        runs = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
+        newest.extend(runs)
+    return newest
+
+
+def field_accuracy(score: RunScore, field: str | None) -> tuple[float | None, int]:
+    """Overall field accuracy, or one field's (``table.column`` for a column); ``None`` when
+    the run did not score it (a gap in a trend, never a zero)."""
+    if field is None:
+        return score.field_accuracy, score.field_scored
+    found = score.field(field)
+    if found is None or found.scored == 0:
+        return None, 0
+    return found.accuracy, found.scored

@@ -1,0 +1,92 @@
+"""A scored golden run as JSON (CLI/API) and as markdown plus plottable metadata (Dagster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval_pipelines.stages.golden import ScoredRun
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def scored_run_json(scored: ScoredRun) -> dict[str, Any]:
+    run = scored.run
+    return {
+        "goldenRunId": run.golden_run_id,
+        "set": run.set_name,
+        "workflow": run.workflow,
+        "revision": run.revision,
+        "dagsterRunId": run.dagster_run_id,
+        "status": run.status,
+        "startedAt": run.started_at.isoformat(timespec="seconds"),
+        "finishedAt": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
+        "threshold": run.threshold,
+        "charged": {
+            "executedSteps": run.executed_steps,
+            "cachedSteps": run.cached_steps,
+            "costUnits": run.cost_units,
+        },
+        "score": scored.score.to_json(),
+        "mixedRevisions": list(scored.mixed_revisions),
+        "schemaDrift": list(scored.drifted),
+        "cases": {case_id: case.to_json() for case_id, case in scored.cases.items()},
+    }
+
+
+def _set_markdown(scored: ScoredRun) -> list[str]:
+    run, score = scored.run, scored.score
+    lines = [
+        f"## Set `{run.set_name}` on revision `{run.revision}` ({run.status})",
+        "",
+        f"- field accuracy: **{_fmt(score.field_accuracy)}** "
+        f"({score.field_correct}/{score.field_scored} labelled values); threshold "
+        f"{run.threshold:g}",
+        f"- document pass rate: {_fmt(score.pass_rate)} ({score.passed}/{score.pass_rate_n}); "
+        f"errored {score.errored}, skipped {score.skipped} (outside the pass rate)",
+        f"- stale labels: {score.stale_labels} on {score.stale_fields} field(s) (not scored)",
+        f"- charged: {run.executed_steps} steps executed, {run.cached_steps} served from "
+        f"cache, {run.cost_units:g} cost units",
+    ]
+    if scored.drifted:
+        lines.append(f"- schema drift (warning): cases {', '.join(scored.drifted)}")
+    if scored.mixed_revisions:
+        lines.append(f"- **mixed revisions**: cases {', '.join(scored.mixed_revisions)}")
+    lines += ["", "| field | scored | correct | accuracy |", "|---|---:|---:|---:|"]
+    for field in score.fields:
+        label = f"{field.key} (stale)" if field.stale else field.key
+        lines.append(f"| `{label}` | {field.scored} | {field.correct} | {_fmt(field.accuracy)} |")
+    failing = [(c, s) for c, s in scored.cases.items() if s.status != "passed"]
+    if failing:
+        lines += ["", "| case | status | reason |", "|---|---|---|"]
+        lines += [f"| {c} | {s.status} | {s.reason or ''} |" for c, s in failing]
+    return lines
+
+
+def report_markdown(runs: list[ScoredRun]) -> str:
+    if not runs:
+        return "No golden set of this workflow has a run against this revision."
+    lines: list[str] = ["# Golden runs", ""]
+    for scored in runs:
+        lines += [*_set_markdown(scored), ""]
+    return "\n".join(lines)
+
+
+def report_metadata(runs: list[ScoredRun]) -> dict[str, Any]:
+    """Numeric metadata with stable keys (plotted across materialisations). A field a run did
+    not score gets no key at all: a gap in the plot, never a zero."""
+    metadata: dict[str, Any] = {}
+    for scored in runs:
+        prefix = scored.run.set_name
+        score = scored.score
+        if score.field_accuracy is not None:
+            metadata[f"{prefix}/field_accuracy"] = score.field_accuracy
+        if score.pass_rate is not None:
+            metadata[f"{prefix}/pass_rate"] = score.pass_rate
+        metadata[f"{prefix}/n_values"] = score.field_scored
+        metadata[f"{prefix}/stale_labels"] = score.stale_labels
+        for field in score.fields:
+            if field.accuracy is not None and not field.stale:
+                metadata[f"{prefix}/field/{field.key}"] = field.accuracy
+    return metadata

@@ -1,0 +1,315 @@
+"""Golden sets, their cases, and the runs that scored them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from eval_pipelines.core.errors import ConflictError, NotFoundError
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    set_name: str
+    workflow: str
+    node_id: str
+    threshold: float
+    gate: bool
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "set": self.set_name,
+            "workflow": self.workflow,
+            "node": self.node_id,
+            "threshold": self.threshold,
+            "gate": self.gate,
+            "createdAt": self.created_at.isoformat(timespec="seconds"),
+        }
+
+
+def create_set(conn: duckdb.DuckDBPyConnection, golden_set: GoldenSet) -> None:
+    if _set_row(conn, golden_set.set_name) is not None:
+        raise ConflictError(f"set={golden_set.set_name!r}: a golden set with this name exists")
+    conn.execute(
+        "INSERT INTO golden_sets VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            golden_set.set_name,
+            golden_set.workflow,
+            golden_set.node_id,
+            golden_set.threshold,
+            golden_set.gate,
+            golden_set.created_at,
+        ],
+    )
+
+
+def _set_row(conn: duckdb.DuckDBPyConnection, set_name: str) -> GoldenSet | None:
+    row = conn.execute(
+        "SELECT set_name, workflow, node_id, threshold, gate, created_at FROM golden_sets "
+        "WHERE set_name = ?",
+        [set_name],
+    ).fetchone()
+    return GoldenSet(*row) if row else None
+
+
+def load_set(conn: duckdb.DuckDBPyConnection, set_name: str) -> GoldenSet:
+    found = _set_row(conn, set_name)
+    if found is None:
+        names = [s.set_name for s in list_sets(conn)]
+        raise NotFoundError(
+            f"set={set_name!r}: no such golden set (sets: {', '.join(names) if names else 'none'})"
+        )
+    return found
+
+
+def list_sets(conn: duckdb.DuckDBPyConnection, workflow: str | None = None) -> list[GoldenSet]:
+    rows = conn.execute(
+        "SELECT set_name, workflow, node_id, threshold, gate, created_at FROM golden_sets "
+        "WHERE ? IS NULL OR workflow = ? ORDER BY set_name",
+        [workflow, workflow],
+    ).fetchall()
+    return [GoldenSet(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class GoldenCase:
+    set_name: str
+    case_id: str
+    document_id: str
+    labels: dict[str, Any]
+    key_columns: dict[str, list[str]]
+    from_test_run: str | None
+    schema_fingerprint: str
+    authored_revision: str
+    enabled: bool
+    created_at: datetime
+
+
+_CASE_COLUMNS = (
+    "set_name, case_id, document_id, labels, key_columns, from_test_run, schema_fingerprint, "
+    "authored_revision, enabled, created_at"
+)
+
+
+def _case(row: tuple[Any, ...]) -> GoldenCase:
+    values = list(row)
+    values[3] = json.loads(values[3])
+    values[4] = json.loads(values[4])
+    return GoldenCase(*values)
+
+
+def next_case_id(conn: duckdb.DuckDBPyConnection, set_name: str) -> str:
+    """``case-0001``, ``case-0002``, ...: never reused, even after a case is deleted."""
+    row = conn.execute(
+        "SELECT max(CAST(substr(case_id, 6) AS INTEGER)) FROM ("
+        "SELECT case_id FROM golden_cases WHERE set_name = ? UNION ALL "
+        "SELECT case_id FROM golden_results WHERE set_name = ?) WHERE case_id LIKE 'case-%'",
+        [set_name, set_name],
+    ).fetchone()
+    return f"case-{(int(row[0]) if row and row[0] is not None else 0) + 1:04d}"
+
+
+def add_case(conn: duckdb.DuckDBPyConnection, case: GoldenCase) -> None:
+    conn.execute(
+        f"INSERT INTO golden_cases ({_CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            case.set_name,
+            case.case_id,
+            case.document_id,
+            json.dumps(case.labels, sort_keys=True),
+            json.dumps(case.key_columns, sort_keys=True),
+            case.from_test_run,
+            case.schema_fingerprint,
+            case.authored_revision,
+            case.enabled,
+            case.created_at,
+        ],
+    )
+
+
+def list_cases(conn: duckdb.DuckDBPyConnection, set_name: str) -> list[GoldenCase]:
+    rows = conn.execute(
+        f"SELECT {_CASE_COLUMNS} FROM golden_cases WHERE set_name = ? ORDER BY case_id",
+        [set_name],
+    ).fetchall()
+    return [_case(row) for row in rows]
+
+
+def load_case(conn: duckdb.DuckDBPyConnection, set_name: str, case_id: str) -> GoldenCase:
+    row = conn.execute(
+        f"SELECT {_CASE_COLUMNS} FROM golden_cases WHERE set_name = ? AND case_id = ?",
+        [set_name, case_id],
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"case={case_id!r}: no such case in golden set {set_name!r}")
+    return _case(row)
+
+
+def set_case_enabled(
+    conn: duckdb.DuckDBPyConnection, set_name: str, case_id: str, enabled: bool
+) -> None:
+    load_case(conn, set_name, case_id)
+    conn.execute(
+        "UPDATE golden_cases SET enabled = ? WHERE set_name = ? AND case_id = ?",
+        [enabled, set_name, case_id],
+    )
+
+
+def delete_case(conn: duckdb.DuckDBPyConnection, set_name: str, case_id: str) -> int:
+    """Delete a case and its results from every run; returns how many results went."""
+    load_case(conn, set_name, case_id)
+    row = conn.execute(
+        "SELECT count(*) FROM golden_results WHERE set_name = ? AND case_id = ?",
+        [set_name, case_id],
+    ).fetchone()
+    conn.execute(
+        "DELETE FROM golden_results WHERE set_name = ? AND case_id = ?", [set_name, case_id]
+    )
+    conn.execute("DELETE FROM golden_cases WHERE set_name = ? AND case_id = ?", [set_name, case_id])
+    return int(row[0]) if row else 0
+
+
+@dataclass(frozen=True)
+class GoldenRun:
+    golden_run_id: str
+    set_name: str
+    workflow: str
+    revision: str
+    dagster_run_id: str | None
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    executed_steps: int
+    cached_steps: int
+    cost_units: float
+    threshold: float
+
+
+_RUN_COLUMNS = (
+    "golden_run_id, set_name, workflow, revision, dagster_run_id, status, started_at, "
+    "finished_at, executed_steps, cached_steps, cost_units, threshold"
+)
+
+
+def start_run(conn: duckdb.DuckDBPyConnection, run: GoldenRun) -> None:
+    conn.execute(
+        f"INSERT INTO golden_runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run.golden_run_id,
+            run.set_name,
+            run.workflow,
+            run.revision,
+            run.dagster_run_id,
+            run.status,
+            run.started_at,
+            run.finished_at,
+            run.executed_steps,
+            run.cached_steps,
+            run.cost_units,
+            run.threshold,
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case_id: str
+    revision: str
+    ran: bool
+    output: dict[str, Any] | None
+    error: str | None
+    skip_reason: str | None
+    executed_steps: int
+    cached_steps: int
+
+
+def finish_run(
+    conn: duckdb.DuckDBPyConnection,
+    golden_run_id: str,
+    results: list[tuple[str, CaseResult]],
+    *,
+    status: str,
+    cost_units: float,
+) -> None:
+    """Store every case's result and close the run (``completed``, ``failed``)."""
+    for set_name, result in results:
+        conn.execute(
+            "INSERT INTO golden_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                golden_run_id,
+                set_name,
+                result.case_id,
+                result.revision,
+                result.ran,
+                json.dumps(result.output, sort_keys=True) if result.output is not None else None,
+                result.error,
+                result.skip_reason,
+                result.executed_steps,
+                result.cached_steps,
+            ],
+        )
+    conn.execute(
+        "UPDATE golden_runs SET status = ?, finished_at = ?, executed_steps = ?, "
+        "cached_steps = ?, cost_units = ? WHERE golden_run_id = ?",
+        [
+            status,
+            _now(),
+            sum(r.executed_steps for _, r in results),
+            sum(r.cached_steps for _, r in results),
+            cost_units,
+            golden_run_id,
+        ],
+    )
+
+
+def load_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> GoldenRun:
+    row = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE golden_run_id = ?", [golden_run_id]
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"run={golden_run_id!r}: no such golden run")
+    return GoldenRun(*row)
+
+
+def runs_of_set(
+    conn: duckdb.DuckDBPyConnection,
+    set_name: str,
+    *,
+    revision: str | None = None,
+    status: str | None = None,
+    limit: int = 50,
+) -> list[GoldenRun]:
+    """The set's runs, newest first (optionally of one revision, one status)."""
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE set_name = ? "
+        "AND (? IS NULL OR revision = ?) AND (? IS NULL OR status = ?) "
+        "ORDER BY started_at DESC, golden_run_id DESC LIMIT ?",
+        [set_name, revision, revision, status, status, limit],
+    ).fetchall()
+    return [GoldenRun(*row) for row in rows]
+
+
+def runs_of_dagster_run(conn: duckdb.DuckDBPyConnection, dagster_run_id: str) -> list[GoldenRun]:
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE dagster_run_id = ? ORDER BY set_name",
+        [dagster_run_id],
+    ).fetchall()
+    return [GoldenRun(*row) for row in rows]
+
+
+def results_of_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> list[CaseResult]:
+    rows = conn.execute(
+        "SELECT case_id, revision, ran, output, error, skip_reason, executed_steps, "
+        "cached_steps FROM golden_results WHERE golden_run_id = ? ORDER BY case_id",
+        [golden_run_id],
+    ).fetchall()
+    return [CaseResult(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, *r[4:]) for r in rows]
