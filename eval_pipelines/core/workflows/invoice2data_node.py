@@ -8,9 +8,11 @@ Configuration (the node mapping besides ``id``, ``type``, ``cost``, ``schema``):
 
 Preparing folds all three into one ``templates`` list of template mappings, each with its
 ``template_name`` (inline: ``templates[i]`` unless it sets one; a file: its file name; a
-bundled template: the name given), so the revision pins every template's content. Every
-regular expression is compiled then, with the engine invoice2data runs (stdlib ``re`` unless
-``INVOICE2DATA_REGEX_ENGINE=regex``), and a bad one is reported with its path.
+bundled template: the name given, e.g. ``fr/com.amazon.aws.yml`` where two folders hold that
+file name), so the revision pins every template's content. Every regular expression is
+compiled then, with the engine invoice2data runs (stdlib ``re`` unless
+``INVOICE2DATA_REGEX_ENGINE=regex``), and a bad one is reported with its path; so is a field
+regex with several capturing groups, which invoice2data turns into "no value" at run time.
 
 Running matches the templates against the document's text the way
 ``invoice2data.extract_data`` does (highest ``priority`` first, first whose keywords all
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,8 +49,6 @@ TEMPLATE_SUFFIXES = (".yml", ".yaml", ".json")
 VALUE_TYPES = ("int", "float", "date", "datetime")
 GROUPS = ("sum", "min", "max", "first", "last", "join")
 PARSERS = ("lines", "regex", "static")
-# The keys of a ``lines`` field that invoice2data reads when it has no ``rules`` list.
-LINE_RULE_KEYS = ("start", "end", "end_match", "line", "first_line", "last_line", "skip_line")
 
 # invoice2data logs a warning for every regex that does not match and an error for every
 # missing required field; the node reports failures through NodeFailed instead. Quieten it
@@ -154,6 +155,7 @@ def _template_file(file_name: Any, at: str, base_dir: Path) -> tuple[str, dict[s
     return path.name, template
 
 
+@functools.cache
 def _builtin_index() -> dict[str, list[str]]:
     """Bundled template names (file name and path under templates/) -> their paths."""
     index: dict[str, list[str]] = {}
@@ -208,7 +210,10 @@ def check_template(template: dict[str, Any], where: str) -> dict[str, Any]:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise InputError(f"{where}.priority", priority, "must be an integer (default 5)")
     if "required_fields" in template:
-        _check_texts(template["required_fields"], f"{where}.required_fields", required=False)
+        required = template["required_fields"]
+        if not isinstance(required, list):  # invoice2data would iterate a string's letters
+            raise InputError(f"{where}.required_fields", required, "a list of field names")
+        _check_texts(required, f"{where}.required_fields", required=False)
     if "camelot" in template:
         raise InputError(
             f"{where}.camelot",
@@ -375,7 +380,8 @@ def _check_line_rule(rule: dict[str, Any], at: str, *, in_rules: bool) -> None:
         _check_choice(rule["end_match"], ("first", "last"), f"{at}.end_match")
     if "types" in rule:
         _check_types(rule["types"], f"{at}.types")
-    # Outside a rules list invoice2data keeps only LINE_RULE_KEYS and types.
+    # Outside a rules list invoice2data reads only start, end, end_match, line, first_line,
+    # last_line, skip_line and types: a line_separator or replace there is ignored.
     if in_rules and "line_separator" in rule:
         _check_regex(rule["line_separator"], f"{at}.line_separator")
     if in_rules and "replace" in rule:
@@ -409,7 +415,10 @@ def _check_tables(tables: Any, at: str) -> None:
                 _check_regex(table[key], f"{where}.{key}")
         if "types" in table:
             _check_types(table["types"], f"{where}.types")
-        for name, spec in (table.get("fields") or {}).items():
+        fields = table.get("fields") or {}
+        if not isinstance(fields, dict):
+            raise InputError(f"{where}.fields", fields, "a mapping of group name to type / group")
+        for name, spec in fields.items():
             if not isinstance(spec, dict):
                 raise InputError(f"{where}.fields.{name}", spec, "a mapping with type / group")
             if "type" in spec:

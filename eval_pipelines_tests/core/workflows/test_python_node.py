@@ -1,0 +1,112 @@
+"""The python node: a referenced function is checked when the workflow is saved and called
+with the document, the upstream outputs and its options."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.workflows.documents import document_from_text
+from eval_pipelines.core.workflows.nodes import NodeFailed
+from eval_pipelines.core.workflows.python_node import PythonNode
+
+HERE = "eval_pipelines_tests.core.workflows.test_python_node"
+NODE = PythonNode()
+NOT_CALLABLE = 42
+
+
+def total_line(
+    document: Any, upstream: Mapping[str, Mapping[str, Any]], *, options: dict[str, Any]
+) -> dict[str, Any]:
+    """A user function: the line after the configured label, plus what upstream found."""
+    label = options.get("label", "Total:")
+    line = next(line for line in document.text.splitlines() if line.startswith(label))
+    return {
+        "total": line.removeprefix(label).strip(),
+        "issued": dt.date(2024, 3, 15),
+        "seen_upstream": sorted(upstream),
+    }
+
+
+def broken(document: Any, upstream: Any, *, options: dict[str, Any]) -> dict[str, Any]:
+    raise KeyError("vendor")
+
+
+def returns_list(document: Any, upstream: Any, *, options: dict[str, Any]) -> list[str]:
+    return ["not", "a", "mapping"]
+
+
+def prepare(config: dict[str, Any]) -> dict[str, Any]:
+    return NODE.prepare(config, "nodes[1]", Path("."))
+
+
+def test_prepare_keeps_the_reference_and_the_options() -> None:
+    config = prepare({"function": f"{HERE}:total_line", "options": {"label": "Sum:"}})
+
+    assert config == {"function": f"{HERE}:total_line", "options": {"label": "Sum:"}}
+    assert prepare({"function": f"{HERE}:total_line"})["options"] == {}
+
+
+def test_run_calls_the_function_with_document_upstream_and_options() -> None:
+    config = prepare({"function": f"{HERE}:total_line", "options": {"label": "Sum:"}})
+    document = document_from_text("d.txt", "ACME\nSum: 12.50 EUR\n")
+
+    output = NODE.run(config, document, {"ocr": {"text": "..."}})
+
+    # Dates come back as ISO text, so the output is JSON like every node's.
+    assert output == {"total": "12.50 EUR", "issued": "2024-03-15", "seen_upstream": ["ocr"]}
+
+
+@pytest.mark.parametrize(
+    ("reference", "rule"),
+    [
+        ("total_line", "a function reference is 'package.module:function' (importable)"),
+        ("pkg.mod:fn:extra", "a function reference is 'package.module:function' (importable)"),
+        ("no_such_package_xyz.mod:fn", "module no_such_package_xyz.mod cannot be imported"),
+        (f"{HERE}:missing", f"{HERE} has no attribute missing"),
+        (f"{HERE}:NOT_CALLABLE", f"{HERE}:NOT_CALLABLE is not callable (it is a int)"),
+    ],
+)
+def test_bad_function_references_are_refused(reference: str, rule: str) -> None:
+    with pytest.raises(InputError) as raised:
+        prepare({"function": reference})
+
+    assert raised.value.field == "nodes[1].function"
+    assert raised.value.value == reference
+    assert raised.value.rule.startswith(rule)
+
+
+def test_bad_options_and_unknown_keys_are_refused() -> None:
+    with pytest.raises(InputError) as raised:
+        prepare({"function": f"{HERE}:total_line", "options": ["label"]})
+    assert raised.value.field == "nodes[1].options"
+
+    with pytest.raises(InputError) as raised:
+        prepare({"function": f"{HERE}:total_line", "options": {"since": dt.date(2024, 1, 1)}})
+    assert raised.value.field == "nodes[1].options"
+
+    with pytest.raises(InputError) as raised:
+        prepare({"function": f"{HERE}:total_line", "templates": []})
+    assert raised.value.field == "nodes[1].templates"
+    assert raised.value.rule == "unknown key; a python node takes function, options"
+
+
+def test_a_raising_function_fails_the_node_with_its_error() -> None:
+    config = prepare({"function": f"{HERE}:broken"})
+
+    with pytest.raises(NodeFailed) as raised:
+        NODE.run(config, document_from_text("d.txt", "x"), {})
+
+    assert str(raised.value) == f"{HERE}:broken raised KeyError: 'vendor'"
+
+
+def test_a_function_must_return_a_mapping() -> None:
+    config = prepare({"function": f"{HERE}:returns_list"})
+
+    with pytest.raises(NodeFailed, match="returned list; it must return a mapping"):
+        NODE.run(config, document_from_text("d.txt", "x"), {})

@@ -1,0 +1,168 @@
+"""``workflow_revision_sensor`` evaluated with ``build_sensor_context`` against a real
+warehouse and a real instance, one scenario per test: first tick, a new revision, the same
+revision again, a changed file under data/workflows/, a busy warehouse. Partitions the
+sensor requests are added the way the daemon adds them, before the next tick."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipelines.api import workflows
+from eval_pipelines.defs.golden import FILE_TAG
+from eval_pipelines.defs.golden_automation import RUNS_PER_TICK, workflow_revision_sensor
+from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS
+from eval_pipelines.defs.resources import WarehouseResource
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOW = REPO / "data" / "workflows" / "supplier_invoices.yaml"
+
+
+@pytest.fixture
+def folder(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    watched = workdir / "workflows"
+    watched.mkdir()
+    monkeypatch.setenv("EVAL_PIPELINES_WORKFLOWS_DIR", str(watched))
+    return watched
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+def _variant(workdir: Path, word: str) -> Path:
+    """A copy of the demo workflow whose description differs: a new revision."""
+    path = workdir / f"{word}.yaml"
+    text = WORKFLOW.read_text().replace(
+        "description: Supplier invoices from Harbour Lane Paper Co.", f"description: {word}"
+    )
+    path.write_text(text)
+    return path
+
+
+def _tick(
+    instance: dg.DagsterInstance, cursor: str | None
+) -> dg.SensorResult | dg.SkipReason:
+    context = dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"warehouse": WarehouseResource()}
+    )
+    result = workflow_revision_sensor(context)
+    if isinstance(result, dg.SensorResult):
+        for request in result.dynamic_partitions_requests or []:
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return result
+
+
+def test_no_warehouse_yet_skips(folder: Path, instance: dg.DagsterInstance) -> None:
+    result = _tick(instance, None)
+    assert isinstance(result, dg.SkipReason)
+    assert "no new workflow revision" in (result.skip_message or "")
+
+
+def test_first_tick_gates_only_each_workflows_newest_revision(
+    workdir: Path, folder: Path, instance: dg.DagsterInstance
+) -> None:
+    old = workflows.save_workflow("invoices", _variant(workdir, "old"))
+    new = workflows.save_workflow("invoices", _variant(workdir, "new"))
+    other = workflows.save_workflow("receipts", _variant(workdir, "receipts"))
+    result = _tick(instance, None)
+    assert isinstance(result, dg.SensorResult)
+    requested = {r.partition_key: r.run_key for r in result.run_requests or []}
+    assert requested == {
+        new["revision"]: f"gate:{new['revision']}",
+        other["revision"]: f"gate:{other['revision']}",
+    }
+    # The older revision gets its partition (so the UI lists it) but no gating run.
+    assert set(instance.get_dynamic_partitions(WORKFLOW_REVISIONS)) == {
+        old["revision"],
+        new["revision"],
+        other["revision"],
+    }
+
+
+def test_a_new_revision_is_gated_once_and_the_same_revision_again_never(
+    workdir: Path, folder: Path, instance: dg.DagsterInstance
+) -> None:
+    workflows.save_workflow("invoices", _variant(workdir, "first"))
+    first = _tick(instance, None)
+    assert isinstance(first, dg.SensorResult)
+    cursor = first.cursor
+    assert isinstance(_tick(instance, cursor), dg.SkipReason)  # nothing new
+
+    saved = workflows.save_workflow("invoices", _variant(workdir, "second"))
+    second = _tick(instance, cursor)
+    assert isinstance(second, dg.SensorResult)
+    assert [(r.partition_key, r.run_key) for r in second.run_requests or []] == [
+        (saved["revision"], f"gate:{saved['revision']}")
+    ]
+    again = workflows.save_workflow("invoices", _variant(workdir, "second"))
+    assert again == {**saved, "new": False}  # identical content: the same revision
+    assert isinstance(_tick(instance, second.cursor), dg.SkipReason)
+
+
+def test_a_changed_file_under_data_workflows_is_gated_with_its_path(
+    workdir: Path, folder: Path, instance: dg.DagsterInstance
+) -> None:
+    target = folder / "invoices.yaml"
+    shutil.copy(_variant(workdir, "one"), target)
+    first = _tick(instance, None)
+    assert isinstance(first, dg.SensorResult)
+    (request,) = first.run_requests or []
+    assert request.tags[FILE_TAG] == str(target)
+    shutil.copy(_variant(workdir, "two"), target)
+    second = _tick(instance, first.cursor)
+    assert isinstance(second, dg.SensorResult)
+    (changed,) = second.run_requests or []
+    assert changed.partition_key != request.partition_key
+    # The sensor wrote nothing: the revision is saved by the run it requests.
+    assert not Path("warehouse.duckdb").exists()
+
+
+def test_the_tick_is_bounded(workdir: Path, folder: Path, instance: dg.DagsterInstance) -> None:
+    first = _tick(instance, None)
+    for i in range(RUNS_PER_TICK + 3):
+        workflows.save_workflow(f"wf{i}", _variant(workdir, f"w{i}"))
+    result = _tick(instance, first.cursor if isinstance(first, dg.SensorResult) else "x")
+    assert isinstance(result, dg.SensorResult)
+    assert len(result.run_requests or []) == RUNS_PER_TICK
+    rest = _tick(instance, result.cursor)
+    assert isinstance(rest, dg.SensorResult)
+    assert len(rest.run_requests or []) == 3
+
+
+HOLD = """
+import sys, time, duckdb
+conn = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_busy_warehouse_skips_the_tick_instead_of_failing(
+    workdir: Path, folder: Path, instance: dg.DagsterInstance
+) -> None:
+    workflows.save_workflow("invoices", _variant(workdir, "busy"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(workdir / "warehouse.duckdb"), "30"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        result = _tick(instance, None)
+        assert isinstance(result, dg.SkipReason)
+        assert "busy" in (result.skip_message or "")
+        assert instance.get_dynamic_partitions(WORKFLOW_REVISIONS) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    assert isinstance(_tick(instance, None), dg.SensorResult)
+
