@@ -19,13 +19,22 @@ $(STAMP): pyproject.toml
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
 	@$(BIN)/python -m eval_pipelines.instance
 
-demo: install  ## build the ICD-10-CM demo case and run a two-variant holdout evaluation
+demo: install  ## the ICD-10-CM holdout evaluation, then the invoice workflow's golden-set gate
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \
 		--tree data/demo/icd10cm_tree.parquet --target-depth 3,4 --replace
 	$(CLI) memo add icd10cm --file data/demo/memo_pregnancy.yaml
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --wait
+	@echo "--- golden set gate: a small extract workflow (invoice2data) and its golden set"
+	$(CLI) workflow save supplier_invoices --file data/workflows/supplier_invoices.yaml
+	$(CLI) golden create invoices-gate --workflow supplier_invoices --gate
+	for n in 1001 1002 1003; do \
+		$(CLI) golden add-case invoices-gate --document data/demo/golden/hlp-$$n.txt \
+			--labels data/demo/golden/hlp-$$n.labels.json || exit 1; \
+	done
+	$(CLI) golden run invoices-gate
+	$(CLI) workflow status supplier_invoices
 
 lint: install
 	$(BIN)/ruff check eval_pipelines eval_pipelines_tests benchmarks

@@ -47,9 +47,18 @@ def create_set(
         sync_workflow_files(conn)
         revisions = workflows.require_workflow(conn, workflow)
         scored = workflows.load_revision(conn, revisions[0].revision).scored_node(node)
+        existing = golden.find_set(conn, set_name)
+        if existing is not None:
+            same = (existing.workflow, existing.node_id, existing.threshold, existing.gate)
+            if same == (workflow, scored.id, limit, bool(gate)):
+                return {**existing.to_json(), "created": False}  # re-running a script
+            raise ConflictError(
+                f"set={set_name!r}: a golden set with this name and other settings exists "
+                f"({existing.to_json()})"
+            )
         created = golden.GoldenSet(set_name, workflow, scored.id, limit, bool(gate), _now())
         golden.create_set(conn, created)
-    return created.to_json()
+    return {**created.to_json(), "created": True}
 
 
 def _case_json(case: golden.GoldenCase, drift: bool | None = None) -> dict[str, Any]:
@@ -84,6 +93,10 @@ def add_case(
         )
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, raw)
+        for existing in golden.list_cases(conn, set_name):
+            if existing.document_id == doc.document_id and existing.labels == resolved.labels:
+                # The same document with the same labels: re-running a script adds nothing.
+                return {**_case_json(existing), "unmapped": list(resolved.unmapped), "added": False}
         workflows.save_document(conn, content, doc)
         case = golden.GoldenCase(
             set_name,
@@ -98,7 +111,7 @@ def add_case(
             _now(),
         )
         golden.add_case(conn, case)
-    return {**_case_json(case), "unmapped": list(resolved.unmapped)}
+    return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
 
 
 def add_case_from_run(

@@ -29,14 +29,18 @@ class ActivationRefused(ConflictError):
 
 
 def sync_workflow_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """Save the revisions of committed files under ``data/workflows/`` that are not stored yet
-    (what the sensor sees, so the CLI agrees with it without a daemon); returns them. Files
-    that do not parse are skipped here (``workflow save`` reports their error)."""
+    """Save the committed files under ``data/workflows/`` whose content changed since they were
+    last read (what the sensor sees, so the CLI agrees with it without a daemon); returns the
+    revisions saved. Files that do not parse are skipped here (``workflow save`` reports
+    their error)."""
     saved = []
     for file in scan_workflow_files(settings.workflows_dir()):
-        if file.workflow is not None and not workflows.has_revision(conn, file.workflow.revision):
-            workflows.save_revision(conn, file.workflow, source=f"file:{file.path}", saved_by=None)
-            saved.append(file.workflow.revision)
+        workflow = file.workflow
+        if workflow is None or workflows.file_revision(conn, str(file.path)) == workflow.revision:
+            continue
+        workflows.save_revision(conn, workflow, source=f"file:{file.path}", saved_by=None)
+        workflows.record_file_revision(conn, str(file.path), workflow.name, workflow.revision)
+        saved.append(workflow.revision)
     return saved
 
 

@@ -96,8 +96,11 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
         f"  charged: {report['charged']['executedSteps']} steps executed, "
         f"{report['charged']['cachedSteps']} cached, {report['charged']['costUnits']:g} cost units",
     ]
+    keys = [field["key"] for field in score["fields"]]
     for field in score["fields"]:
         note = " (stale, not scored)" if field.get("stale") else ""
+        if any(k.startswith(field["key"] + ".") for k in keys):
+            note = " (invented rows: each one a miss)"
         lines.append(
             f"    {field['key']:<32} {fmt(field['accuracy'])} "
             f"({field['correct']}/{field['scored']}){note}"

@@ -10,6 +10,8 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
+from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import golden
@@ -44,7 +46,10 @@ def _refusal(error: Exception) -> dg.Failure:
     return dg.Failure(description=str(error), allow_retries=False)
 
 
-@dg.asset(**_common("The workflow revision: its nodes, field schemas and where it came from."))
+@dg.asset(
+    **_common("The workflow revision: its nodes, field schemas and where it came from."),
+    metadata=table_metadata("workflow_revisions", WORKFLOW_REVISIONS_SCHEMA),
+)
 def workflow_revision(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
@@ -76,6 +81,7 @@ def workflow_revision(
         "per set. Rows in `golden_runs` and `golden_results`."
     ),
     deps=[workflow_revision],
+    metadata=table_metadata("golden_runs", GOLDEN_RUNS_SCHEMA),
 )
 def golden_run(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource

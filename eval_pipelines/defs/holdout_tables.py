@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 
 
-def _schema(*columns: tuple[str, str, str]) -> dg.TableSchema:
+def table_schema(*columns: tuple[str, str, str]) -> dg.TableSchema:
     return dg.TableSchema(
         columns=[dg.TableColumn(name, kind, description=text) for name, kind, text in columns]
     )
@@ -20,7 +20,7 @@ def table_metadata(table: str, schema: dg.TableSchema) -> dict[str, Any]:
     return {"dagster/table_name": f"warehouse.main.{table}", "dagster/column_schema": schema}
 
 
-EVALUATIONS_SCHEMA = _schema(
+EVALUATIONS_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id and partition key: case, sequence, seed"),
     ("case_id", "VARCHAR", "the case evaluated"),
     ("sequence", "BIGINT", "the case's evaluation number"),
@@ -30,27 +30,27 @@ EVALUATIONS_SCHEMA = _schema(
     ("created_at", "TIMESTAMP", "registration time (UTC)"),
     ("kind", "VARCHAR", "evaluation kind: holdout"),
 )
-HOLDOUT_SAMPLES_SCHEMA = _schema(
+HOLDOUT_SAMPLES_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),
     ("position", "INTEGER", "draw order"),
     ("record_key", "VARCHAR", "sampled record"),
     ("sample_hash", "VARCHAR", "hash of the sorted sampled keys"),
     ("requested_size", "INTEGER", "sample size asked for"),
 )
-CANDIDATES_SCHEMA = _schema(
+CANDIDATES_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),
     ("sample_key", "VARCHAR", "sampled record"),
     ("rank", "INTEGER", "1 = most similar"),
     ("evidence_key", "VARCHAR", "retrieved record, never on the sampled record's leave-out list"),
     ("similarity", "FLOAT", "cosine similarity of the TF-IDF vectors"),
 )
-LEAVE_OUT_SCHEMA = _schema(
+LEAVE_OUT_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),
     ("sample_key", "VARCHAR", "sampled record"),
     ("excluded_key", "VARCHAR", "record held out of its evidence"),
     ("reason", "VARCHAR", "self or group"),
 )
-PREDICTIONS_SCHEMA = _schema(
+PREDICTIONS_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),
     ("variant", "VARCHAR", "variant name"),
     ("record_key", "VARCHAR", "sampled record"),
@@ -64,7 +64,7 @@ PREDICTIONS_SCHEMA = _schema(
     ("error", "VARCHAR", "why the row failed, if it did"),
     ("tokens", "BIGINT", "tokens used (0 for the built-in classifier)"),
 )
-VARIANT_LEVEL_SCORES_SCHEMA = _schema(
+VARIANT_LEVEL_SCORES_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),
     ("variant", "VARCHAR", "variant name"),
     ("position", "INTEGER", "variant order; 0 is the baseline"),
@@ -89,7 +89,7 @@ VARIANT_LEVEL_SCORES_DISPLAY = dg.TableSchema(
         if column.name not in ("eval_id", "position")
     ]
 )
-EVAL_REPORTS_SCHEMA = _schema(
+EVAL_REPORTS_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),
     ("report_json", "VARCHAR", "the report as the API returns it"),
     ("markdown", "VARCHAR", "the markdown summary"),

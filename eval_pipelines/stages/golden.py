@@ -387,6 +387,7 @@ def ensure_revision(
         saved = workflows.save_revision(
             conn, workflow, source=f"file:{workflow_file}", saved_by=None
         )
+        workflows.record_file_revision(conn, workflow_file, workflow.name, revision)
     return workflow, saved
 
 

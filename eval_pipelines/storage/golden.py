@@ -37,7 +37,7 @@ class GoldenSet:
 
 
 def create_set(conn: duckdb.DuckDBPyConnection, golden_set: GoldenSet) -> None:
-    if _set_row(conn, golden_set.set_name) is not None:
+    if find_set(conn, golden_set.set_name) is not None:
         raise ConflictError(f"set={golden_set.set_name!r}: a golden set with this name exists")
     conn.execute(
         "INSERT INTO golden_sets VALUES (?, ?, ?, ?, ?, ?)",
@@ -52,7 +52,7 @@ def create_set(conn: duckdb.DuckDBPyConnection, golden_set: GoldenSet) -> None:
     )
 
 
-def _set_row(conn: duckdb.DuckDBPyConnection, set_name: str) -> GoldenSet | None:
+def find_set(conn: duckdb.DuckDBPyConnection, set_name: str) -> GoldenSet | None:
     row = conn.execute(
         "SELECT set_name, workflow, node_id, threshold, gate, created_at FROM golden_sets "
         "WHERE set_name = ?",
@@ -62,7 +62,7 @@ def _set_row(conn: duckdb.DuckDBPyConnection, set_name: str) -> GoldenSet | None
 
 
 def load_set(conn: duckdb.DuckDBPyConnection, set_name: str) -> GoldenSet:
-    found = _set_row(conn, set_name)
+    found = find_set(conn, set_name)
     if found is None:
         names = [s.set_name for s in list_sets(conn)]
         raise NotFoundError(

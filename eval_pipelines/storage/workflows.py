@@ -26,6 +26,7 @@ class RevisionRow:
     source: str
     saved_by: str | None
     saved_at: datetime
+    last_saved_at: datetime
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -35,20 +36,27 @@ class RevisionRow:
             "source": self.source,
             "savedBy": self.saved_by,
             "savedAt": self.saved_at.isoformat(timespec="seconds"),
+            "lastSavedAt": self.last_saved_at.isoformat(timespec="seconds"),
         }
 
 
-_REVISION_COLUMNS = "revision, workflow, kind, source, saved_by, saved_at"
+_REVISION_COLUMNS = "revision, workflow, kind, source, saved_by, saved_at, last_saved_at"
 
 
 def save_revision(
     conn: duckdb.DuckDBPyConnection, workflow: Workflow, *, source: str, saved_by: str | None
 ) -> bool:
-    """Store the revision; returns False when it was already saved (saving is idempotent)."""
+    """Store the revision; returns False when it was saved before (then it only becomes the
+    workflow's newest revision again: saving is idempotent)."""
+    now = _now()
     if has_revision(conn, workflow.revision):
+        conn.execute(
+            "UPDATE workflow_revisions SET last_saved_at = ? WHERE revision = ?",
+            [now, workflow.revision],
+        )
         return False
     conn.execute(
-        "INSERT INTO workflow_revisions VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO workflow_revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
             workflow.revision,
             workflow.name,
@@ -56,10 +64,27 @@ def save_revision(
             json.dumps(workflow.content, sort_keys=True),
             source,
             saved_by,
-            _now(),
+            now,
+            now,
         ],
     )
     return True
+
+
+def file_revision(conn: duckdb.DuckDBPyConnection, path: str) -> str | None:
+    """The revision a committed workflow file held when it was last read."""
+    row = conn.execute("SELECT revision FROM workflow_files WHERE path = ?", [path]).fetchone()
+    return str(row[0]) if row else None
+
+
+def record_file_revision(
+    conn: duckdb.DuckDBPyConnection, path: str, workflow: str, revision: str
+) -> None:
+    conn.execute(
+        "INSERT INTO workflow_files VALUES (?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET "
+        "workflow = excluded.workflow, revision = excluded.revision, seen_at = excluded.seen_at",
+        [path, workflow, revision, _now()],
+    )
 
 
 def has_revision(conn: duckdb.DuckDBPyConnection, revision: str) -> bool:
@@ -91,7 +116,7 @@ def revisions_of(conn: duckdb.DuckDBPyConnection, workflow: str) -> list[Revisio
     """The workflow's revisions, newest first."""
     rows = conn.execute(
         f"SELECT {_REVISION_COLUMNS} FROM workflow_revisions WHERE workflow = ? "
-        "ORDER BY saved_at DESC, revision",
+        "ORDER BY last_saved_at DESC, revision",
         [workflow],
     ).fetchall()
     return [RevisionRow(*row) for row in rows]
@@ -100,7 +125,7 @@ def revisions_of(conn: duckdb.DuckDBPyConnection, workflow: str) -> list[Revisio
 def newest_revisions(conn: duckdb.DuckDBPyConnection, limit: int) -> list[RevisionRow]:
     """The most recently saved revisions of every workflow, newest first."""
     rows = conn.execute(
-        f"SELECT {_REVISION_COLUMNS} FROM workflow_revisions ORDER BY saved_at DESC, revision "
+        f"SELECT {_REVISION_COLUMNS} FROM workflow_revisions ORDER BY last_saved_at DESC, revision "
         "LIMIT ?",
         [limit],
     ).fetchall()

@@ -10,7 +10,7 @@ import duckdb
 import yaml
 
 from eval_pipelines.definitions import defs
-from eval_pipelines.defs import holdout_tables
+from eval_pipelines.defs import golden_tables, holdout_tables
 from eval_pipelines.runs import LOCATION_NAME
 from eval_pipelines.storage.warehouse import connect
 
@@ -21,10 +21,11 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
     with connect(tmp_path / "w.duckdb", create=True) as conn:
         schemas = {
             name.removesuffix("_SCHEMA").lower(): value
-            for name, value in vars(holdout_tables).items()
+            for module in (holdout_tables, golden_tables)
+            for name, value in vars(module).items()
             if name.endswith("_SCHEMA") and isinstance(value, dg.TableSchema)
         }
-        assert len(schemas) == 7
+        assert len(schemas) == 9
         for table, schema in schemas.items():
             columns = conn.execute(
                 "SELECT column_name, data_type FROM information_schema.columns "
@@ -39,9 +40,10 @@ def test_every_asset_has_its_table_owner_tags_and_how_to_create_partitions() -> 
     for key in graph.get_all_asset_keys():
         spec = graph.get(key)
         assert spec.owners == ["team:eval-pipelines"]
-        assert spec.tags.get("evaluation_kind") == "holdout"
-        assert "eval-pipelines eval holdout" in (spec.description or "")
-        if key.path[-1] != "evidence_index":
+        kind = spec.tags.get("evaluation_kind")
+        how_to_create = {"holdout": "eval-pipelines eval holdout", "golden": "workflow save"}
+        assert how_to_create[str(kind)] in (spec.description or "")
+        if key.path[-1] not in ("evidence_index", "golden_report"):
             assert "dagster/column_schema" in spec.metadata
     leave_out = graph.get(dg.AssetKey("leave_out"))
     assert dg.AssetKey("evidence_index") in leave_out.parent_keys  # a real upstream

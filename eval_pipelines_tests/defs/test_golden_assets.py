@@ -84,9 +84,7 @@ def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
     gated: str, workdir: Path
 ) -> None:
     broken = workdir / "broken.yaml"
-    broken.write_text(
-        WORKFLOW.read_text().replace(r"Bill to:\s+(.+)", r"Bill to:\s+(\S+)")
-    )
+    broken.write_text(WORKFLOW.read_text().replace(r"Bill to:\s+(.+)", r"Bill to:\s+(\S+)"))
     revision = workflows.save_workflow("invoices", broken)["revision"]
     with dg.instance_for_test() as instance:
         result = _materialize(instance, revision)
@@ -99,9 +97,7 @@ def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
         workflows.activate_workflow("invoices", revision, by="ana")
 
 
-def test_a_revision_from_a_committed_file_is_saved_by_its_run(
-    gated: str, workdir: Path
-) -> None:
+def test_a_revision_from_a_committed_file_is_saved_by_its_run(gated: str, workdir: Path) -> None:
     committed = workdir / "workflows" / "invoices.yaml"
     committed.parent.mkdir()
     committed.write_text(WORKFLOW.read_text().replace("cost: 1", "cost: 2"))

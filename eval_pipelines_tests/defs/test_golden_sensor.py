@@ -48,16 +48,16 @@ def _variant(workdir: Path, word: str) -> Path:
     return path
 
 
-def _tick(
-    instance: dg.DagsterInstance, cursor: str | None
-) -> dg.SensorResult | dg.SkipReason:
+def _tick(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
     context = dg.build_sensor_context(
         instance=instance, cursor=cursor, resources={"warehouse": WarehouseResource()}
     )
     result = workflow_revision_sensor(context)
     if isinstance(result, dg.SensorResult):
         for request in result.dynamic_partitions_requests or []:
-            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+            instance.add_dynamic_partitions(
+                request.partitions_def_name, list(request.partition_keys)
+            )
     return result
 
 
@@ -165,4 +165,3 @@ def test_a_busy_warehouse_skips_the_tick_instead_of_failing(
         holder.kill()
         holder.wait()
     assert isinstance(_tick(instance, None), dg.SensorResult)
-

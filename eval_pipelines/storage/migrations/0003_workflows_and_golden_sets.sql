@@ -1,9 +1,16 @@
 -- Workflows and their content-addressed revisions (001). A revision id is unique across
--- workflows (the hash covers the name), and is the key of its Dagster partition.
+-- workflows (the hash covers the name), and is the key of its Dagster partition. Saving
+-- identical content again makes that revision the newest again (``last_saved_at``).
 CREATE TABLE workflow_revisions (
     revision VARCHAR PRIMARY KEY, workflow VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     content VARCHAR NOT NULL, source VARCHAR NOT NULL, saved_by VARCHAR,
-    saved_at TIMESTAMP NOT NULL);
+    saved_at TIMESTAMP NOT NULL, last_saved_at TIMESTAMP NOT NULL);
+
+-- The revision each committed workflow file held when last read: a file counts as saved
+-- again only when its content changed.
+CREATE TABLE workflow_files (
+    path VARCHAR PRIMARY KEY, workflow VARCHAR NOT NULL, revision VARCHAR NOT NULL,
+    seen_at TIMESTAMP NOT NULL);
 
 -- The activation ledger: who made which revision live, when, on which gating run.
 CREATE TABLE workflow_activations (

@@ -1,0 +1,30 @@
+"""Column schemas of the DuckDB tables behind the golden assets, shown on each asset's page
+(compared with the migrated warehouse by a test, like the holdout ones)."""
+
+from eval_pipelines.defs.holdout_tables import table_schema
+
+WORKFLOW_REVISIONS_SCHEMA = table_schema(
+    ("revision", "VARCHAR", "content hash of the workflow's name and prepared content"),
+    ("workflow", "VARCHAR", "workflow name"),
+    ("kind", "VARCHAR", "extract or classify"),
+    ("content", "VARCHAR", "the prepared workflow (templates folded in), JSON"),
+    ("source", "VARCHAR", "cli:FILE, file:PATH (committed under data/workflows/)"),
+    ("saved_by", "VARCHAR", "who saved it, when given"),
+    ("saved_at", "TIMESTAMP", "first saved (UTC)"),
+    ("last_saved_at", "TIMESTAMP", "last saved (UTC): the newest revision is the last saved"),
+)
+
+GOLDEN_RUNS_SCHEMA = table_schema(
+    ("golden_run_id", "VARCHAR", "one set's run against one revision"),
+    ("set_name", "VARCHAR", "the golden set"),
+    ("workflow", "VARCHAR", "the workflow scored"),
+    ("revision", "VARCHAR", "the revision scored (the partition key)"),
+    ("dagster_run_id", "VARCHAR", "the Dagster run that made it"),
+    ("status", "VARCHAR", "running, completed or stopped"),
+    ("started_at", "TIMESTAMP", "UTC"),
+    ("finished_at", "TIMESTAMP", "UTC"),
+    ("executed_steps", "INTEGER", "node steps executed (charged)"),
+    ("cached_steps", "INTEGER", "node steps served from cache (free)"),
+    ("cost_units", "DOUBLE", "cost units charged by executed steps"),
+    ("threshold", "DOUBLE", "the set's pass threshold at the time"),
+)
