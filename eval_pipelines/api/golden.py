@@ -114,6 +114,58 @@ def add_case(
     return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
 
 
+def add_records(
+    set_name: str,
+    *,
+    records: list[str] | None = None,
+    sample_size: int | None = None,
+    seed: int = 7,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Cases of a classify workflow's set: labelled records of its case (named, or a seeded
+    sample), each labelled with its code at the target depth. Records already in the set
+    are not added twice."""
+    from eval_pipelines.core.holdout.spec import validate_sample_size, validate_seed
+    from eval_pipelines.stages.golden_classify import golden_records
+
+    if sample_size is not None:
+        sample_size = validate_sample_size(sample_size)
+    seed = validate_seed(seed)
+    with _open(warehouse) as conn, transaction(conn):
+        golden_set = golden.load_set(conn, set_name)
+        workflow = workflows.load_revision(
+            conn, workflows.require_workflow(conn, golden_set.workflow)[0].revision
+        )
+        if workflow.kind != "classify":
+            raise InputError(
+                "set", set_name, "scores an extract workflow; add documents with add-case"
+            )
+        chosen = golden_records(conn, workflow, keys=records, sample_size=sample_size, seed=seed)
+        schema = workflow.nodes[0].schema
+        present = {c.document_id for c in golden.list_cases(conn, set_name)}
+        added = []
+        for content, document, labels in chosen:
+            if document.document_id in present:
+                continue
+            workflows.save_document(conn, content, document)
+            case = golden.GoldenCase(
+                set_name,
+                golden.next_case_id(conn, set_name),
+                document.document_id,
+                labels,
+                {},
+                None,
+                schema.fingerprint(),
+                workflow.revision,
+                True,
+                _now(),
+            )
+            golden.add_case(conn, case)
+            present.add(document.document_id)
+            added.append({"caseId": case.case_id, "record": document.name, "labels": labels})
+    return {"set": set_name, "added": added, "skippedAsPresent": len(chosen) - len(added)}
+
+
 def add_case_from_run(
     set_name: str, test_run_id: str, *, warehouse: Path | str | None = None
 ) -> dict[str, Any]:

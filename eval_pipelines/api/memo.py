@@ -10,6 +10,7 @@ from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_yaml
 from eval_pipelines.core.holdout.memo import memo_version, parse_memo_entry
+from eval_pipelines.stages.golden_classify import repin_classify_workflows
 from eval_pipelines.storage import cases, memo
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
@@ -43,6 +44,9 @@ def approve_memo_entry(
         info = cases.load_case(conn, case_id)
         with transaction(conn):
             memo.approve_entry(conn, case_id, entry_id, by)
+            # The memo is part of every classify workflow on this case: each gets a new
+            # revision, which its gate must pass before it can go live.
+            revisions = repin_classify_workflows(conn, case_id, source=f"memo-approval:{entry_id}")
         active = [
             e
             for e in memo.load_entries(
@@ -56,6 +60,7 @@ def approve_memo_entry(
         "status": "active",
         "approvedBy": by,
         "memoVersion": memo_version(active),
+        "newWorkflowRevisions": revisions,
     }
 
 

@@ -13,13 +13,14 @@ import duckdb
 
 from eval_pipelines import settings
 from eval_pipelines.api._shared import resolve_warehouse
-from eval_pipelines.core.errors import ConflictError, InputError
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.workflows.definition import Workflow, validate_name
 from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.execute import cache_keys, execute
 from eval_pipelines.core.workflows.files import load_workflow_file, scan_workflow_files
 from eval_pipelines.core.workflows.output import map_output
+from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.storage import workflows
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
@@ -36,7 +37,13 @@ def sync_workflow_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
     saved = []
     for file in scan_workflow_files(settings.workflows_dir()):
         workflow = file.workflow
-        if workflow is None or workflows.file_revision(conn, str(file.path)) == workflow.revision:
+        if workflow is None:
+            continue
+        try:
+            workflow = pin_workflow(conn, workflow)
+        except (InputError, NotFoundError):
+            continue  # a classify workflow over a case not loaded yet
+        if workflows.file_revision(conn, str(file.path)) == workflow.revision:
             continue
         workflows.save_revision(conn, workflow, source=f"file:{file.path}", saved_by=None)
         workflows.record_file_revision(conn, str(file.path), workflow.name, workflow.revision)
@@ -58,8 +65,9 @@ def save_workflow(
     """Save the file's content as a revision of workflow ``name`` (a no-op when identical
     content was saved before). Returns ``{workflow, revision, new}``."""
     validate_name(name)
-    workflow = load_workflow_file(Path(file), name=name)
-    with _open(warehouse, create=True) as conn, transaction(conn):
+    parsed = load_workflow_file(Path(file), name=name)
+    with _open(warehouse, create=parsed.kind == "extract") as conn, transaction(conn):
+        workflow = pin_workflow(conn, parsed)
         kinds = {r.kind for r in workflows.revisions_of(conn, name)}
         if kinds and workflow.kind not in kinds:
             raise InputError(

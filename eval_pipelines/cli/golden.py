@@ -55,6 +55,21 @@ def _warn_unmapped(added: dict[str, Any]) -> None:
         )
 
 
+def cmd_add_records(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import golden
+
+    print_json(
+        golden.add_records(
+            args.set,
+            records=args.record or None,
+            sample_size=args.sample,
+            seed=args.seed,
+            warehouse=args.warehouse,
+        )
+    )
+    return 0
+
+
 def cmd_cases(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
@@ -181,6 +196,14 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     add_run.add_argument("set")
     add_run.add_argument("run_id")
     add_run.set_defaults(func=cmd_add_run)
+    add_records = golden.add_parser(
+        "add-records", help="classify workflows: labelled records of the case as cases"
+    )
+    add_records.add_argument("set")
+    add_records.add_argument("--record", action="append", help="a record key (repeatable)")
+    add_records.add_argument("--sample", type=int, default=None, help="a seeded sample size")
+    add_records.add_argument("--seed", type=int, default=7)
+    add_records.set_defaults(func=cmd_add_records)
     cases = golden.add_parser("cases", help="the set's cases with schema-drift flags")
     cases.add_argument("set")
     cases.set_defaults(func=cmd_cases)

@@ -93,6 +93,8 @@ def golden_run(
         set_names=chosen.split(",") if chosen else None,
         dagster_run_id=context.run_id,
         log=context.log.info,
+        index_dir=warehouse.index_dir_path(),
+        threads=warehouse.thread_count(),
     )
     return dg.MaterializeResult(
         metadata={

@@ -2,14 +2,17 @@
 that re-runs each workflow's gating sets against its active revision."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
 from eval_pipelines import settings
+from eval_pipelines.core.errors import InputError, NotFoundError
 from eval_pipelines.core.workflows.files import scan_workflow_files
 from eval_pipelines.defs.golden import FILE_TAG, SETS_TAG, golden_gate_job
 from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.storage import golden, workflows
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable, connect
 
@@ -34,15 +37,29 @@ class _Candidate:
 def _candidates(warehouse: WarehouseResource) -> list[_Candidate]:
     """Stored revisions (newest first), then committed files whose revision is not stored."""
     path = warehouse.warehouse_path()
+    files = [
+        (f.workflow, f.path)
+        for f in scan_workflow_files(settings.workflows_dir(), limit=FILES_PER_TICK)
+        if f.workflow is not None
+    ]
     found: list[_Candidate] = []
+    file_revisions: list[tuple[str, str, Path]] = []
     if path.exists():
         with connect(path, read_only=True, wait_seconds=SENSOR_LOCK_WAIT_SECONDS) as conn:
             stored = workflows.newest_revisions(conn, REVISIONS_PER_TICK)
+            for workflow, file in files:
+                try:
+                    pinned = pin_workflow(conn, workflow)
+                except (InputError, NotFoundError):
+                    continue  # a classify workflow over a case not loaded yet
+                file_revisions.append((pinned.revision, pinned.name, file))
         found = [_Candidate(r.revision, r.workflow, None, 1 + i) for i, r in enumerate(stored)]
+    else:
+        file_revisions = [(w.revision, w.name, f) for w, f in files if w.kind == "extract"]
     known = {c.revision for c in found}
-    for file in scan_workflow_files(settings.workflows_dir(), limit=FILES_PER_TICK):
-        if file.workflow is not None and file.workflow.revision not in known:
-            found.append(_Candidate(file.workflow.revision, file.name, str(file.path), 0))
+    for revision, name, file in file_revisions:
+        if revision not in known:
+            found.append(_Candidate(revision, name, str(file), 0))
     return found
 
 

@@ -14,10 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from eval_pipelines import settings
 from eval_pipelines.core.golden.scoring import (
     CaseScore,
     RunScore,
@@ -62,6 +64,8 @@ def run_golden_sets(
     dagster_run_id: str | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     log: Callable[[str], None] = lambda _: None,
+    index_dir: Path | None = None,
+    threads: int = 1,
 ) -> list[RunOutcome]:
     """Run the workflow's golden sets (all of them, or ``set_names``) against ``revision``.
 
@@ -106,7 +110,19 @@ def run_golden_sets(
         f"running {sum(map(len, cases.values()))} case(s) of {len(sets)} set(s) over "
         f"{len(document_ids)} document(s), {CASES_AT_ONCE} at a time"
     )
-    executions = _execute_all(workflow, documents, cache, until, should_stop, log)
+    if workflow.kind == "classify":
+        from eval_pipelines.stages.golden_classify import classify_executions
+
+        executions = classify_executions(
+            open_warehouse,
+            workflow,
+            documents,
+            cache,
+            index_dir=index_dir or settings.index_dir(settings.warehouse_path()),
+            threads=threads,
+        )
+    else:
+        executions = _execute_all(workflow, documents, cache, until, should_stop, log)
     stopped = len(executions) < len(documents)
     outcomes = []
     with open_warehouse() as conn, transaction(conn):
@@ -366,6 +382,7 @@ def ensure_revision(
     now."""
     from eval_pipelines.core.errors import ConflictError, NotFoundError
     from eval_pipelines.core.workflows.files import load_workflow_file
+    from eval_pipelines.stages.golden_classify import pin_workflow
 
     with open_warehouse(read_only=True) as conn:
         if workflows.has_revision(conn, revision):
@@ -377,7 +394,8 @@ def ensure_revision(
         )
     from pathlib import Path
 
-    workflow = load_workflow_file(Path(workflow_file))
+    with open_warehouse(read_only=True) as conn:
+        workflow = pin_workflow(conn, load_workflow_file(Path(workflow_file)))
     if workflow.revision != revision:
         raise ConflictError(
             f"revision={revision!r}: {workflow_file} changed since the sensor read it (it is "

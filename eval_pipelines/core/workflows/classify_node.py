@@ -1,0 +1,58 @@
+"""The ``classify`` node of a classify workflow: a case's classification setup (classifier
+config, memo version, tree) whose output field is ``code``.
+
+Preparing checks the config the way a holdout variant's config is checked. The case's
+versions and memo entries are pinned into the configuration when the revision is saved (a
+warehouse read, so the API does it, see :func:`pin`): an approved memo entry therefore makes
+a new revision, which the gate must pass. The node runs in batches over labelled records
+(retrieval is vectorised), not document by document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.spec import parse_config, parse_grouping, validate_case_id
+from eval_pipelines.core.workflows.nodes import Document, NodeFailed
+
+CONFIG_KEYS = ("case", "config", "grouping", "pinned")
+# Target depth is checked against the case's tree when the revision is pinned.
+UNCHECKED_DEPTH = 64
+
+
+class ClassifyNode:
+    def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
+        unknown = sorted(set(config) - set(CONFIG_KEYS))
+        if unknown:
+            raise InputError(
+                f"{where}.{unknown[0]}", config[unknown[0]], f"unknown key; allowed: {CONFIG_KEYS}"
+            )
+        validate_case_id(config.get("case"))  # type: ignore[arg-type]
+        parse_config(config.get("config"), where=f"{where}.config", max_depth=UNCHECKED_DEPTH)
+        grouping_config(config, where)
+        return {
+            "case": config["case"],
+            "config": config.get("config") or {},
+            "grouping": config.get("grouping") or {"mode": "nearDuplicate"},
+            **({"pinned": config["pinned"]} if "pinned" in config else {}),
+        }
+
+    def run(
+        self, config: dict[str, Any], document: Document, upstream: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        raise NodeFailed("a classify node runs over a case's records, not over a document")
+
+
+def grouping_config(config: dict[str, Any], where: str) -> Any:
+    """The grouping that keeps a golden record's own group out of its evidence (000's
+    ``grouping``: ``nearDuplicate`` by default, ``field`` with ``field``, or ``none``)."""
+    raw = config.get("grouping") or {}
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}.grouping", raw, "must be a mapping with 'mode'")
+    unknown = sorted(set(raw) - {"mode", "threshold", "field"})
+    if unknown:
+        raise InputError(f"{where}.grouping.{unknown[0]}", raw[unknown[0]], "unknown key")
+    return parse_grouping(raw.get("mode"), raw.get("threshold"), raw.get("field"))
