@@ -191,6 +191,10 @@ def add_case_from_run(
                 test_run_id,
                 f"approved node {run.approved_node}, the set scores {golden_set.node_id}",
             )
+        for existing in golden.list_cases(conn, set_name):
+            if existing.from_test_run == test_run_id:
+                # Seeding twice from one review would count that document twice.
+                return {**_case_json(existing), "unmapped": [], "added": False}
         workflow = workflows.load_revision(conn, run.revision)
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, run.approved_values, from_run=True)
@@ -207,7 +211,7 @@ def add_case_from_run(
             _now(),
         )
         golden.add_case(conn, case)
-    return {**_case_json(case), "unmapped": list(resolved.unmapped)}
+    return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
 
 
 def list_cases(set_name: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
@@ -360,7 +364,13 @@ def run_and_report(
     ]
     if not reports:
         raise EvalFailed(f"golden run {started['runId']} wrote no result for {set_name}")
-    return {**reports[0], "dagsterRunId": started["runId"]}
+    with _open(warehouse) as conn:
+        golden_set = golden.load_set(conn, set_name)
+        gate = golden_stage.gate_decision(conn, reports[0]["revision"]) if golden_set.gate else None
+    verdict = (
+        next((s.to_json() for s in gate.sets if s.set_name == set_name), None) if gate else None
+    )
+    return {**reports[0], "dagsterRunId": started["runId"], "gate": verdict}
 
 
 def run_report(golden_run_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
@@ -392,6 +402,19 @@ def compare_golden_runs(
     }
 
 
+def _field_keys(conn: Any, golden_set: golden.GoldenSet) -> set[str]:
+    """Every field key (``field``, ``table.column``) the set's node had in any revision."""
+    keys: set[str] = set()
+    for row in workflows.revisions_of(conn, golden_set.workflow):
+        node = workflows.load_revision(conn, row.revision).node(golden_set.node_id)
+        if node is None:
+            continue
+        for field in node.schema.fields:
+            keys.add(field.id)
+            keys.update(f"{field.id}.{column.id}" for column in field.columns)
+    return keys
+
+
 def trend(
     set_name: str,
     *,
@@ -401,9 +424,20 @@ def trend(
 ) -> dict[str, Any]:
     """Accuracy over the set's last completed runs, overall or for one field; a run that did
     not score the field is a gap (``None``), never a zero."""
+    if isinstance(last, bool) or not isinstance(last, int) or last < 1:
+        raise InputError("last", last, "must be a whole number of runs, at least 1")
     points = []
     with _open(warehouse) as conn:
-        golden.load_set(conn, set_name)
+        golden_set = golden.load_set(conn, set_name)
+        if field is not None:
+            known = _field_keys(conn, golden_set)
+            if field not in known:
+                raise InputError(
+                    "field",
+                    field,
+                    f"names no field of node {golden_set.node_id} in any revision "
+                    f"of {golden_set.workflow} (fields: {', '.join(sorted(known))})",
+                )
         for run in reversed(golden.runs_of_set(conn, set_name, status="completed", limit=last)):
             scored = golden_stage.score_run(conn, run.golden_run_id)
             value, n = golden_stage.field_accuracy(scored.score, field)

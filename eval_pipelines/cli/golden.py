@@ -138,7 +138,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print("\n".join(_report_lines(report)))
-    return 0
+    gate = report.get("gate")
+    if gate is not None and not args.json:
+        print(f"  gate: {'passed' if gate['passed'] else 'blocked'}: {gate['reason']}")
+    # A gating set that does not pass is a failed check, as in the UI (exit 1, like a
+    # failed evaluation), so a script can stop on it.
+    return 1 if gate is not None and not gate["passed"] else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -1,0 +1,265 @@
+"""Golden sets through the Python API, end to end: the demo workflow (invoice2data over the
+three Harbour Lane Paper Co. invoices in ``data/demo/golden/``), a real DuckDB warehouse and
+real Dagster runs of job ``golden_gate`` executed in-process (``launch="inline"``).
+
+Hand count of the demo labels (every labelled value is one scored item; a key column's cells
+are labelled cells too):
+
+- hlp-1001: 4 header fields + 3 rows x 4 columns (sku, description, qty, unit_price) = 16
+- hlp-1002: 4 header fields + 2 rows x 3 columns (sku, qty, unit_price; matched by sku) = 10
+- hlp-1003: 4 header fields + 1 row x 3 columns (sku, qty, unit_price) = 7
+
+33 items in all: 12 header values (3 per field) and 21 cells (sku 6, description 3, qty 6,
+unit_price 6). Without the ``customer`` field, 33 - 3 = 30 remain.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW_FILE = REPO / "data" / "workflows" / "supplier_invoices.yaml"
+GOLDEN = REPO / "data" / "demo" / "golden"
+DOCS = ("hlp-1001", "hlp-1002", "hlp-1003")
+WORKFLOW = "supplier_invoices"
+
+CUSTOMER_RULE = r"customer: Bill to:\s+(.+)"
+CUSTOMER_FIELD = "{id: customer, name: Customer, source: customer}"
+
+# (key, scored, correct) of the per-field breakdown on the full demo set, in schema order;
+# ``line_items`` is the table's invented-rows row (none here, so nothing scored).
+ALL_FIELDS_PASS = [
+    ("invoice_number", 3, 3),
+    ("invoice_date", 3, 3),
+    ("total", 3, 3),
+    ("customer", 3, 3),
+    ("line_items.sku", 6, 6),
+    ("line_items.description", 3, 3),
+    ("line_items.qty", 6, 6),
+    ("line_items.unit_price", 6, 6),
+    ("line_items", 0, 0),
+]
+
+
+@pytest.fixture
+def golden_home(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``workdir`` plus an empty committed-workflows folder (the repository's
+    ``data/workflows`` must not be synced into the test warehouse)."""
+    folder = workdir / "committed_workflows"
+    folder.mkdir()
+    monkeypatch.setenv("EVAL_PIPELINES_WORKFLOWS_DIR", str(folder))
+    return workdir
+
+
+def workflow_variant(folder: Path, name: str, old: str, new: str) -> Path:
+    """A copy of the demo workflow file with exactly one occurrence of ``old`` replaced."""
+    text = WORKFLOW_FILE.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    path = folder / f"{name}.yaml"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return path
+
+
+def broken_variant(folder: Path) -> Path:
+    """The ``customer`` regex captures only the first word ("Corrib", "Salthill", "Eyre")."""
+    return workflow_variant(folder, "broken", CUSTOMER_RULE, r"customer: Bill to:\s+(\S+)")
+
+
+def renamed_variant(folder: Path) -> Path:
+    """Field ``customer`` gets a new display name; same id, same source."""
+    return workflow_variant(
+        folder, "renamed", CUSTOMER_FIELD, "{id: customer, name: Client, source: customer}"
+    )
+
+
+def without_customer_variant(folder: Path) -> Path:
+    """The schema no longer has field ``customer`` (the template still extracts it)."""
+    return workflow_variant(folder, "no_customer", f"        - {CUSTOMER_FIELD}\n", "")
+
+
+def seed(set_name: str = "inv", *, gate: bool = True, file: Path = WORKFLOW_FILE) -> str:
+    """Save the workflow, create a set over it and add the three demo cases; returns the
+    revision."""
+    from eval_pipelines.api import golden, workflows
+
+    saved = workflows.save_workflow(WORKFLOW, file, saved_by="tests")
+    golden.create_set(set_name, workflow=WORKFLOW, gate=gate)
+    for doc in DOCS:
+        golden.add_case(
+            set_name, document=GOLDEN / f"{doc}.txt", labels=GOLDEN / f"{doc}.labels.json"
+        )
+    return str(saved["revision"])
+
+
+def field_rows(report: dict) -> list[tuple[str, int, int]]:
+    return [(f["key"], f["scored"], f["correct"]) for f in report["score"]["fields"]]
+
+
+def test_first_run_pays_rerun_is_cached_and_activation_is_ledgered(golden_home: Path) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    saved = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE, saved_by="ana")
+    revision = saved["revision"]
+    assert saved == {"workflow": WORKFLOW, "revision": revision, "kind": "extract", "new": True}
+    # Saving identical content again is the same revision, not a new one.
+    assert workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)["new"] is False
+    created = golden.create_set("inv", workflow=WORKFLOW, gate=True)
+    assert (created["node"], created["threshold"], created["gate"]) == ("invoice", 1.0, True)
+    added = [
+        golden.add_case("inv", document=GOLDEN / f"{d}.txt", labels=GOLDEN / f"{d}.labels.json")
+        for d in DOCS
+    ]
+    assert [a["caseId"] for a in added] == ["case-0001", "case-0002", "case-0003"]
+    assert [a["unmapped"] for a in added] == [[], [], []]
+    assert [a["keyColumns"] for a in added] == [{}, {"line_items": ["sku"]}, {}]
+
+    first = golden.run_and_report("inv", launch="inline")
+    assert (first["status"], first["revision"], first["set"]) == ("completed", revision, "inv")
+    assert first["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
+    assert {k: first["score"]["passRate"][k] for k in ("passed", "n", "value")} == {
+        "passed": 3,
+        "n": 3,
+        "value": 1.0,
+    }
+    assert first["score"]["counts"] == {
+        "passed": 3,
+        "failed": 0,
+        "errored": 0,
+        "skipped": 0,
+        "disabled": 0,
+    }
+    assert first["score"]["stale"] == {"fields": 0, "labels": 0}
+    assert field_rows(first) == ALL_FIELDS_PASS
+    assert {c: s["status"] for c, s in first["cases"].items()} == {
+        "case-0001": "passed",
+        "case-0002": "passed",
+        "case-0003": "passed",
+    }
+    assert [first["cases"][c]["scored"] for c in sorted(first["cases"])] == [16, 10, 7]
+    # A first run pays in full: one invoice2data step per document at cost 1.
+    assert first["charged"] == {"executedSteps": 3, "cachedSteps": 0, "costUnits": 3.0}
+
+    second = golden.run_and_report("inv", launch="inline")
+    assert second["goldenRunId"] != first["goldenRunId"]
+    assert second["revision"] == revision
+    assert second["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
+    # Same revision, same documents: every step is served from cache and costs nothing.
+    assert second["charged"] == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}
+
+    status = workflows.workflow_status(WORKFLOW)
+    assert status["activeRevision"] is None
+    assert status["gate"]["state"] == "passed"
+    assert status["gate"]["reason"] == "set inv: scored 1.000 at or above threshold 1.0"
+
+    activated = workflows.activate_workflow(WORKFLOW, revision, by="ana")
+    assert activated["revision"] == revision and activated["activatedBy"] == "ana"
+    # The gate judges the newest completed run against the revision.
+    assert activated["gateRuns"] == [second["goldenRunId"]]
+    ledger = workflows.activation_ledger(WORKFLOW)
+    assert [(e["revision"], e["activatedBy"], e["gateRuns"]) for e in ledger] == [
+        (revision, "ana", [second["goldenRunId"]])
+    ]
+    assert workflows.workflow_status(WORKFLOW)["activeRevision"]["revision"] == revision
+
+
+def test_rename_keeps_labels_and_a_removed_field_is_stale_not_missed(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines.cli.main import main
+
+    original = seed()
+    renamed = workflows.save_workflow(WORKFLOW, renamed_variant(golden_home))["revision"]
+    assert renamed != original  # a rename is a new revision...
+    run = golden.run_and_report("inv", launch="inline")
+    assert run["revision"] == renamed
+    # ... whose labels stay attached to field id ``customer``: still 33/33.
+    assert run["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
+    assert field_rows(run) == ALL_FIELDS_PASS
+    assert run["score"]["stale"] == {"fields": 0, "labels": 0}
+    assert run["schemaDrift"] == []
+    capsys.readouterr()
+    assert main(["golden", "cases", "inv"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(c["caseId"], c["schemaDrift"]) for c in listed] == [
+        ("case-0001", False),
+        ("case-0002", False),
+        ("case-0003", False),
+    ]
+
+    removed = workflows.save_workflow(WORKFLOW, without_customer_variant(golden_home))["revision"]
+    run = golden.run_and_report("inv", launch="inline")
+    assert run["revision"] == removed
+    # The node's configuration did not change (only its schema), so every step is cached.
+    assert run["charged"] == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}
+    # 3 customer labels are stale: listed, counted, never scored as misses; 30/30 remain.
+    assert run["score"]["fieldAccuracy"] == {"correct": 30, "n": 30, "value": 1.0}
+    assert run["score"]["stale"] == {"fields": 1, "labels": 3}
+    assert run["score"]["counts"]["passed"] == 3
+    customer = [f for f in run["score"]["fields"] if f["key"] == "customer"]
+    assert customer == [
+        {
+            "key": "customer",
+            "scored": 0,
+            "correct": 0,
+            "accuracy": None,
+            "stale": True,
+            "staleLabels": 3,
+        }
+    ]
+    assert [run["cases"][c]["stale"] for c in sorted(run["cases"])] == [["customer"]] * 3
+    assert [run["cases"][c]["scored"] for c in sorted(run["cases"])] == [15, 9, 6]
+    assert run["schemaDrift"] == ["case-0001", "case-0002", "case-0003"]
+    capsys.readouterr()
+    assert main(["golden", "cases", "inv"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(c["caseId"], c["schemaDrift"]) for c in listed] == [
+        ("case-0001", True),
+        ("case-0002", True),
+        ("case-0003", True),
+    ]
+    # The labels themselves are kept (a stale label is a signal to fix the set).
+    assert [c["labels"]["customer"] for c in listed] == [
+        "Corrib Print Studio",
+        "Salthill Primary School",
+        "Eyre Square Books",
+    ]
+
+
+def test_disabled_case_is_left_out_and_a_deleted_case_leaves_every_run(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden
+
+    seed()
+    before = golden.run_and_report("inv", launch="inline")
+    assert sorted(before["cases"]) == ["case-0001", "case-0002", "case-0003"]
+
+    disabled = golden.set_case_enabled("inv", "case-0002", False)
+    assert disabled["enabled"] is False
+    run = golden.run_and_report("inv", launch="inline")
+    # case-0002 (10 items) is left out: 33 - 10 = 23 items over 2 cases.
+    assert sorted(run["cases"]) == ["case-0001", "case-0003"]
+    assert run["score"]["fieldAccuracy"] == {"correct": 23, "n": 23, "value": 1.0}
+    assert (run["score"]["passRate"]["passed"], run["score"]["passRate"]["n"]) == (2, 2)
+    assert run["charged"] == {"executedSteps": 0, "cachedSteps": 2, "costUnits": 0.0}
+    kept = {c["caseId"]: c for c in golden.list_cases("inv")}
+    assert kept["case-0002"]["enabled"] is False
+    assert kept["case-0002"]["labels"]["invoice_number"] == "HLP-1002"  # labels kept
+    assert kept["case-0002"]["keyColumns"] == {"line_items": ["sku"]}
+
+    deleted = golden.delete_case("inv", "case-0002", yes=True)
+    # Its one result (from the first run; the second never ran it) goes with it.
+    assert deleted == {"set": "inv", "caseId": "case-0002", "deleted": True, "resultsDeleted": 1}
+    earlier = golden.run_report(before["goldenRunId"])
+    assert sorted(earlier["cases"]) == ["case-0001", "case-0003"]
+    assert earlier["score"]["fieldAccuracy"] == {"correct": 23, "n": 23, "value": 1.0}
+    assert [c["caseId"] for c in golden.list_cases("inv")] == ["case-0001", "case-0003"]
+    # Case ids are never reused.
+    again = golden.add_case(
+        "inv", document=GOLDEN / "hlp-1002.txt", labels=GOLDEN / "hlp-1002.labels.json"
+    )
+    assert again["caseId"] == "case-0004"
