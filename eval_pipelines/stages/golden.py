@@ -7,6 +7,7 @@ status readers and the sensor are not locked out.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -69,8 +70,10 @@ def run_golden_sets(
 ) -> list[RunOutcome]:
     """Run the workflow's golden sets (all of them, or ``set_names``) against ``revision``.
 
-    Each distinct document runs once, however many sets use it. When ``should_stop`` turns
-    true, cases not yet started are recorded as skipped and the run as ``stopped``.
+    Each distinct document runs once, however many sets use it. When the run is interrupted
+    (or ``should_stop`` turns true), cases not yet started are recorded as skipped and the
+    golden run as ``stopped`` (a stopped run never opens the gate); the interrupt is raised
+    again once that is stored.
     """
     with open_warehouse(read_only=True) as conn:
         workflow = workflows.load_revision(conn, revision)
@@ -110,6 +113,7 @@ def run_golden_sets(
         f"running {sum(map(len, cases.values()))} case(s) of {len(sets)} set(s) over "
         f"{len(document_ids)} document(s), {CASES_AT_ONCE} at a time"
     )
+    interrupted: BaseException | None = None
     if workflow.kind == "classify":
         from eval_pipelines.stages.golden_classify import classify_executions
 
@@ -122,7 +126,7 @@ def run_golden_sets(
             threads=threads,
         )
     else:
-        executions = _execute_all(workflow, documents, cache, until, should_stop, log)
+        executions, interrupted = _execute_all(workflow, documents, cache, until, should_stop, log)
     stopped = len(executions) < len(documents)
     outcomes = []
     with open_warehouse() as conn, transaction(conn):
@@ -130,7 +134,6 @@ def run_golden_sets(
             conn,
             [(*key, output) for e in executions.values() for key, output in e.new_cache.items()],
         )
-        charged = _charge_once(executions)
         for golden_set in sets:
             node = workflow.scored_node(golden_set.node_id)
             results = []
@@ -140,7 +143,9 @@ def run_golden_sets(
                     (golden_set.set_name, _case_result(case, execution, node.id, workflow))
                 )
             run = runs[golden_set.set_name]
-            cost = sum(charged.get(c.document_id, 0.0) for c in cases[golden_set.set_name])
+            # A document used by two cases ran once and is charged once.
+            used = {c.document_id for c in cases[golden_set.set_name]}
+            cost = sum(executions[d].cost_units for d in used if d in executions)
             golden.finish_run(
                 conn,
                 run.golden_run_id,
@@ -159,6 +164,8 @@ def run_golden_sets(
                     sum(1 for _, r in results if not r.ran),
                 )
             )
+    if interrupted is not None:
+        raise interrupted
     return outcomes
 
 
@@ -175,16 +182,25 @@ def _execute_all(
     until: str | None,
     should_stop: Callable[[], bool],
     log: Callable[[str], None],
-) -> dict[str, Execution]:
+) -> tuple[dict[str, Execution], BaseException | None]:
+    """Run the documents four at a time. An interrupt (the run terminated from the UI, or
+    Ctrl-C) stops new documents from starting; the ones already done are kept, and the
+    interrupt is returned for the caller to raise once they are stored."""
+    stop = threading.Event()
+
     def one(document_id: str) -> Execution | None:
-        if should_stop():
+        if stop.is_set() or should_stop():
             return None
         return execute(workflow, documents[document_id], cache, until=until)
 
     started = time.perf_counter()
     done: dict[str, Execution] = {}
-    with ThreadPoolExecutor(max_workers=CASES_AT_ONCE) as pool:
-        for document_id, execution in zip(documents, pool.map(one, list(documents)), strict=True):
+    interrupted: BaseException | None = None
+    pool = ThreadPoolExecutor(max_workers=CASES_AT_ONCE)
+    futures = {document_id: pool.submit(one, document_id) for document_id in documents}
+    try:
+        for document_id, future in futures.items():
+            execution = future.result()
             if execution is not None:
                 done[document_id] = execution
                 if len(done) % 20 == 0:
@@ -192,11 +208,18 @@ def _execute_all(
                         f"{len(done)}/{len(documents)} documents "
                         f"({time.perf_counter() - started:.1f} s)"
                     )
-    return done
-
-
-def _charge_once(executions: dict[str, Execution]) -> dict[str, float]:
-    return {d: e.cost_units for d, e in executions.items()}
+    except BaseException as error:  # noqa: BLE001 - Dagster's interrupt is a BaseException
+        interrupted = error
+        stop.set()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if interrupted is not None:
+        # Documents that finished while the pool wound down still count.
+        for document_id, future in futures.items():
+            if document_id not in done and future.done() and not future.cancelled():
+                if future.exception() is None and future.result() is not None:
+                    done[document_id] = future.result()  # type: ignore[assignment]
+    return done, interrupted
 
 
 def _case_result(
@@ -332,11 +355,13 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
             conn, golden_set.set_name, revision=revision, status="completed", limit=1
         )
         if not runs:
+            unfinished = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
+            note = f" (its newest run there is {unfinished[0].status})" if unfinished else ""
             verdicts.append(
                 SetGate(
                     golden_set.set_name,
                     False,
-                    f"set {golden_set.set_name} has not been run against revision {revision}",
+                    f"set {golden_set.set_name} has not been run against revision {revision}{note}",
                     None,
                     None,
                     golden_set.threshold,
