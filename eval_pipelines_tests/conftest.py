@@ -46,6 +46,16 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
+def golden_home(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``workdir`` plus an empty committed-workflows folder (the repository's
+    ``data/workflows`` must not be synced into the test warehouse)."""
+    folder = workdir / "committed_workflows"
+    folder.mkdir()
+    monkeypatch.setenv("EVAL_PIPELINES_WORKFLOWS_DIR", str(folder))
+    return workdir
+
+
+@pytest.fixture
 def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
     """The four-chapter case, created in this test's warehouse with target depth 3,4."""
     from eval_pipelines import api

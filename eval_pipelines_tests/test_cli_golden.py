@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_pipelines_tests.test_api_golden import (
+from eval_pipelines_tests.golden_demo import (
     GOLDEN,
     WORKFLOW,
     WORKFLOW_FILE,
@@ -37,16 +37,6 @@ TABLES = (
     "documents",
     "test_runs",
 )
-
-
-@pytest.fixture
-def golden_home(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``workdir`` plus an empty committed-workflows folder (the repository's
-    ``data/workflows`` must not be synced into the test warehouse)."""
-    folder = workdir / "committed_workflows"
-    folder.mkdir()
-    monkeypatch.setenv("EVAL_PIPELINES_WORKFLOWS_DIR", str(folder))
-    return workdir
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

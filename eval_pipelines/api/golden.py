@@ -15,6 +15,7 @@ from eval_pipelines.core.golden.labels import resolve_labels
 from eval_pipelines.core.golden.scoring import compare_runs, validate_threshold
 from eval_pipelines.core.workflows.definition import validate_name
 from eval_pipelines.core.workflows.documents import read_document
+from eval_pipelines.core.workflows.schema import Schema
 from eval_pipelines.stages import golden as golden_stage
 from eval_pipelines.stages.golden_report import scored_run_json
 from eval_pipelines.storage import golden, workflows
@@ -75,6 +76,34 @@ def _case_json(case: golden.GoldenCase, drift: bool | None = None) -> dict[str, 
     }
 
 
+def _add_case(
+    conn: Any,
+    set_name: str,
+    document_id: str,
+    labels: dict[str, Any],
+    *,
+    schema: Schema,
+    revision: str,
+    key_columns: dict[str, Any] | None = None,
+    from_test_run: str | None = None,
+) -> golden.GoldenCase:
+    """Store a new enabled case, remembering the scored node's structure (schema drift)."""
+    case = golden.GoldenCase(
+        set_name,
+        golden.next_case_id(conn, set_name),
+        document_id,
+        labels,
+        {k: list(v) for k, v in (key_columns or {}).items()},
+        from_test_run,
+        schema.fingerprint(),
+        revision,
+        True,
+        _now(),
+    )
+    golden.add_case(conn, case)
+    return case
+
+
 def add_case(
     set_name: str,
     *,
@@ -98,19 +127,15 @@ def add_case(
                 # The same document with the same labels: re-running a script adds nothing.
                 return {**_case_json(existing), "unmapped": list(resolved.unmapped), "added": False}
         workflows.save_document(conn, content, doc)
-        case = golden.GoldenCase(
+        case = _add_case(
+            conn,
             set_name,
-            golden.next_case_id(conn, set_name),
             doc.document_id,
             resolved.labels,
-            {k: list(v) for k, v in resolved.key_columns.items()},
-            None,
-            schema.fingerprint(),
-            workflow.revision,
-            True,
-            _now(),
+            schema=schema,
+            revision=workflow.revision,
+            key_columns=dict(resolved.key_columns),
         )
-        golden.add_case(conn, case)
     return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
 
 
@@ -148,19 +173,14 @@ def add_records(
             if document.document_id in present:
                 continue
             workflows.save_document(conn, content, document)
-            case = golden.GoldenCase(
+            case = _add_case(
+                conn,
                 set_name,
-                golden.next_case_id(conn, set_name),
                 document.document_id,
                 labels,
-                {},
-                None,
-                schema.fingerprint(),
-                workflow.revision,
-                True,
-                _now(),
+                schema=schema,
+                revision=workflow.revision,
             )
-            golden.add_case(conn, case)
             present.add(document.document_id)
             added.append({"caseId": case.case_id, "record": document.name, "labels": labels})
     return {"set": set_name, "added": added, "skippedAsPresent": len(chosen) - len(added)}
@@ -198,19 +218,15 @@ def add_case_from_run(
         workflow = workflows.load_revision(conn, run.revision)
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, run.approved_values, from_run=True)
-        case = golden.GoldenCase(
+        case = _add_case(
+            conn,
             set_name,
-            golden.next_case_id(conn, set_name),
             run.document_id,
             resolved.labels,
-            {},
-            test_run_id,
-            schema.fingerprint(),
-            run.revision,
-            True,
-            _now(),
+            schema=schema,
+            revision=run.revision,
+            from_test_run=test_run_id,
         )
-        golden.add_case(conn, case)
     return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
 
 

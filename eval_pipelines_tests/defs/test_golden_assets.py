@@ -8,31 +8,20 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipelines.api import golden, workflows
+from eval_pipelines.api import workflows
 from eval_pipelines.defs.golden import FILE_TAG, activation_gate, golden_assets
 from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines_tests.golden_demo import WORKFLOW, WORKFLOW_FILE, broken_variant, seed
 
-REPO = Path(__file__).resolve().parents[2]
-WORKFLOW = REPO / "data" / "workflows" / "supplier_invoices.yaml"
-DOCUMENTS = REPO / "data" / "demo" / "golden"
 RESOURCES = {"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()}
 
 
 @pytest.fixture
-def gated(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The demo workflow saved, with a gating set of its three documents."""
-    monkeypatch.setenv("EVAL_PIPELINES_WORKFLOWS_DIR", str(workdir / "workflows"))
-    saved = workflows.save_workflow("invoices", WORKFLOW)
-    golden.create_set("gate", workflow="invoices", gate=True)
-    for number in ("1001", "1002", "1003"):
-        golden.add_case(
-            "gate",
-            document=DOCUMENTS / f"hlp-{number}.txt",
-            labels=DOCUMENTS / f"hlp-{number}.labels.json",
-        )
-    return str(saved["revision"])
+def gated(golden_home: Path) -> str:
+    """The demo workflow saved, with a gating set ``inv`` of its three documents."""
+    return seed()
 
 
 def _materialize(
@@ -66,41 +55,39 @@ def test_a_passing_revision_materialises_and_its_gate_passes(gated: str) -> None
         assert materialized == {"workflow_revision", "golden_run", "golden_report"}
         gate = _gate(result)
         assert gate.passed
-        assert gate.metadata["reason"].value == "set gate: scored 1.000 at or above threshold 1.0"
+        assert gate.metadata["reason"].value == "set inv: scored 1.000 at or above threshold 1.0"
         report = next(
             e.materialization.metadata
             for e in result.get_asset_materialization_events()
             if e.asset_key.path[-1] == "golden_report"
         )
         # 33 labelled values (see the API tests for the count), every one right.
-        assert report["gate/field_accuracy"].value == 1.0
-        assert report["gate/n_values"].value == 33
+        assert report["inv/field_accuracy"].value == 1.0
+        assert report["inv/n_values"].value == 33
         assert "line_items" not in {k.split("/")[-1] for k in report}  # no invented rows: a gap
-    activated = workflows.activate_workflow("invoices", gated, by="ana")
+    activated = workflows.activate_workflow(WORKFLOW, gated, by="ana")
     assert activated["revision"] == gated
 
 
 def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
     gated: str, workdir: Path
 ) -> None:
-    broken = workdir / "broken.yaml"
-    broken.write_text(WORKFLOW.read_text().replace(r"Bill to:\s+(.+)", r"Bill to:\s+(\S+)"))
-    revision = workflows.save_workflow("invoices", broken)["revision"]
+    revision = workflows.save_workflow(WORKFLOW, broken_variant(workdir))["revision"]
     with dg.instance_for_test() as instance:
         result = _materialize(instance, revision)
         gate = _gate(result)
         assert not gate.passed
         assert gate.severity == dg.AssetCheckSeverity.ERROR
         # Customer names have two or three words: 3 of 33 values wrong -> 30/33 = 0.909.
-        assert gate.metadata["reason"].value == "set gate: scored 0.909 below threshold 1.0"
+        assert gate.metadata["reason"].value == "set inv: scored 0.909 below threshold 1.0"
     with pytest.raises(workflows.ActivationRefused, match="scored 0.909 below threshold 1.0"):
-        workflows.activate_workflow("invoices", revision, by="ana")
+        workflows.activate_workflow(WORKFLOW, revision, by="ana")
 
 
 def test_a_revision_from_a_committed_file_is_saved_by_its_run(gated: str, workdir: Path) -> None:
     committed = workdir / "workflows" / "invoices.yaml"
     committed.parent.mkdir()
-    committed.write_text(WORKFLOW.read_text().replace("cost: 1", "cost: 2"))
+    committed.write_text(WORKFLOW_FILE.read_text().replace("cost: 1", "cost: 2"))
     from eval_pipelines.core.workflows.files import load_workflow_file
 
     revision = load_workflow_file(committed).revision
@@ -117,10 +104,10 @@ def test_a_revision_from_a_committed_file_is_saved_by_its_run(gated: str, workdi
 
 
 def test_an_unknown_partition_fails_in_workflow_revision_and_says_how_to_make_one(
-    workdir: Path,
+    golden_home: Path,
 ) -> None:
     with dg.instance_for_test() as instance:
-        workflows.save_workflow("invoices", WORKFLOW)  # the warehouse exists
+        workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)  # the warehouse exists
         result = _materialize(instance, "0123456789ab")
         assert not result.success
         failure = next(e for e in result.all_events if e.is_step_failure)

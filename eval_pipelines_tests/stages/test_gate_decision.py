@@ -13,24 +13,13 @@ from eval_pipelines.api import golden, workflows
 from eval_pipelines.stages.golden import gate_decision, run_golden_sets
 from eval_pipelines.storage import golden as golden_storage
 from eval_pipelines.storage.warehouse import connect, transaction
-
-REPO = Path(__file__).resolve().parents[2]
-WORKFLOW = REPO / "data" / "workflows" / "supplier_invoices.yaml"
-DOCUMENTS = REPO / "data" / "demo" / "golden"
+from eval_pipelines_tests.golden_demo import WORKFLOW, broken_variant, seed
 
 
 @pytest.fixture
-def revision(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("EVAL_PIPELINES_WORKFLOWS_DIR", str(workdir / "workflows"))
-    saved = workflows.save_workflow("invoices", WORKFLOW)
-    golden.create_set("gate", workflow="invoices", gate=True)
-    for number in ("1001", "1002", "1003"):
-        golden.add_case(
-            "gate",
-            document=DOCUMENTS / f"hlp-{number}.txt",
-            labels=DOCUMENTS / f"hlp-{number}.labels.json",
-        )
-    return str(saved["revision"])
+def revision(golden_home: Path) -> str:
+    """The demo workflow saved, with a gating set ``gate`` of its three documents."""
+    return seed("gate")
 
 
 def _open(read_only: bool = False):  # noqa: ANN202
@@ -87,10 +76,8 @@ def test_only_completed_runs_count_and_the_newest_decides(revision: str, workdir
 
 
 def test_a_threshold_below_one_lets_a_partial_score_pass(revision: str, workdir: Path) -> None:
-    broken = workdir / "broken.yaml"
-    broken.write_text(WORKFLOW.read_text().replace(r"Bill to:\s+(.+)", r"Bill to:\s+(\S+)"))
-    worse = workflows.save_workflow("invoices", broken)["revision"]
-    golden.create_set("lenient", workflow="invoices", threshold=0.9, gate=True)
+    worse = workflows.save_workflow(WORKFLOW, broken_variant(workdir))["revision"]
+    golden.create_set("lenient", workflow=WORKFLOW, threshold=0.9, gate=True)
     with _open() as conn, transaction(conn):
         for case in golden_storage.list_cases(conn, "gate"):
             golden_storage.add_case(conn, replace(case, set_name="lenient"))

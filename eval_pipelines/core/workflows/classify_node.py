@@ -16,7 +16,7 @@ from typing import Any
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.spec import parse_config, parse_grouping, validate_case_id
-from eval_pipelines.core.workflows.nodes import Document, NodeFailed
+from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 
 CONFIG_KEYS = ("case", "config", "grouping", "pinned")
 # Target depth is checked against the case's tree when the revision is pinned.
@@ -25,11 +25,7 @@ UNCHECKED_DEPTH = 64
 
 class ClassifyNode:
     def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
-        unknown = sorted(set(config) - set(CONFIG_KEYS))
-        if unknown:
-            raise InputError(
-                f"{where}.{unknown[0]}", config[unknown[0]], f"unknown key; allowed: {CONFIG_KEYS}"
-            )
+        reject_unknown_keys(config, CONFIG_KEYS, where)
         validate_case_id(config.get("case"))  # type: ignore[arg-type]
         parse_config(config.get("config"), where=f"{where}.config", max_depth=UNCHECKED_DEPTH)
         grouping_config(config, where)
@@ -52,7 +48,5 @@ def grouping_config(config: dict[str, Any], where: str) -> Any:
     raw = config.get("grouping") or {}
     if not isinstance(raw, dict):
         raise InputError(f"{where}.grouping", raw, "must be a mapping with 'mode'")
-    unknown = sorted(set(raw) - {"mode", "threshold", "field"})
-    if unknown:
-        raise InputError(f"{where}.grouping.{unknown[0]}", raw[unknown[0]], "unknown key")
+    reject_unknown_keys(raw, ("mode", "threshold", "field"), f"{where}.grouping")
     return parse_grouping(raw.get("mode"), raw.get("threshold"), raw.get("field"))

@@ -32,7 +32,7 @@ from typing import Any
 import eval_pipelines.core.workflows.builtin_nodes  # noqa: F401
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
-from eval_pipelines.core.workflows.nodes import NODE_TYPES
+from eval_pipelines.core.workflows.nodes import NODE_TYPES, reject_unknown_keys
 from eval_pipelines.core.workflows.schema import Schema, parse_schema
 
 KINDS = ("extract", "classify")
@@ -113,11 +113,7 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
     validate_name(name)
     if not isinstance(document, dict):
         raise InputError("workflow", document, "must be a mapping with 'kind' and 'nodes'")
-    unknown = sorted(set(document) - {"kind", "description", "nodes", "name"})
-    if unknown:
-        raise InputError(
-            "workflow", unknown[0], "unknown key; allowed: kind, description, nodes, name"
-        )
+    reject_unknown_keys(document, ("kind", "description", "nodes", "name"), "")
     kind = document.get("kind", "extract")
     if kind not in KINDS:
         raise InputError("kind", kind, f"must be one of {', '.join(KINDS)}")

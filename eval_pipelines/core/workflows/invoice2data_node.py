@@ -40,7 +40,7 @@ from invoice2data.input import text as text_input
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json, read_yaml
-from eval_pipelines.core.workflows.nodes import Document, NodeFailed
+from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 from eval_pipelines.core.workflows.output import to_jsonable
 
 BUILTIN_DIR = Path(invoice2data.extract.__file__).parent / "templates"
@@ -63,13 +63,7 @@ class Invoice2DataNode:
     """Node type ``invoice2data``."""
 
     def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
-        for key in config:
-            if key not in CONFIG_KEYS:
-                raise InputError(
-                    f"{where}.{key}",
-                    config[key],
-                    f"unknown key; an invoice2data node takes {', '.join(CONFIG_KEYS)}",
-                )
+        reject_unknown_keys(config, CONFIG_KEYS, where)
         named: list[tuple[str, str, dict[str, Any]]] = []  # (path, template name, template)
         for index, template in enumerate(_list(config, "templates", where)):
             at = f"{where}.templates[{index}]"

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from eval_pipelines.core.errors import InputError
+
 
 @dataclass(frozen=True)
 class Document:
@@ -49,6 +51,17 @@ class NodeType(Protocol):
         """Raw output keyed by the schema's ``source`` names (tables: lists of row mappings
         keyed by column sources). Raises :class:`NodeFailed` when there is nothing to give."""
         ...
+
+
+def reject_unknown_keys(mapping: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """A typo in a workflow file must be an error, never a silently ignored key."""
+    for key in mapping:
+        if key not in allowed:
+            raise InputError(
+                f"{where}.{key}" if where else str(key),
+                mapping[key],
+                f"unknown key; allowed: {', '.join(allowed)}",
+            )
 
 
 NODE_TYPES: dict[str, NodeType] = {}

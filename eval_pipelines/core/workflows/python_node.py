@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.workflows.nodes import Document, NodeFailed
+from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 from eval_pipelines.core.workflows.output import to_jsonable
 
 CONFIG_KEYS = ("function", "options")
@@ -32,13 +32,7 @@ class PythonNode:
     """Node type ``python``."""
 
     def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
-        for key in config:
-            if key not in CONFIG_KEYS:
-                raise InputError(
-                    f"{where}.{key}",
-                    config[key],
-                    f"unknown key; a python node takes {', '.join(CONFIG_KEYS)}",
-                )
+        reject_unknown_keys(config, CONFIG_KEYS, where)
         reference = config.get("function")
         if not isinstance(reference, str) or not FUNCTION_PATTERN.match(reference):
             raise InputError(
