@@ -112,3 +112,16 @@ def test_an_unknown_partition_fails_in_workflow_revision_and_says_how_to_make_on
         assert not result.success
         failure = next(e for e in result.all_events if e.is_step_failure)
         assert "no such workflow revision" in str(failure.event_specific_data)
+
+
+def test_results_outlive_the_dagster_run_that_produced_them(gated: str) -> None:
+    from eval_pipelines.api import golden
+
+    with dg.instance_for_test() as instance:
+        result = _materialize(instance, gated)
+        (report,) = golden.golden_runs_of(result.run_id)
+        instance.delete_run(result.run_id)  # retention, or a manual deletion
+        assert instance.get_run_by_id(result.run_id) is None
+    again = golden.run_report(report["goldenRunId"])
+    assert again["score"] == report["score"]
+    workflows.activate_workflow(WORKFLOW, gated, by="ana")  # the gate still sees the run

@@ -165,3 +165,34 @@ def test_a_busy_warehouse_skips_the_tick_instead_of_failing(
         holder.kill()
         holder.wait()
     assert isinstance(_tick(instance, None), dg.SensorResult)
+
+
+def test_the_nightly_schedule_reruns_gating_sets_against_each_active_revision(
+    golden_home: Path, instance: dg.DagsterInstance
+) -> None:
+    from datetime import UTC, datetime
+
+    from eval_pipelines.api import golden
+    from eval_pipelines.defs.golden import SETS_TAG
+    from eval_pipelines.defs.golden_automation import nightly_gating_runs
+    from eval_pipelines_tests.golden_demo import WORKFLOW, seed
+
+    revision = seed("inv")
+    golden.create_set("informational", workflow=WORKFLOW)  # not a gate: not re-run nightly
+
+    def evaluate() -> list[dg.RunRequest] | dg.SkipReason:
+        context = dg.build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=datetime(2026, 12, 1, 2, 0, tzinfo=UTC),
+            resources={"warehouse": WarehouseResource()},
+        )
+        return nightly_gating_runs(context)  # type: ignore[no-any-return]
+
+    assert isinstance(evaluate(), dg.SkipReason)  # nothing is active yet
+    instance.add_dynamic_partitions(WORKFLOW_REVISIONS, [revision])
+    golden.run_and_report("inv", launch="inline")
+    workflows.activate_workflow(WORKFLOW, revision, by="ana")
+    (request,) = evaluate()  # type: ignore[misc]
+    assert request.partition_key == revision
+    assert request.run_key == f"nightly:{revision}:2026-12-01"
+    assert request.tags[SETS_TAG] == "inv"
