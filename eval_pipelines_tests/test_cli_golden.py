@@ -131,14 +131,14 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     reason = refused(capsys, "workflow", "activate", WORKFLOW, broken, "--by", "ana")
     assert reason == (
         f"revision {broken} of {WORKFLOW} cannot be activated: "
-        "set inv: scored 0.909 below threshold 1.0"
+        "set inv: scored 0.909 below threshold 1.0 (misses: customer 0/3)"
     )
     code, out, _ = cli(capsys, "workflow", "status", WORKFLOW)
     assert code == 0
     assert out.splitlines()[1:] == [
         f"  active revision: {good} (by ana, {entries[0]['activatedAt']})",
         f"  newest revision: {broken}",
-        f"  gate for {broken}: blocked: set inv: scored 0.909 below threshold 1.0",
+        f"  gate for {broken}: blocked: set inv: scored 0.909 below threshold 1.0 (misses: customer 0/3)",
     ]
 
     other = cli_json(capsys, "workflow", "save", "other_invoices", "--file", WORKFLOW_FILE)

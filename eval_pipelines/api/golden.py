@@ -292,12 +292,13 @@ def run_set(
         )
         if not any(c.enabled for c in golden.list_cases(conn, set_name)):
             raise ConflictError(f"set={set_name!r}: no enabled case to run; add cases first")
-    return {"set": set_name, "revision": chosen, **_launch(chosen, set_name, launch)}
+    launched = _launch(chosen, set_name, golden_set.workflow, launch)
+    return {"set": set_name, "revision": chosen, **launched}
 
 
-def _launch(revision: str, set_name: str, launch: str) -> dict[str, Any]:
+def _launch(revision: str, set_name: str, workflow: str, launch: str) -> dict[str, Any]:
     from eval_pipelines import runs
-    from eval_pipelines.defs.golden import SETS_TAG
+    from eval_pipelines.defs.golden import SETS_TAG, WORKFLOW_TAG
     from eval_pipelines.instance import dagster_instance
 
     instance = dagster_instance()
@@ -310,10 +311,15 @@ def _launch(revision: str, set_name: str, launch: str) -> dict[str, Any]:
             instance=instance,
             partition_key=revision,
             raise_on_error=False,
-            tags={runs.EVAL_TAG: revision, runs.KIND_TAG: kind.name, SETS_TAG: set_name},
+            tags={
+                runs.EVAL_TAG: revision,
+                runs.KIND_TAG: kind.name,
+                SETS_TAG: set_name,
+                WORKFLOW_TAG: workflow,
+            },
         )
         return {"runId": result.run_id, "state": "succeeded" if result.success else "failed"}
-    state = runs.submit(instance, kind, revision, tags={SETS_TAG: set_name})
+    state = runs.submit(instance, kind, revision, tags={SETS_TAG: set_name, WORKFLOW_TAG: workflow})
     return {"runId": state.run_id, "state": state.state}
 
 

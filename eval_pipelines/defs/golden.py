@@ -16,6 +16,7 @@ from eval_pipelines.defs.partitions import workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import golden
 from eval_pipelines.stages.golden_report import report_markdown, report_metadata
+from eval_pipelines.storage.workflows import revision_row
 
 GROUP = "golden"
 KINDS = {"duckdb", "python"}
@@ -24,6 +25,7 @@ TAGS = {"evaluation_kind": "golden"}
 KIND_TAG = "eval_pipelines/kind"
 SETS_TAG = "eval_pipelines/golden_sets"
 FILE_TAG = "eval_pipelines/workflow_file"
+WORKFLOW_TAG = "eval_pipelines/workflow"
 HOW_TO_CREATE = (
     "Partitions are workflow revisions (content hashes). `eval-pipelines workflow save NAME "
     "--file FILE`, or a changed file under `data/workflows/`, creates one; the "
@@ -57,12 +59,17 @@ def workflow_revision(
         workflow, saved = golden.ensure_revision(
             warehouse.connect, context.partition_key, context.run.tags.get(FILE_TAG)
         )
+        with warehouse.connect(read_only=True) as conn:
+            row = revision_row(conn, workflow.revision)
     except (NotFoundError, ConflictError, InputError) as error:
         raise _refusal(error) from None
     return dg.MaterializeResult(
         metadata={
             "workflow": workflow.name,
             "kind": workflow.kind,
+            "source": row.source,
+            "saved_by": row.saved_by or "",
+            "saved_at": row.saved_at.isoformat(timespec="seconds"),
             "nodes": dg.MetadataValue.json(
                 [
                     {"id": n.id, "type": n.type, "fields": len(n.schema.fields)}
@@ -123,15 +130,24 @@ def golden_report(
             golden.score_run(conn, run.golden_run_id)
             for run in golden.runs_for_dagster_run(conn, context.run_id, context.partition_key)
         ]
+        gate = golden.gate_decision(conn, context.partition_key)
     return dg.MaterializeResult(
         metadata={
-            "report": dg.MetadataValue.md(report_markdown(scored)),
+            "report": dg.MetadataValue.md(report_markdown(scored, gate)),
+            "gate": "passed" if gate.passed else "blocked",
             **report_metadata(scored),
         }
     )
 
 
-@dg.asset_check(asset=golden_report, name="activation_gate", blocking=True)
+# Partitioned, so the UI shows each revision's own verdict (a preview feature in Dagster
+# 1.13, pinned exactly; the rule itself lives in `stages.golden.gate_decision`).
+@dg.asset_check(
+    asset=golden_report,
+    name="activation_gate",
+    blocking=True,
+    partitions_def=workflow_revisions,
+)
 def activation_gate(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
@@ -139,16 +155,21 @@ def activation_gate(
     reached its threshold and did not mix revisions (the rule `workflow activate` applies)."""
     with warehouse.connect(read_only=True) as conn:
         gate = golden.gate_decision(conn, context.op_execution_context.partition_key)
+    metadata: dict[str, Any] = {
+        "reason": gate.reason,
+        "workflow": gate.workflow,
+        "revision": gate.revision,
+        "sets": dg.MetadataValue.json([s.to_json() for s in gate.sets]),
+    }
+    for verdict in gate.sets:  # plotted across revisions; no point where a set was not run
+        metadata[f"{verdict.set_name}/threshold"] = verdict.threshold
+        if verdict.field_accuracy is not None:
+            metadata[f"{verdict.set_name}/field_accuracy"] = round(verdict.field_accuracy, 4)
     return dg.AssetCheckResult(
         passed=gate.passed,
         severity=dg.AssetCheckSeverity.ERROR,
         description=gate.reason,
-        metadata={
-            "reason": gate.reason,
-            "workflow": gate.workflow,
-            "revision": gate.revision,
-            "sets": dg.MetadataValue.json([s.to_json() for s in gate.sets]),
-        },
+        metadata=metadata,
     )
 
 

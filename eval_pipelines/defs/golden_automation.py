@@ -9,7 +9,7 @@ import dagster as dg
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError, NotFoundError
 from eval_pipelines.core.workflows.files import scan_workflow_files
-from eval_pipelines.defs.golden import FILE_TAG, SETS_TAG, golden_gate_job
+from eval_pipelines.defs.golden import FILE_TAG, SETS_TAG, WORKFLOW_TAG, golden_gate_job
 from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages.golden_classify import pin_workflow
@@ -96,13 +96,21 @@ def workflow_revision_sensor(
     else:
         to_run = new
     to_run = to_run[:RUNS_PER_TICK]
+    for c in to_run:
+        context.log.info(
+            f"gating workflow {c.workflow} revision {c.revision} "
+            f"({c.workflow_file or 'saved in the warehouse'})"
+        )
     register = [c.revision for c in new if c in to_run or context.cursor is None]
     return dg.SensorResult(
         run_requests=[
             dg.RunRequest(
                 partition_key=c.revision,
                 run_key=f"gate:{c.revision}",
-                tags={FILE_TAG: c.workflow_file} if c.workflow_file else {},
+                tags={
+                    WORKFLOW_TAG: c.workflow,
+                    **({FILE_TAG: c.workflow_file} if c.workflow_file else {}),
+                },
             )
             for c in to_run
         ],
@@ -130,7 +138,7 @@ def nightly_gating_runs(
                 active = workflows.active_revision(conn, name)
                 gating = [s.set_name for s in golden.list_sets(conn, name) if s.gate]
                 if active is not None and gating:
-                    plans.append((active.revision, gating))
+                    plans.append((active.revision, name, gating))
     except WarehouseBusy:
         return dg.SkipReason("the warehouse is busy; tomorrow's run will cover it")
     day = (
@@ -142,9 +150,9 @@ def nightly_gating_runs(
         dg.RunRequest(
             partition_key=revision,
             run_key=f"nightly:{revision}:{day}",
-            tags={SETS_TAG: ",".join(sets)},
+            tags={SETS_TAG: ",".join(sets), WORKFLOW_TAG: name},
         )
-        for revision, sets in plans
+        for revision, name, sets in plans
         if context.instance.has_dynamic_partition(WORKFLOW_REVISIONS, revision)
     ]
     return requests or dg.SkipReason("no active revision has a gating set")

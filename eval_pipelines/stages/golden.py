@@ -382,6 +382,8 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
             decision = passes_gate(scored.score, threshold=golden_set.threshold)
             passed = decision.passed
             reason = f"set {golden_set.set_name}: {decision.reason}"
+            if not passed:
+                reason += missed_fields(scored.score)
         verdicts.append(
             SetGate(
                 golden_set.set_name,
@@ -448,6 +450,27 @@ def runs_for_dagster_run(
         runs = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
         newest.extend(runs)
     return newest
+
+
+MISSED_FIELDS_SHOWN = 3
+
+
+def missed_fields(score: RunScore) -> str:
+    """`` (misses: customer 0/3, line_items.qty 4/6)``: the worst fields, so a refusal says
+    where to look."""
+    missed = sorted(
+        (f for f in score.fields if not f.stale and f.scored and f.correct < f.scored),
+        key=lambda f: (f.correct / f.scored, f.key),
+    )
+    if not missed:
+        return ""
+    shown = ", ".join(f"{f.key} {f.correct}/{f.scored}" for f in missed[:MISSED_FIELDS_SHOWN])
+    more = (
+        f" and {len(missed) - MISSED_FIELDS_SHOWN} more"
+        if len(missed) > MISSED_FIELDS_SHOWN
+        else ""
+    )
+    return f" (misses: {shown}{more})"
 
 
 def field_accuracy(score: RunScore, field: str | None) -> tuple[float | None, int]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval_pipelines.stages.golden import ScoredRun
+from eval_pipelines.core.golden.scoring import CaseScore
+from eval_pipelines.stages.golden import Gate, ScoredRun
 
 
 def _fmt(value: float | None) -> str:
@@ -42,7 +43,7 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
         "",
         f"- field accuracy: **{_fmt(score.field_accuracy)}** "
         f"({score.field_correct}/{score.field_scored} labelled values); threshold "
-        f"{run.threshold:g}",
+        f"{run.threshold}",
         f"- document pass rate: {_fmt(score.pass_rate)} ({score.passed}/{score.pass_rate_n}); "
         f"errored {score.errored}, skipped {score.skipped} (outside the pass rate)",
         f"- stale labels: {score.stale_labels} on {score.stale_fields} field(s) (not scored)",
@@ -54,20 +55,51 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
     if scored.mixed_revisions:
         lines.append(f"- **mixed revisions**: cases {', '.join(scored.mixed_revisions)}")
     lines += ["", "| field | scored | correct | accuracy |", "|---|---:|---:|---:|"]
+    keys = [field.key for field in score.fields]
     for field in score.fields:
         label = f"{field.key} (stale)" if field.stale else field.key
+        if any(k.startswith(field.key + ".") for k in keys):
+            label = f"{field.key} (invented rows: one miss each)"
         lines.append(f"| `{label}` | {field.scored} | {field.correct} | {_fmt(field.accuracy)} |")
     failing = [(c, s) for c, s in scored.cases.items() if s.status != "passed"]
     if failing:
-        lines += ["", "| case | status | reason |", "|---|---|---|"]
-        lines += [f"| {c} | {s.status} | {s.reason or ''} |" for c, s in failing]
+        lines += ["", "| case | status | why |", "|---|---|---|"]
+        lines += [f"| {c} | {s.status} | {case_why(s)} |" for c, s in failing]
     return lines
 
 
-def report_markdown(runs: list[ScoredRun]) -> str:
+MISMATCHES_SHOWN = 3
+
+
+def case_why(case: CaseScore) -> str:
+    """The case's reason, or its first mismatches (``customer: expected 'Eyre Square Books',
+    got 'Eyre'``)."""
+    if case.reason:
+        return case.reason
+    misses = [item for item in case.items if not item.matched]
+    parts = []
+    for item in misses[:MISMATCHES_SHOWN]:
+        if item.kind == "invented_row":
+            parts.append(f"{item.key}: invented row {item.row}")
+        elif item.kind == "missing_row_cell":
+            parts.append(f"{item.key}[{item.row}]: row missing")
+        else:
+            where = f"{item.key}[{item.row}]" if item.row is not None else item.key
+            parts.append(f"{where}: expected {item.expected!r}, got {item.actual!r}")
+    more = len(misses) - MISMATCHES_SHOWN
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def report_markdown(runs: list[ScoredRun], gate: Gate) -> str:
+    verdict = "passed" if gate.passed else "**blocked**"
+    lines: list[str] = [
+        f"# Golden runs of `{gate.workflow}` revision `{gate.revision}`",
+        "",
+        f"Activation gate: {verdict}: {gate.reason}",
+        "",
+    ]
     if not runs:
-        return "No golden set of this workflow has a run against this revision."
-    lines: list[str] = ["# Golden runs", ""]
+        lines.append("No golden set of this workflow has a run against this revision.")
     for scored in runs:
         lines += [*_set_markdown(scored), ""]
     return "\n".join(lines)
@@ -81,12 +113,12 @@ def report_metadata(runs: list[ScoredRun]) -> dict[str, Any]:
         prefix = scored.run.set_name
         score = scored.score
         if score.field_accuracy is not None:
-            metadata[f"{prefix}/field_accuracy"] = score.field_accuracy
+            metadata[f"{prefix}/field_accuracy"] = round(score.field_accuracy, 4)
         if score.pass_rate is not None:
-            metadata[f"{prefix}/pass_rate"] = score.pass_rate
+            metadata[f"{prefix}/pass_rate"] = round(score.pass_rate, 4)
         metadata[f"{prefix}/n_values"] = score.field_scored
         metadata[f"{prefix}/stale_labels"] = score.stale_labels
         for field in score.fields:
             if field.accuracy is not None and not field.stale:
-                metadata[f"{prefix}/field/{field.key}"] = field.accuracy
+                metadata[f"{prefix}/field/{field.key}"] = round(field.accuracy, 4)
     return metadata

@@ -79,7 +79,10 @@ def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
         assert not gate.passed
         assert gate.severity == dg.AssetCheckSeverity.ERROR
         # Customer names have two or three words: 3 of 33 values wrong -> 30/33 = 0.909.
-        assert gate.metadata["reason"].value == "set inv: scored 0.909 below threshold 1.0"
+        assert (
+            gate.metadata["reason"].value
+            == "set inv: scored 0.909 below threshold 1.0 (misses: customer 0/3)"
+        )
     with pytest.raises(workflows.ActivationRefused, match="scored 0.909 below threshold 1.0"):
         workflows.activate_workflow(WORKFLOW, revision, by="ana")
 

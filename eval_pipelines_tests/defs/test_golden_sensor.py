@@ -49,10 +49,12 @@ def _variant(workdir: Path, word: str) -> Path:
 
 
 def _tick(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    context = dg.build_sensor_context(
+    # Entered and left as a context manager: a context left open keeps the instance it was
+    # built with as Dagster's current one (and breaks later tests once that instance closes).
+    with dg.build_sensor_context(
         instance=instance, cursor=cursor, resources={"warehouse": WarehouseResource()}
-    )
-    result = workflow_revision_sensor(context)
+    ) as context:
+        result = workflow_revision_sensor(context)
     if isinstance(result, dg.SensorResult):
         for request in result.dynamic_partitions_requests or []:
             instance.add_dynamic_partitions(
@@ -181,16 +183,19 @@ def test_the_nightly_schedule_reruns_gating_sets_against_each_active_revision(
     golden.create_set("informational", workflow=WORKFLOW)  # not a gate: not re-run nightly
 
     def evaluate() -> list[dg.RunRequest] | dg.SkipReason:
-        context = dg.build_schedule_context(
+        with dg.build_schedule_context(
             instance=instance,
             scheduled_execution_time=datetime(2026, 12, 1, 2, 0, tzinfo=UTC),
             resources={"warehouse": WarehouseResource()},
-        )
-        return nightly_gating_runs(context)  # type: ignore[no-any-return]
+        ) as context:
+            return nightly_gating_runs(context)  # type: ignore[no-any-return]
 
     assert isinstance(evaluate(), dg.SkipReason)  # nothing is active yet
     instance.add_dynamic_partitions(WORKFLOW_REVISIONS, [revision])
-    golden.run_and_report("inv", launch="inline")
+    from eval_pipelines.stages.golden import run_golden_sets
+    from eval_pipelines.storage.warehouse import connect
+
+    run_golden_sets(lambda **kw: connect(golden_home / "warehouse.duckdb", **kw), revision)
     workflows.activate_workflow(WORKFLOW, revision, by="ana")
     (request,) = evaluate()  # type: ignore[misc]
     assert request.partition_key == revision
