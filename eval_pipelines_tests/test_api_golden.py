@@ -90,7 +90,7 @@ def test_first_run_pays_rerun_is_cached_and_activation_is_ledgered(golden_home: 
     status = workflows.workflow_status(WORKFLOW)
     assert status["activeRevision"] is None
     assert status["gate"]["state"] == "passed"
-    assert status["gate"]["reason"] == "set inv: scored 1.000 at or above threshold 1.0"
+    assert status["gate"]["reason"] == "set inv: scored 1.000 (33/33) at or above threshold 1.0"
 
     activated = workflows.activate_workflow(WORKFLOW, revision, by="ana")
     assert activated["revision"] == revision and activated["activatedBy"] == "ana"
@@ -201,3 +201,40 @@ def test_disabled_case_is_left_out_and_a_deleted_case_leaves_every_run(
         "inv", document=GOLDEN / "hlp-1002.txt", labels=GOLDEN / "hlp-1002.labels.json"
     )
     assert again["caseId"] == "case-0004"
+
+
+def test_the_ledger_keeps_the_decision_and_the_active_revision_is_not_activated_twice(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines.core.errors import ConflictError
+
+    revision = seed()
+    golden.run_and_report("inv", launch="inline")
+    workflows.activate_workflow(WORKFLOW, revision, by="ana")
+    with pytest.raises(ConflictError, match="already the active revision"):
+        workflows.activate_workflow(WORKFLOW, revision, by="bo")
+    # Deleting a case changes its past runs' scores (001), never what the ledger recorded.
+    golden.delete_case("inv", "case-0003", yes=True)
+    (entry,) = workflows.activation_ledger(WORKFLOW)
+    assert entry["activatedBy"] == "ana"
+    assert entry["gateDecision"]["passed"] is True
+    assert entry["gateDecision"]["sets"][0]["reason"] == (
+        "set inv: scored 1.000 (33/33) at or above threshold 1.0"
+    )
+
+
+def test_a_case_is_never_seeded_from_a_run_whose_document_was_deleted(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines.core.errors import NotFoundError
+
+    seed()
+    run = workflows.run_workflow(WORKFLOW, GOLDEN / "hlp-1003.txt")
+    workflows.approve_run(run["testRunId"], run["outputs"]["invoice"], by="ana")
+    golden.delete_case("inv", "case-0003", yes=True)  # the only case on that document
+    workflows.delete_document(run["documentId"])
+    with pytest.raises(NotFoundError, match="no such document"):
+        golden.add_case_from_run("inv", run["testRunId"])
+    assert [c["caseId"] for c in golden.list_cases("inv")] == ["case-0001", "case-0002"]

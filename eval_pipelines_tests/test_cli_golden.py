@@ -131,14 +131,15 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     reason = refused(capsys, "workflow", "activate", WORKFLOW, broken, "--by", "ana")
     assert reason == (
         f"revision {broken} of {WORKFLOW} cannot be activated: "
-        "set inv: scored 0.909 below threshold 1.0 (misses: customer 0/3)"
+        "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
     )
     code, out, _ = cli(capsys, "workflow", "status", WORKFLOW)
     assert code == 0
     assert out.splitlines()[1:] == [
         f"  active revision: {good} (by ana, {entries[0]['activatedAt']})",
         f"  newest revision: {broken}",
-        f"  gate for {broken}: blocked: set inv: scored 0.909 below threshold 1.0 (misses: customer 0/3)",
+        f"  gate for {broken}: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 "
+        "(misses: customer 0/3)",
     ]
 
     other = cli_json(capsys, "workflow", "save", "other_invoices", "--file", WORKFLOW_FILE)
@@ -229,7 +230,8 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         (
             ["document", "delete", document["documentId"]],
             f"document={document['documentId']!r}: is referenced by golden case(s) "
-            "inv/case-0001; delete or re-point those cases first",
+            "inv/case-0001; delete those cases first "
+            "(eval-pipelines golden delete-case SET CASE --yes)",
         ),
         (
             ["golden", "delete-case", "inv", "case-0001"],
@@ -433,7 +435,7 @@ def test_golden_run_through_the_queue_prints_the_report(
     )
     assert match, lines[0]
     assert lines[1:] == [
-        "  field accuracy 1.000 (33/33), threshold 1",
+        "  field accuracy 1.000 (33/33), threshold 1.0",
         "  document pass rate 1.000 (3/3); errored 0, skipped 0",
         "  stale labels 0 on 0 field(s)",
         "  charged: 3 steps executed, 0 cached, 3 cost units",
@@ -445,8 +447,7 @@ def test_golden_run_through_the_queue_prints_the_report(
         f"    {'line_items.description':<32} 1.000 (3/3)",
         f"    {'line_items.qty':<32} 1.000 (6/6)",
         f"    {'line_items.unit_price':<32} 1.000 (6/6)",
-        f"    {'line_items':<32} — (0/0) (invented rows: each one a miss)",
-        "  gate: passed: set inv: scored 1.000 at or above threshold 1.0",
+        "  gate: passed: set inv: scored 1.000 (33/33) at or above threshold 1.0",
     ]
     report = cli_json(capsys, "golden", "report", match.group(1), "--json")
     assert report["dagsterRunId"] is not None  # a real queued Dagster run made it

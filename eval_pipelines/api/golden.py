@@ -215,6 +215,7 @@ def add_case_from_run(
             if existing.from_test_run == test_run_id:
                 # Seeding twice from one review would count that document twice.
                 return {**_case_json(existing), "unmapped": [], "added": False}
+        workflows.load_document(conn, run.document_id)  # deleted since the run: refused
         workflow = workflows.load_revision(conn, run.revision)
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, run.approved_values, from_run=True)

@@ -229,11 +229,22 @@ def activate_workflow(
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         full = workflows.revision_of_workflow(conn, name, revision)
+        active = workflows.active_revision(conn, name)
+        if active is not None and active.revision == full:
+            raise ConflictError(
+                f"revision={full!r}: already the active revision of {name} (activated by "
+                f"{active.activated_by} at {active.activated_at:%Y-%m-%d %H:%M})"
+            )
         gate = gate_decision(conn, full)
         if not gate.passed:
             raise ActivationRefused(f"revision {full} of {name} cannot be activated: {gate.reason}")
         activation = workflows.record_activation(
-            conn, name, full, by, [s.golden_run_id for s in gate.sets if s.golden_run_id]
+            conn,
+            name,
+            full,
+            by,
+            [s.golden_run_id for s in gate.sets if s.golden_run_id],
+            gate.to_json(),
         )
     return {**activation.to_json(), "gate": gate.to_json()}
 

@@ -104,7 +104,7 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
         f"golden run {report['goldenRunId']}: set {report['set']} on revision "
         f"{report['revision']} ({report['status']})",
         f"  field accuracy {fmt(accuracy['value'])} ({accuracy['correct']}/{accuracy['n']}), "
-        f"threshold {report['threshold']:g}",
+        f"threshold {report['threshold']}",
         f"  document pass rate {fmt(rate['value'])} ({rate['passed']}/{rate['n']}); "
         f"errored {counts['errored']}, skipped {counts['skipped']}",
         f"  stale labels {score['stale']['labels']} on {score['stale']['fields']} field(s)",
@@ -115,6 +115,8 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
     for field in score["fields"]:
         note = " (stale, not scored)" if field.get("stale") else ""
         if any(k.startswith(field["key"] + ".") for k in keys):
+            if field["scored"] == 0:
+                continue  # no invented row
             note = " (invented rows: each one a miss)"
         lines.append(
             f"    {field['key']:<32} {fmt(field['accuracy'])} "
@@ -122,9 +124,8 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
         )
     for case_id, case in report["cases"].items():
         if case["status"] != "passed":
-            lines.append(
-                f"  {case_id}: {case['status']}{': ' + case['reason'] if case['reason'] else ''}"
-            )
+            lines.append(f"  {case_id}: {case['status']}: {case['why']}")
+
     return lines
 
 

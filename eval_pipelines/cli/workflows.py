@@ -133,7 +133,13 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     run.set_defaults(func=cmd_run)
     approve = workflow.add_parser("approve", help="record a reviewed (corrected) result")
     approve.add_argument("run_id")
-    approve.add_argument("--values", required=True, type=Path)
+    approve.add_argument(
+        "--values",
+        required=True,
+        type=Path,
+        help="JSON object of the corrected values keyed by field id; a table is a list of "
+        "rows keyed by column id",
+    )
     approve.add_argument("--by", required=True)
     approve.add_argument("--node", default=None, help="node the values belong to")
     approve.set_defaults(func=cmd_approve)

@@ -378,6 +378,16 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
                     f"(cases {', '.join(scored.mixed_revisions)} scored another revision)"
                 ),
             )
+        elif silent := _without_output(scored):
+            # 001 leaves errored cases out of the scores; a gate must not let a revision that
+            # extracts nothing from a golden document through on the strength of the others.
+            passed, reason = (
+                False,
+                (
+                    f"set {golden_set.set_name}: {len(silent)} case(s) produced no output "
+                    f"({silent[0][0]}: {silent[0][1]})"
+                ),
+            )
         else:
             decision = passes_gate(scored.score, threshold=golden_set.threshold)
             passed = decision.passed
@@ -453,6 +463,15 @@ def runs_for_dagster_run(
 
 
 MISSED_FIELDS_SHOWN = 3
+
+
+def _without_output(scored: ScoredRun) -> list[tuple[str, str]]:
+    """``(case id, why)`` of the cases the revision produced no output for."""
+    return [
+        (case_id, (case.reason or "").removeprefix("no output: "))
+        for case_id, case in scored.cases.items()
+        if case.status == "errored" and (case.reason or "").startswith("no output")
+    ]
 
 
 def missed_fields(score: RunScore) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval_pipelines.core.golden.scoring import CaseScore
+from eval_pipelines.core.golden.scoring import CaseScore, FieldScore, RunScore
 from eval_pipelines.stages.golden import Gate, ScoredRun
 
 
@@ -32,7 +32,10 @@ def scored_run_json(scored: ScoredRun) -> dict[str, Any]:
         "score": scored.score.to_json(),
         "mixedRevisions": list(scored.mixed_revisions),
         "schemaDrift": list(scored.drifted),
-        "cases": {case_id: case.to_json() for case_id, case in scored.cases.items()},
+        "cases": {
+            case_id: {**case.to_json(), "why": case_why(case) if case.status != "passed" else None}
+            for case_id, case in scored.cases.items()
+        },
     }
 
 
@@ -55,10 +58,11 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
     if scored.mixed_revisions:
         lines.append(f"- **mixed revisions**: cases {', '.join(scored.mixed_revisions)}")
     lines += ["", "| field | scored | correct | accuracy |", "|---|---:|---:|---:|"]
-    keys = [field.key for field in score.fields]
     for field in score.fields:
+        if is_invented_rows(field, score) and field.scored == 0:
+            continue  # no invented row: nothing to show
         label = f"{field.key} (stale)" if field.stale else field.key
-        if any(k.startswith(field.key + ".") for k in keys):
+        if is_invented_rows(field, score):
             label = f"{field.key} (invented rows: one miss each)"
         lines.append(f"| `{label}` | {field.scored} | {field.correct} | {_fmt(field.accuracy)} |")
     failing = [(c, s) for c, s in scored.cases.items() if s.status != "passed"]
@@ -69,6 +73,12 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
 
 
 MISMATCHES_SHOWN = 3
+
+
+def is_invented_rows(field: FieldScore, score: RunScore) -> bool:
+    """The breakdown row of a table's invented rows (keyed by the table; its columns are
+    keyed ``table.column``)."""
+    return any(other.key.startswith(field.key + ".") for other in score.fields)
 
 
 def case_why(case: CaseScore) -> str:

@@ -40,7 +40,8 @@ def create_set(conn: duckdb.DuckDBPyConnection, golden_set: GoldenSet) -> None:
     if find_set(conn, golden_set.set_name) is not None:
         raise ConflictError(f"set={golden_set.set_name!r}: a golden set with this name exists")
     conn.execute(
-        "INSERT INTO golden_sets VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO golden_sets (set_name, workflow, node_id, threshold, gate, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
         [
             golden_set.set_name,
             golden_set.workflow,
@@ -110,12 +111,13 @@ def _case(row: tuple[Any, ...]) -> GoldenCase:
 def next_case_id(conn: duckdb.DuckDBPyConnection, set_name: str) -> str:
     """``case-0001``, ``case-0002``, ...: never reused, even after a case is deleted."""
     row = conn.execute(
-        "SELECT max(CAST(substr(case_id, 6) AS INTEGER)) FROM ("
-        "SELECT case_id FROM golden_cases WHERE set_name = ? UNION ALL "
-        "SELECT case_id FROM golden_results WHERE set_name = ?) WHERE case_id LIKE 'case-%'",
-        [set_name, set_name],
+        "UPDATE golden_sets SET cases_created = cases_created + 1 WHERE set_name = ? "
+        "RETURNING cases_created",
+        [set_name],
     ).fetchone()
-    return f"case-{(int(row[0]) if row and row[0] is not None else 0) + 1:04d}"
+    if row is None:
+        raise NotFoundError(f"set={set_name!r}: no such golden set")
+    return f"case-{int(row[0]):04d}"
 
 
 def add_case(conn: duckdb.DuckDBPyConnection, case: GoldenCase) -> None:

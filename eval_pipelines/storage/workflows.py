@@ -176,6 +176,7 @@ class Activation:
     activated_by: str
     activated_at: datetime
     gate_runs: list[str]
+    gate_decision: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -184,6 +185,7 @@ class Activation:
             "activatedBy": self.activated_by,
             "activatedAt": self.activated_at.isoformat(timespec="seconds"),
             "gateRuns": self.gate_runs,
+            "gateDecision": self.gate_decision,
         }
 
 
@@ -193,23 +195,34 @@ def record_activation(
     revision: str,
     activated_by: str,
     gate_runs: list[str],
+    gate_decision: dict[str, Any],
 ) -> Activation:
     now = _now()
     conn.execute(
-        "INSERT INTO workflow_activations VALUES (?, ?, ?, ?, ?)",
-        [workflow, revision, activated_by, now, json.dumps(gate_runs)],
+        "INSERT INTO workflow_activations VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            workflow,
+            revision,
+            activated_by,
+            now,
+            json.dumps(gate_runs),
+            json.dumps(gate_decision, sort_keys=True),
+        ],
     )
-    return Activation(workflow, revision, activated_by, now, gate_runs)
+    return Activation(workflow, revision, activated_by, now, gate_runs, gate_decision)
 
 
 def activations(conn: duckdb.DuckDBPyConnection, workflow: str | None = None) -> list[Activation]:
     """The ledger, newest first (one workflow's, or every workflow's)."""
     rows = conn.execute(
-        "SELECT workflow, revision, activated_by, activated_at, gate_runs "
+        "SELECT workflow, revision, activated_by, activated_at, gate_runs, gate_decision "
         "FROM workflow_activations WHERE ? IS NULL OR workflow = ? ORDER BY activated_at DESC",
         [workflow, workflow],
     ).fetchall()
-    return [Activation(w, r, by, at, json.loads(runs)) for w, r, by, at, runs in rows]
+    return [
+        Activation(w, r, by, at, json.loads(runs), json.loads(decision))
+        for w, r, by, at, runs, decision in rows
+    ]
 
 
 def active_revision(conn: duckdb.DuckDBPyConnection, workflow: str) -> Activation | None:
@@ -231,7 +244,10 @@ def load_document(conn: duckdb.DuckDBPyConnection, document_id: str) -> Document
         [document_id],
     ).fetchone()
     if row is None:
-        raise NotFoundError(f"document={document_id!r}: no such document")
+        raise NotFoundError(
+            f"document={document_id!r}: no such document (deleted, or never stored; "
+            "see 'eval-pipelines document list')"
+        )
     return Document(row[0], row[1], row[2], row[3])
 
 
@@ -267,7 +283,8 @@ def delete_document(conn: duckdb.DuckDBPyConnection, document_id: str) -> None:
         raise InputError(
             "document",
             document_id,
-            f"is referenced by golden case(s) {named}; delete or re-point those cases first",
+            f"is referenced by golden case(s) {named}; delete those cases first "
+            "(eval-pipelines golden delete-case SET CASE --yes)",
         )
     conn.execute("DELETE FROM documents WHERE document_id = ?", [document_id])
 

@@ -3,6 +3,7 @@ the blocking ``activation_gate`` check with its reason, and the same rule at act
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -55,7 +56,10 @@ def test_a_passing_revision_materialises_and_its_gate_passes(gated: str) -> None
         assert materialized == {"workflow_revision", "golden_run", "golden_report"}
         gate = _gate(result)
         assert gate.passed
-        assert gate.metadata["reason"].value == "set inv: scored 1.000 at or above threshold 1.0"
+        assert (
+            gate.metadata["reason"].value
+            == "set inv: scored 1.000 (33/33) at or above threshold 1.0"
+        )
         report = next(
             e.materialization.metadata
             for e in result.get_asset_materialization_events()
@@ -81,9 +85,11 @@ def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
         # Customer names have two or three words: 3 of 33 values wrong -> 30/33 = 0.909.
         assert (
             gate.metadata["reason"].value
-            == "set inv: scored 0.909 below threshold 1.0 (misses: customer 0/3)"
+            == "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
         )
-    with pytest.raises(workflows.ActivationRefused, match="scored 0.909 below threshold 1.0"):
+    with pytest.raises(
+        workflows.ActivationRefused, match=re.escape("scored 0.909 (30/33) below threshold 1.0")
+    ):
         workflows.activate_workflow(WORKFLOW, revision, by="ana")
 
 

@@ -13,7 +13,7 @@ from eval_pipelines.api import golden, workflows
 from eval_pipelines.stages.golden import gate_decision, run_golden_sets
 from eval_pipelines.storage import golden as golden_storage
 from eval_pipelines.storage.warehouse import connect, transaction
-from eval_pipelines_tests.golden_demo import WORKFLOW, broken_variant, seed
+from eval_pipelines_tests.golden_demo import WORKFLOW, broken_variant, seed, workflow_variant
 
 
 @pytest.fixture
@@ -87,12 +87,16 @@ def test_a_threshold_below_one_lets_a_partial_score_pass(revision: str, workdir:
     verdicts = {s.set_name: (s.passed, s.reason) for s in gate.sets}
     # 30 of 33 values right: 0.909 passes 0.9 and fails 1.0.
     assert verdicts == {
-        "gate": (False, "set gate: scored 0.909 below threshold 1.0 (misses: customer 0/3)"),
-        "lenient": (True, "set lenient: scored 0.909 at or above threshold 0.9"),
+        "gate": (
+            False,
+            "set gate: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)",
+        ),
+        "lenient": (True, "set lenient: scored 0.909 (30/33) at or above threshold 0.9"),
     }
     assert (
         not gate.passed
-        and gate.reason == "set gate: scored 0.909 below threshold 1.0 (misses: customer 0/3)"
+        and gate.reason
+        == "set gate: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
     )
 
 
@@ -117,3 +121,25 @@ def test_a_stopped_run_records_unreached_cases_as_skipped_and_never_opens_the_ga
     # Skipped cases leave the pass rate: 1 passed of 1 scored.
     assert (scored.score.passed, scored.score.pass_rate_n, scored.score.skipped) == (1, 1, 2)
     assert "has not been run against revision" in gate.reason
+
+
+def test_a_revision_that_extracts_nothing_from_a_golden_document_is_blocked(
+    revision: str, workdir: Path
+) -> None:
+    # Only invoice HLP-1001's number matches: the other two documents lose a required field
+    # and produce no output. 001 leaves such errored cases out of the scores (the remaining
+    # case scores 16/16); the gate must not let the revision through on that.
+    narrow = workflow_variant(
+        workdir, "narrow", r"Invoice no\.\s+(HLP-\d+)", r"Invoice no\.\s+(HLP-1001)"
+    )
+    worse = workflows.save_workflow(WORKFLOW, narrow)["revision"]
+    (outcome,) = run_golden_sets(_open, worse)
+    from eval_pipelines.stages.golden import score_run
+
+    with _open(read_only=True) as conn:
+        scored = score_run(conn, outcome.golden_run_id)
+        gate = gate_decision(conn, worse)
+    assert (scored.score.field_correct, scored.score.field_scored) == (16, 16)
+    assert scored.score.errored == 2
+    assert not gate.passed
+    assert gate.reason.startswith("set gate: 2 case(s) produced no output (case-0002: node invoice")

@@ -66,7 +66,8 @@ def passes_gate(run: RunScore, *, threshold: float) -> GateDecision:
     # 0.28 * 25 is 7.000000000000001 in floating point, which would fail 7 of 25.
     accuracy = run.field_correct / run.field_scored
     # Shown truncated, not rounded, so 0.9996 below 1.0 never reads "1.000 below 1.0".
-    shown = f"{math.floor(accuracy * 1000) / 1000:.3f}"
+    # With the counts beside it, so it never seems to disagree with a rounded figure.
+    shown = f"{math.floor(accuracy * 1000) / 1000:.3f} ({run.field_correct}/{run.field_scored})"
     if accuracy >= limit:
         return GateDecision(True, f"scored {shown} at or above threshold {limit}")
     return GateDecision(False, f"scored {shown} below threshold {limit}")

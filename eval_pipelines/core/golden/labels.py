@@ -8,12 +8,16 @@ author sees exactly what the case does not cover) and is not stored.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.workflows.output import normalise_value
 from eval_pipelines.core.workflows.schema import Column, Field, Schema
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ def resolve_labels(
         if not field.is_table:
             if isinstance(value, Mapping | list):
                 raise InputError(f"labels.{key}", value, "a header field's label is one value")
+            check_type(value, field.type, f"labels.{key}")
             labels[target] = value
             continue
         rows, keys = _table_rows(field, key, value, from_run=from_run)
@@ -188,8 +193,33 @@ def _resolve_row(table: Field, row: Any, path: str, unmapped: list[str]) -> dict
             raise InputError(f"labels.{path}.{key}", value, f"labels column {column.id} twice")
         if isinstance(value, Mapping | list):
             raise InputError(f"labels.{path}.{key}", value, "a cell's label is one value")
+        check_type(value, column.type, f"labels.{path}.{key}")
         resolved[column.id] = value
     return resolved
+
+
+_TYPE_RULES = {
+    "number": 'must be a number (e.g. 1267.39 or "1,267.39")',
+    "date": "must be a date written YYYY-MM-DD",
+    "boolean": "must be true or false",
+}
+
+
+def check_type(value: Any, value_type: str, path: str) -> None:
+    """Refuse a label its field's type can never match (``"abc"`` for a number): such a case
+    could never pass. ``null`` is allowed (the value is expected to be absent)."""
+    if value is None or value_type == "string":
+        return
+    normal = normalise_value(value, value_type)
+    fits = {
+        "number": isinstance(normal, float),
+        "date": isinstance(normal, str) and _ISO_DATE.fullmatch(normal) is not None,
+        "boolean": isinstance(normal, bool),
+    }[value_type]
+    if not fits:
+        raise InputError(
+            path, value, f"{_TYPE_RULES[value_type]} (the field's type is {value_type})"
+        )
 
 
 def _require_key_cells(

@@ -12,10 +12,11 @@ CREATE TABLE workflow_files (
     path VARCHAR PRIMARY KEY, workflow VARCHAR NOT NULL, revision VARCHAR NOT NULL,
     seen_at TIMESTAMP NOT NULL);
 
--- The activation ledger: who made which revision live, when, on which gating run.
+-- The activation ledger: who made which revision live, when, on which gating runs, and the
+-- gate's decision as it read then (a case deleted later changes its runs' scores, never this).
 CREATE TABLE workflow_activations (
     workflow VARCHAR NOT NULL, revision VARCHAR NOT NULL, activated_by VARCHAR NOT NULL,
-    activated_at TIMESTAMP NOT NULL, gate_runs VARCHAR NOT NULL);
+    activated_at TIMESTAMP NOT NULL, gate_runs VARCHAR NOT NULL, gate_decision VARCHAR NOT NULL);
 
 -- Documents are stored whole, so a case is reproducible without the file it came from.
 CREATE TABLE documents (
@@ -37,9 +38,11 @@ CREATE TABLE step_cache (
     output VARCHAR, error VARCHAR, created_at TIMESTAMP NOT NULL,
     PRIMARY KEY (document_id, node_id, chain_hash));
 
+-- ``cases_created`` numbers the set's cases: an id is never reused, even after a delete.
 CREATE TABLE golden_sets (
     set_name VARCHAR PRIMARY KEY, workflow VARCHAR NOT NULL, node_id VARCHAR NOT NULL,
-    threshold DOUBLE NOT NULL, gate BOOLEAN NOT NULL, created_at TIMESTAMP NOT NULL);
+    threshold DOUBLE NOT NULL, gate BOOLEAN NOT NULL, created_at TIMESTAMP NOT NULL,
+    cases_created INTEGER NOT NULL DEFAULT 0);
 
 -- Labels are keyed by field id; ``schema_fingerprint`` is the scored node's structure when
 -- the case was authored (schema-drift flag).

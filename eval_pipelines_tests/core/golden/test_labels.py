@@ -156,3 +156,51 @@ def test_to_json_shape():
         "unmapped": ["x"],
         "keyColumns": {"lines": ["sku"]},
     }
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "rule"),
+    [
+        ({"total": "abc"}, "labels.total", "must be a number"),
+        ({"total": True}, "labels.total", "must be a number"),
+        ({"issued": "22/10/2022"}, "labels.issued", "must be a date written YYYY-MM-DD"),
+        ({"lines": [{"qty": "two"}]}, "labels.lines[0].qty", "must be a number"),
+    ],
+)
+def test_a_label_its_field_type_can_never_match_is_refused(
+    raw: dict, field: str, rule: str
+) -> None:
+    from eval_pipelines.core.workflows.schema import parse_schema
+
+    schema = parse_schema(
+        {
+            "fields": [
+                {"id": "total", "name": "Total", "type": "number"},
+                {"id": "issued", "name": "Issued", "type": "date"},
+                {
+                    "id": "lines",
+                    "name": "Lines",
+                    "type": "table",
+                    "columns": [{"id": "qty", "name": "Qty", "type": "number"}],
+                },
+            ]
+        },
+        "schema",
+    )
+    with pytest.raises(InputError) as raised:
+        resolve_labels(schema, raw)
+    assert raised.value.field == field
+    assert raised.value.rule.startswith(rule)
+
+
+def test_numbers_written_as_text_and_null_labels_are_accepted() -> None:
+    from eval_pipelines.core.workflows.schema import parse_schema
+
+    schema = parse_schema(
+        {"fields": [{"id": "total", "name": "Total", "type": "number"}, {"id": "n", "name": "N"}]},
+        "schema",
+    )
+    assert resolve_labels(schema, {"total": "1,267.39", "n": None}).labels == {
+        "total": "1,267.39",
+        "n": None,
+    }

@@ -381,12 +381,15 @@ def _run(correct, scored):
 
 def test_gate_below_threshold():
     decision = passes_gate(_run(7, 8), threshold=1.0)
-    assert (decision.passed, decision.reason) == (False, "scored 0.875 below threshold 1.0")
+    assert (decision.passed, decision.reason) == (False, "scored 0.875 (7/8) below threshold 1.0")
 
 
 def test_gate_at_threshold():
     decision = passes_gate(_run(7, 8), threshold=0.875)
-    assert (decision.passed, decision.reason) == (True, "scored 0.875 at or above threshold 0.875")
+    assert (decision.passed, decision.reason) == (
+        True,
+        "scored 0.875 (7/8) at or above threshold 0.875",
+    )
 
 
 def test_gate_compares_the_ratio_not_a_product():
@@ -396,7 +399,10 @@ def test_gate_compares_the_ratio_not_a_product():
 
 def test_gate_shows_a_truncated_score():
     # 1999/2000 = 0.9995 would round to "1.000"; truncation keeps it visibly below 1.0.
-    assert passes_gate(_run(1999, 2000), threshold=1).reason == "scored 0.999 below threshold 1.0"
+    assert (
+        passes_gate(_run(1999, 2000), threshold=1).reason
+        == "scored 0.999 (1999/2000) below threshold 1.0"
+    )
 
 
 def test_gate_fails_when_nothing_was_scored():
