@@ -10,6 +10,7 @@ import dagster as dg
 
 from eval_pipelines.core.stats import MIN_N
 from eval_pipelines.defs.holdout import leave_out, variant_predictions, variant_scores
+from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import holdout
 from eval_pipelines.storage import holdout as holdout_storage
@@ -21,11 +22,13 @@ NO_FAILED_ROWS = "no_failed_rows"
 SUFFICIENT_EVIDENCE = "sufficient_evidence"
 
 
+# Checks are partitioned like their assets, so the UI shows each evaluation's own result
+# (partitioned checks are a preview feature in Dagster 1.13, which is pinned exactly).
 def _partition(context: dg.AssetCheckExecutionContext) -> str:
     return context.op_execution_context.partition_key
 
 
-@dg.asset_check(asset=leave_out, name=NO_LEAKAGE, blocking=True)
+@dg.asset_check(asset=leave_out, name=NO_LEAKAGE, blocking=True, partitions_def=holdout_evaluations)
 def no_leakage(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
@@ -48,7 +51,7 @@ def no_leakage(
     )
 
 
-@dg.asset_check(asset=leave_out, name=GROUPED)
+@dg.asset_check(asset=leave_out, name=GROUPED, partitions_def=holdout_evaluations)
 def grouped(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
@@ -65,7 +68,7 @@ def grouped(
     )
 
 
-@dg.asset_check(asset=leave_out, name=CANDIDATES_SUPPLIED)
+@dg.asset_check(asset=leave_out, name=CANDIDATES_SUPPLIED, partitions_def=holdout_evaluations)
 def candidates_supplied(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
@@ -79,7 +82,7 @@ def candidates_supplied(
     )
 
 
-@dg.asset_check(asset=variant_predictions, name=NO_FAILED_ROWS)
+@dg.asset_check(asset=variant_predictions, name=NO_FAILED_ROWS, partitions_def=holdout_evaluations)
 def no_failed_rows(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
@@ -93,7 +96,7 @@ def no_failed_rows(
     )
 
 
-@dg.asset_check(asset=variant_scores, name=SUFFICIENT_EVIDENCE)
+@dg.asset_check(asset=variant_scores, name=SUFFICIENT_EVIDENCE, partitions_def=holdout_evaluations)
 def sufficient_evidence(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
