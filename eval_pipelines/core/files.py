@@ -15,21 +15,28 @@ import yaml
 from eval_pipelines.core.errors import InputError
 
 
-def read_text(path: Path | str, what: str) -> str:
-    """The file's text, decoded as UTF-8."""
+def read_bytes(path: Path | str, what: str) -> bytes:
+    """The file's bytes."""
     file = Path(path)
     if not file.exists():
         raise InputError(what, str(file), "file does not exist")
     if file.is_dir():
         raise InputError(what, str(file), "is a directory; give a file")
     try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(
-            what, str(file), f"is not UTF-8 text (byte {error.start} cannot be decoded)"
-        ) from None
+        return file.read_bytes()
     except OSError as error:
         raise InputError(what, str(file), f"cannot be read: {error.strerror}") from None
+
+
+def read_text(path: Path | str, what: str) -> str:
+    """The file's text, decoded as UTF-8."""
+    data = read_bytes(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            what, str(path), f"is not UTF-8 text (byte {error.start} cannot be decoded)"
+        ) from None
 
 
 def read_json(path: Path | str, what: str) -> Any:

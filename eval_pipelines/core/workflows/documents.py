@@ -13,6 +13,7 @@ from pathlib import Path
 import pdfplumber
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import read_bytes
 from eval_pipelines.core.workflows.nodes import Document
 
 PDF_MAGIC = b"%PDF"
@@ -61,14 +62,7 @@ def read_document(path: Path | str, *, what: str = "document") -> tuple[bytes, D
         non-PDF that is not UTF-8.
     """
     file = Path(path)
-    if not file.exists():
-        raise InputError(what, str(file), "file does not exist")
-    if file.is_dir():
-        raise InputError(what, str(file), "is a directory; give a file")
-    try:
-        data = file.read_bytes()
-    except OSError as error:
-        raise InputError(what, str(file), f"cannot be read: {error.strerror}") from None
+    data = read_bytes(file, what)
     if data.startswith(PDF_MAGIC):
         return data, Document(document_id(data), file.name, "pdf", pdf_text(data, file, what), file)
     try:
