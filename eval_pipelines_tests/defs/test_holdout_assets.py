@@ -96,7 +96,12 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
             selection=["variant_scores", "eval_report"],
         )
         after = api.get_holdout_eval("small", registered)["report"]
-        assert before["variants"] == after["variants"]
+
+        def without_timing(variants: list[dict]) -> list[dict]:
+            # The re-classified predictions took their own wall time; everything else is equal.
+            return [{**v, "usage": {**v["usage"], "seconds": None}} for v in variants]
+
+        assert without_timing(before["variants"]) == without_timing(after["variants"])
 
 
 def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
