@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,83 @@ def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
     assert [v["name"] for v in report["variants"]] == ["active-memo", "with-m_asthma"]
     assert report["variants"][1]["memoInclude"] == ["m_asthma"]
     assert api.list_memo_entries(small_case)[0]["status"] == "proposed"
+    # The A/B changed nothing: an evaluation started afterwards runs the same memo version.
+    later = api.get_holdout_eval(small_case, _start(small_case, sample_size=20, seed=1))["report"]
+    assert later["variants"][0]["memoVersion"] == report["variants"][0]["memoVersion"] == "empty"
     api.approve_memo_entry(small_case, "m_asthma", by="lead")
     with pytest.raises(InputError, match="already active"):
         api.evaluate_memo_entry(small_case, "m_asthma", launch="inline")
+
+
+def test_compare_refuses_a_memo_change_unless_allowed_and_then_says_so(
+    small_case: str, tmp_path: Path
+) -> None:
+    before = _start(small_case, sample_size=30, seed=4)
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        "id: m_asthma\ninstruction: Asthma is J45.909 here.\n"
+        "when: {keywords: [asthma]}\nthen: {assign: J45.909}\n"
+    )
+    api.add_memo_entry(small_case, entry)
+    approved = api.approve_memo_entry(small_case, "m_asthma", by="lead")
+    after = _start(small_case, sample_size=30, seed=4)
+    arguments = {
+        "baseline_eval_id": before,
+        "candidate_eval_id": after,
+        "baseline_variant": "baseline",
+        "candidate_variant": "baseline",
+    }
+    with pytest.raises(ConflictError, match="memo version differs") as refused:
+        api.compare_holdout_evals(small_case, **arguments)
+    assert "--allow-memo-change" in str(refused.value)
+    allowed = api.compare_holdout_evals(small_case, allow_memo_change=True, **arguments)
+    assert allowed["changedBesidesVariant"] == [
+        {"what": "memo version", "baseline": "empty", "candidate": approved["memoVersion"]}
+    ]
+
+
+def test_compare_refuses_the_same_variant_with_another_config(small_case: str) -> None:
+    first = _start(small_case, sample_size=30, seed=4)
+    second = _start(
+        small_case,
+        sample_size=30,
+        seed=4,
+        variants=[{"name": "baseline", "config": {"candidates": 5}}],
+    )
+    arguments = {
+        "baseline_eval_id": first,
+        "candidate_eval_id": second,
+        "baseline_variant": "baseline",
+        "candidate_variant": "baseline",
+    }
+    with pytest.raises(ConflictError, match="config differs"):
+        api.compare_holdout_evals(small_case, **arguments)
+    allowed = api.compare_holdout_evals(small_case, allow_config_change=True, **arguments)
+    assert allowed["changedBesidesVariant"] == [
+        {"what": "config", "baseline": {"candidates": 20}, "candidate": {"candidates": 5}}
+    ]
+
+
+def test_cli_compare_refuses_a_memo_change_and_says_so_first_when_allowed(
+    small_case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.cli.main import main
+
+    before = _start(small_case, sample_size=20, seed=2)
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        "id: m_x\ninstruction: x\nwhen: {keywords: [asthma]}\nthen: {assign: J45.909}\n"
+    )
+    api.add_memo_entry(small_case, entry)
+    api.approve_memo_entry(small_case, "m_x", by="lead")
+    after = _start(small_case, sample_size=20, seed=2)
+    argv = ["eval", "compare", small_case, before, after]
+    argv += ["--baseline-variant", "baseline", "--candidate-variant", "baseline"]
+    capsys.readouterr()
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "memo version differs" in err
+    assert main([*argv, "--allow-memo-change"]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: the memo version changed besides the variant (empty -> ")
+    assert json.loads(out)["changedBesidesVariant"][0]["what"] == "memo version"

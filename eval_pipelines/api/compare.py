@@ -23,13 +23,19 @@ def compare_holdout_evals(
     candidate_eval_id: str,
     baseline_variant: str,
     candidate_variant: str,
+    allow_memo_change: bool = False,
+    allow_config_change: bool = False,
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
     """Compare one variant of each of two completed evaluations, without classifying again.
 
     Refused (:class:`ConflictError`, nothing written) unless both drew the same sample from the
     same records version with the same grouping and the same target depth (000 does not check
-    the target depth yet; this does).
+    the target depth yet; this does). Also refused when the two variants ran with different
+    memo versions (an approved entry changes every later evaluation, baseline included), or
+    when the same variant ran with different configs, unless ``allow_memo_change`` /
+    ``allow_config_change``; the result then lists what changed besides the variant under
+    ``changedBesidesVariant``.
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
     from eval_pipelines.core.holdout.report import paired_levels_to_json
@@ -69,7 +75,26 @@ def compare_holdout_evals(
                 f"differs ({base_value} vs {cand_value}); compare evaluations that share the "
                 "sample, grouping and target depth"
             )
+    changed = _changed_besides_variant(
+        _variant_of(base_report, baseline_variant),
+        _variant_of(cand_report, candidate_variant),
+        same_variant=baseline_variant == candidate_variant,
+    )
+    allowed = {"memo version": allow_memo_change, "config": allow_config_change}
+    flags = {"memo version": "--allow-memo-change", "config": "--allow-config-change"}
+    for what, base_value, cand_value in changed:
+        if not allowed[what]:
+            raise ConflictError(
+                f"cannot compare {baseline_eval_id}/{baseline_variant} with "
+                f"{candidate_eval_id}/{candidate_variant}: their {what} differs ({base_value} vs "
+                f"{cand_value}), so the difference would not be the variant's alone; pass "
+                f"{flags[what]} to compare anyway"
+            )
     return {
+        "changedBesidesVariant": [
+            {"what": what, "baseline": base_value, "candidate": cand_value}
+            for what, base_value, cand_value in changed
+        ],
         "caseId": case_id,
         "baselineEvalId": baseline_eval_id,
         "candidateEvalId": candidate_eval_id,
@@ -80,6 +105,35 @@ def compare_holdout_evals(
         "targetDepth": list(base_spec.target_depth),
         "levels": paired_levels_to_json(compare_outcomes(base_rows, cand_rows, tree)),
     }
+
+
+def _variant_of(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in report["variants"] if v["name"] == name)
+
+
+def _changed_besides_variant(
+    baseline: dict[str, Any], candidate: dict[str, Any], *, same_variant: bool
+) -> list[tuple[str, Any, Any]]:
+    """What differs between the two runs besides the variant: the memo version, always; the
+    config when the same variant is compared across evaluations (between two different
+    variants, the config is what is being compared)."""
+    changed = []
+    if baseline["memoVersion"] != candidate["memoVersion"]:
+        changed.append(("memo version", baseline["memoVersion"], candidate["memoVersion"]))
+    if same_variant and baseline["config"] != candidate["config"]:
+        keys = sorted(
+            k
+            for k in {*baseline["config"], *candidate["config"]}
+            if baseline["config"].get(k) != candidate["config"].get(k)
+        )
+        changed.append(
+            (
+                "config",
+                {k: baseline["config"].get(k) for k in keys},
+                {k: candidate["config"].get(k) for k in keys},
+            )
+        )
+    return changed
 
 
 def evaluate_memo_entry(

@@ -138,16 +138,24 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    print_json(
-        api.compare_holdout_evals(
-            args.case,
-            baseline_eval_id=args.baseline_eval_id,
-            candidate_eval_id=args.candidate_eval_id,
-            baseline_variant=args.baseline_variant,
-            candidate_variant=args.candidate_variant,
-            warehouse=args.warehouse,
-        )
+    result = api.compare_holdout_evals(
+        args.case,
+        baseline_eval_id=args.baseline_eval_id,
+        candidate_eval_id=args.candidate_eval_id,
+        baseline_variant=args.baseline_variant,
+        candidate_variant=args.candidate_variant,
+        allow_memo_change=args.allow_memo_change,
+        allow_config_change=args.allow_config_change,
+        warehouse=args.warehouse,
     )
+    for change in result["changedBesidesVariant"]:
+        # Said first, on stderr, so it is read before any number.
+        print(
+            f"warning: the {change['what']} changed besides the variant "
+            f"({change['baseline']} -> {change['candidate']}): the differences below include it",
+            file=sys.stderr,
+        )
+    print_json(result)
     return 0
 
 
@@ -213,6 +221,16 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     compare.add_argument("candidate_eval_id")
     compare.add_argument("--baseline-variant", required=True)
     compare.add_argument("--candidate-variant", required=True)
+    compare.add_argument(
+        "--allow-memo-change",
+        action="store_true",
+        help="compare even though the two variants ran with different memo versions",
+    )
+    compare.add_argument(
+        "--allow-config-change",
+        action="store_true",
+        help="compare even though the two variants ran with different configs",
+    )
     compare.set_defaults(func=cmd_compare)
     prune = evals.add_parser(
         "prune-partitions",
