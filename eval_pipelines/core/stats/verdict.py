@@ -1,0 +1,42 @@
+"""The verdict words a comparison is allowed to print, and the one rule that picks them."""
+
+from __future__ import annotations
+
+from eval_pipelines.core.stats.bootstrap import PairedDifference
+from eval_pipelines.core.stats.policy import INSUFFICIENT
+
+BETTER = "better"
+WORSE = "worse"
+NO_DETECTABLE_DIFFERENCE = "no detectable difference"
+
+
+def verdict(difference: PairedDifference) -> str:
+    """Word for a paired difference (candidate minus baseline), read off its interval alone.
+
+    Parameters
+    ----------
+    difference
+        The result of :func:`~eval_pipelines.core.stats.bootstrap.paired_difference`.
+
+    Returns
+    -------
+    str
+        :data:`BETTER` only when the interval's lower bound is above zero, :data:`WORSE` only
+        when its upper bound is below zero, :data:`NO_DETECTABLE_DIFFERENCE` when the
+        interval contains zero, and ``insufficient_evidence`` when there is no interval
+        (below the minimum sample). The point estimate never decides: an interval that
+        touches zero reads no detectable difference whatever the estimate.
+
+    References
+    ----------
+    .. [1] The superiority rule of specification 004 ("the lower bound of the confidence
+           interval above zero") and issue 7, item 2.
+    """
+    interval = difference.interval
+    if interval is None:
+        return INSUFFICIENT
+    if interval.low > 0.0:
+        return BETTER
+    if interval.high < 0.0:
+        return WORSE
+    return NO_DETECTABLE_DIFFERENCE
