@@ -1,0 +1,63 @@
+"""The power planner (`eval plan`): the planned n comes from the same formula as the reports'
+minimum detectable effect, and is checked against statsmodels' normal power functions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from eval_pipelines import api
+from eval_pipelines.api.plan import plan_comparison
+from eval_pipelines.core.errors import InputError
+
+
+def test_a_stated_discordance_gives_the_statsmodels_sample_size(workdir: object) -> None:
+    from statsmodels.stats.power import normal_sample_size_one_tail
+
+    plan = plan_comparison("any", difference=0.02, discordance=0.10)
+    # Oracle: the McNemar design as a one-sample normal test of the per-record difference
+    # (mean d, variance q under H0 and q - d^2 under H1), two-sided alpha 0.05, power 0.8:
+    # statsmodels' normal_sample_size_one_tail with std_null sqrt(q), std_alternative
+    # sqrt(q - d^2), alpha/2. Equal after rounding up.
+    expected = normal_sample_size_one_tail(
+        0.02, 0.8, 0.025, std_null=math.sqrt(0.10), std_alternative=math.sqrt(0.10 - 0.02**2)
+    )
+    assert plan["recordsNeeded"] == math.ceil(expected)
+    assert plan["source"] == {"stated": True}
+
+
+def test_the_discordance_of_a_previous_evaluation(small_case: str) -> None:
+    variants = [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}]
+    eval_id = api.start_holdout_eval(small_case, variants, sample_size=80, seed=4, launch="inline")[
+        "evalId"
+    ]
+    report = api.get_holdout_eval(small_case, eval_id)["report"]
+    level = report["comparisons"][0]["levels"]["3"]
+    discordance = (level["newlyRight"] + level["newlyWrong"]) / level["pairs"]
+    plan = plan_comparison(small_case, difference=0.05, from_eval=eval_id)
+    assert plan["discordance"] == round(discordance, 6)
+    assert plan["source"] == {
+        "evalId": eval_id,
+        "comparison": "k5 vs baseline",
+        "level": 3,
+        "pairs": level["pairs"],
+    }
+    assert (
+        plan["minimumDetectableEffectAtEvalN"] is None or plan["minimumDetectableEffectAtEvalN"] > 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"difference": 0.02}, "--discordance"),
+        ({"difference": 0.02, "discordance": 0.1, "from_eval": "x"}, "--discordance"),
+        ({"difference": 0.3, "discordance": 0.1}, "--difference"),
+        ({"difference": 0.0, "discordance": 0.1}, "--difference"),
+    ],
+)
+def test_bad_plans_are_refused_naming_the_flag(workdir: object, kwargs: dict, field: str) -> None:
+    with pytest.raises(InputError) as refused:
+        plan_comparison("any", **kwargs)
+    assert refused.value.field == field
