@@ -43,9 +43,10 @@ def test_the_discordance_of_a_previous_evaluation(small_case: str) -> None:
         "level": 3,
         "pairs": level["pairs"],
     }
-    assert (
-        plan["minimumDetectableEffectAtEvalN"] is None or plan["minimumDetectableEffectAtEvalN"] > 0
-    )
+    from eval_pipelines.core.stats.power import minimum_detectable_effect
+
+    mde = minimum_detectable_effect(level["pairs"], discordance)
+    assert plan["minimumDetectableEffectAtEvalN"] == (None if math.isinf(mde) else round(mde, 6))
 
 
 @pytest.mark.parametrize(
