@@ -101,6 +101,56 @@ def test_report_shape_follows_000(small_case: str) -> None:
     }
 
 
+def test_nearest_routes_on_the_confidence_it_shows_and_is_not_short(
+    small_case: str, small_case_files: dict[str, Path]
+) -> None:
+    """Issue 7, end to end: with ``nearest`` no row is reported short when retrieval returned
+    every record asked for (votes are counted apart), every ``auto`` row's confidence is at
+    least ``autoAbove``, ``declined`` rows are exactly those whose prediction does not reach
+    the shallowest target depth, and the markdown shows every level and each variant's memo
+    version and config."""
+    variants = [
+        {"name": "baseline"},
+        {"name": "nearest", "config": {"strategy": "nearest", "candidates": 8}},
+    ]
+    started = api.start_holdout_eval(
+        small_case, variants, sample_size=120, seed=13, launch="inline"
+    )
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    report = status["report"]
+    rows = api.eval_rows(small_case, started["evalId"])
+    depth_of = dict(pl.read_parquet(small_case_files["tree"]).select("code", "level").iter_rows())
+    for variant in report["variants"]:
+        mine = [r for r in rows if r["variant"] == variant["name"]]
+        requested = variant["config"]["candidates"]
+        short = sum(r["effectiveCandidates"] < requested for r in mine)
+        assert variant["leaveOut"]["requestedCandidates"] == requested
+        assert variant["leaveOut"]["rowsShort"] == short
+        votes = [sum(c["votes"] for c in r["candidates"]) for r in mine]
+        assert variant["leaveOut"]["votesMin"] == min(votes)
+        assert variant["leaveOut"]["votesMean"] == pytest.approx(sum(votes) / len(votes), abs=1e-3)
+        auto_above = variant["config"]["autoAbove"]
+        for r in mine:
+            reaches = r["prediction"] is not None and depth_of[r["prediction"]] >= 3
+            assert (r["route"] == "declined") == (not reaches), r
+            if r["route"] == "auto":
+                assert r["confidence"] >= auto_above, r
+            if r["route"] == "review":
+                assert r["confidence"] < auto_above, r
+        assert {r["route"] for r in mine} >= {"auto", "review"}
+    nearest = report["variants"][1]
+    assert nearest["leaveOut"]["votesMean"] == 1.0
+    assert nearest["leaveOut"]["effectiveCandidatesMin"] == 8
+    assert "candidates_short" not in [w["code"] for w in report["warnings"]]
+    markdown = status["reportMarkdown"]
+    for level in report["levels"]:
+        assert f"| L{level['depth']} " in markdown or f"| **L{level['depth']} " in markdown
+    assert "(target)" in markdown
+    for variant in report["variants"]:
+        assert f"`{variant['memoVersion']}`" in markdown
+        assert '"strategy": "' + variant["config"]["strategy"] + '"' in markdown
+
+
 def test_same_seed_same_sample_and_ungrouped_warns(small_case: str) -> None:
     first = api.start_holdout_eval(
         small_case, VARIANTS[:1], sample_size=30, seed=5, launch="inline"
@@ -174,6 +224,10 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
     assert ruled, "the sample should contain otitis records"
     assert all(r["prediction"] == "H66.90" and r["route"] == "auto" for r in ruled)
     assert not any(r["memoApplied"] for r in rows if r["variant"] == "baseline")
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    baseline, with_rule = status["report"]["variants"]
+    assert (baseline["memoRules"], with_rule["memoRules"]) == ({}, {"m_otitis": len(ruled)})
+    assert f"`m_otitis` {len(ruled)}" in status["reportMarkdown"]
     listed = api.list_memo_entries(small_case)
     assert [(e["entryId"], e["status"]) for e in listed] == [("m_otitis", "proposed")]
     approved = api.approve_memo_entry(small_case, "m_otitis", by="reviewer")

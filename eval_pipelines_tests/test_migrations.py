@@ -63,7 +63,11 @@ def test_every_evaluation_still_reads(legacy: Path) -> None:
         candidate_eval_id="legacy-e0002-s3",
         baseline_variant="baseline",
         candidate_variant="baseline",
+        # The two evaluations ran "baseline" with different strategies (weighted, majority):
+        # since issue 7 that must be allowed explicitly.
+        allow_config_change=True,
     )
+    assert [c["what"] for c in compared["changedBesidesVariant"]] == ["config"]
     # The figures the release before printed for this comparison.
     assert compared["levels"]["4"] == {
         "pairs": 56,

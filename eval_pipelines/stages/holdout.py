@@ -44,6 +44,7 @@ from eval_pipelines.core.holdout.scoring import (
     CandidateSupply,
     VariantScore,
     candidate_supply,
+    memo_rule_rows,
     row_outcomes,
     score_variant,
 )
@@ -466,6 +467,9 @@ def report_stage(
                 failed_rows=figures.failed_rows,
                 usage=json.loads(runs[variant.name]["usage_json"]),
                 supply=figures.supply,
+                # Rows each of the variant's memo entries fired on (entries that never fired
+                # read 0; evaluations stored before memo snapshots list only what fired).
+                memo_rules=memo_rule_rows(outcomes[variant.name], spec.memo_ids_of(variant) or ()),
             )
         )
     baseline = spec.variants[0].name

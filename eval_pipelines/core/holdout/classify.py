@@ -3,7 +3,19 @@
 Contract: ``classify(records, evidence, memo, config, *, tree) -> list[Prediction]`` where a
 prediction holds a code (possibly partial, or none: a decline), a confidence, a routing flag
 (``auto``, ``review``, ``declined``), the candidate codes with scores and usage. Other
-classifiers plug in by name with :func:`register_classifier`.
+classifiers plug in by name with :func:`register_classifier`; :func:`route_for` routes the way
+the README's definition says, so a plug-in can route the same way.
+
+Confidence (one number per row, the one routing uses): the *support* of the prediction at the
+shallowest target depth, i.e. the share of the evidence weight held by evidence records whose
+label lies under the prediction's ancestor at that depth (at the prediction's own depth when it
+stops above it; 0 without a prediction). Weights are the strategy's (cosine for ``weighted``,
+one each for ``majority``) after the memo rules. For ``weighted`` and ``majority`` this is the
+vote share at the shallowest target depth. For ``nearest`` the top remaining record decides
+the code, and the support is counted one vote each over the retrieved records (the share the
+code's target-depth ancestor would have under ``majority``), since the deciding vote's own
+share is always 1. A prediction reaching below the target depth is not less confident for it:
+deeper levels are not what routing decides on.
 """
 
 from __future__ import annotations
@@ -38,6 +50,25 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class Prediction:
+    """One classified record.
+
+    Attributes
+    ----------
+    confidence
+        Support of ``code`` at the shallowest target depth (module docstring); routing uses
+        this number and no other.
+    candidates
+        ``{code, score, votes}`` per evidence label that voted: its share of the vote and how
+        many evidence records cast it (``votes`` is absent for plug-ins that do not count).
+    requested_candidates
+        Evidence records the variant asked for (its ``candidates`` setting).
+    effective_candidates
+        Evidence records retrieval supplied for this row (at most ``requested_candidates``),
+        whether or not they voted: a row falls short only when retrieval found fewer.
+    memo_applied
+        Ids of the memo entries whose ``when`` matched the record (the rules that fired).
+    """
+
     record_key: str
     code: str | None
     confidence: float
@@ -48,6 +79,28 @@ class Prediction:
     memo_applied: list[str] = field(default_factory=list)
     error: str | None = None
     tokens: int = 0
+
+    @property
+    def votes(self) -> int | None:
+        """Evidence records whose vote counted (None when the candidates carry no counts)."""
+        return candidate_votes(self.candidates)
+
+
+def candidate_votes(candidates: Sequence[dict[str, Any]]) -> int | None:
+    """Sum of the candidates' ``votes``; 0 for no candidates, None when a candidate has none."""
+    if any("votes" not in candidate for candidate in candidates):
+        return None
+    return sum(int(candidate["votes"]) for candidate in candidates)
+
+
+def route_for(
+    code: str | None, confidence: float, *, target: int, auto_above: float, tree: CodeTree
+) -> str:
+    """``declined`` when the code does not reach depth ``target`` (the shallowest target
+    depth), else ``auto`` when ``confidence >= auto_above``, else ``review``."""
+    if tree.ancestor_at(code, target) is None:
+        return "declined"
+    return "auto" if confidence >= auto_above else "review"
 
 
 class Classifier(Protocol):
@@ -91,12 +144,14 @@ def knn_vote(
     """Vote over the evidence labels level by level down the tree.
 
     At each level the evidence still consistent with the path chosen so far votes for its
-    ancestor at that level (weights: similarity, one each, or the nearest record only); the
-    winner's share of the total vote is its confidence. Descent stops when the share falls
-    below ``decline_below``. A prediction that does not reach the shallowest target depth is
-    routed ``declined``; otherwise ``auto`` when the share at that depth is at least
-    ``auto_above``, else ``review``. Memo rules run first: ``decline`` and ``assign`` decide
-    outright; ``exclude`` drops evidence under a code; ``prefer`` multiplies its weight.
+    ancestor at that level (weights: similarity, one each, or the nearest remaining record
+    only); descent stops when the winner's share of the total vote falls below
+    ``decline_below``. The prediction's confidence is its support at the shallowest target
+    depth (module docstring): for ``weighted`` and ``majority`` the vote share there. Routing
+    (:func:`route_for`) uses that confidence: ``declined`` above the shallowest target depth,
+    else ``auto`` at or above ``auto_above``, else ``review``. Memo rules run first:
+    ``decline`` and ``assign`` decide outright (confidence 0 and 1); ``exclude`` drops evidence
+    under a code; ``prefer`` multiplies its weight.
     """
     target = min(config.target_depth) if config.target_depth else tree.max_depth
     predictions = []
@@ -129,36 +184,36 @@ def _vote_one(
 ) -> Prediction:
     pool = retrieved[: config.candidates]
     matched = [entry for entry in memo if entry.rule.matches(record.text, record.metadata)]
-    applied = [entry.entry_id for entry in matched]
 
-    def common(**fields: Any) -> Prediction:
+    def decided(
+        code: str | None, confidence: float, candidates: list[dict[str, Any]]
+    ) -> Prediction:
+        confidence = round(confidence, 6)
         return Prediction(
             record_key=record.record_key,
+            code=code,
+            confidence=confidence,
+            route=route_for(
+                code, confidence, target=target, auto_above=config.auto_above, tree=tree
+            ),
+            candidates=candidates,
             requested_candidates=config.candidates,
-            memo_applied=applied,
-            **fields,
+            # What retrieval supplied, voters or not (memo rules and strategy decide the votes).
+            effective_candidates=len(pool),
+            memo_applied=[entry.entry_id for entry in matched],
         )
 
     for entry in matched:
         if entry.rule.action == "decline":
-            return common(
-                code=None,
-                confidence=0.0,
-                route="declined",
-                effective_candidates=len(pool),
-            )
+            return decided(None, 0.0, [])
     for entry in matched:
         if entry.rule.action == "assign":
-            code = entry.rule.codes[0]
-            return common(
-                code=code,
-                confidence=1.0,
-                route="auto",
-                candidates=[{"code": code, "score": 1.0}],
-                effective_candidates=len(pool),
-            )
+            assigned = entry.rule.codes[0]
+            return decided(assigned, 1.0, [{"code": assigned, "score": 1.0, "votes": 0}])
 
-    weights = _weights(pool, config.strategy)
+    # Support weights: what the confidence is measured with; the vote uses them too, except
+    # that under ``nearest`` only the top remaining record votes.
+    support = _weights(pool, config.strategy)
     for entry in matched:
         for index, item in enumerate(pool):
             under = any(
@@ -166,25 +221,31 @@ def _vote_one(
                 for code in entry.rule.codes
             )
             if under and entry.rule.action == "exclude":
-                weights[index] = 0.0
+                support[index] = 0.0
             elif under and entry.rule.action == "prefer":
-                weights[index] *= entry.rule.boost
-    effective = sum(1 for w in weights if w > 0)
+                support[index] *= entry.rule.boost
+    if config.strategy == "nearest":
+        first = next((i for i, w in enumerate(support) if w > 0), None)
+        weights = [1.0 if i == first else 0.0 for i in range(len(pool))]
+    else:
+        weights = list(support)
     total = sum(weights)
     if total <= 0:
-        return common(code=None, confidence=0.0, route="declined", effective_candidates=effective)
+        return decided(None, 0.0, [])
 
     label_scores: dict[str, float] = defaultdict(float)
+    label_votes: dict[str, int] = defaultdict(int)
     for item, weight in zip(pool, weights, strict=True):
         if weight > 0:
             label_scores[item.label_node] += weight
+            label_votes[item.label_node] += 1
     candidates = [
-        {"code": code, "score": round(score / total, 6)}
+        {"code": code, "score": round(score / total, 6), "votes": label_votes[code]}
         for code, score in sorted(label_scores.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
 
     alive = [i for i, w in enumerate(weights) if w > 0]
-    chosen: list[tuple[str, float]] = []
+    code: str | None = None
     for depth in range(1, tree.max_depth + 1):
         tally: dict[str, float] = defaultdict(float)
         for i in alive:
@@ -194,42 +255,37 @@ def _vote_one(
         if not tally:
             break
         best, score = min(tally.items(), key=lambda kv: (-kv[1], kv[0]))
-        share = score / total
-        if share < config.decline_below:
+        if score / total < config.decline_below:
             break
-        chosen.append((best, share))
+        code = best
         alive = [i for i in alive if tree.ancestor_at(pool[i].label_node, depth) == best]
 
-    if not chosen:
-        return common(
-            code=None,
-            confidence=0.0,
-            route="declined",
-            candidates=candidates,
-            effective_candidates=effective,
-        )
-    code, confidence = chosen[-1]
-    if len(chosen) < target:
-        route = "declined"
-    elif chosen[target - 1][1] >= config.auto_above:
-        route = "auto"
-    else:
-        route = "review"
-    return common(
-        code=code,
-        confidence=round(confidence, 6),
-        route=route,
-        candidates=candidates,
-        effective_candidates=effective,
+    if code is None:
+        return decided(None, 0.0, candidates)
+    return decided(code, _support_share(code, target, pool, support, tree), candidates)
+
+
+def _support_share(
+    code: str, target: int, pool: list[Neighbour], support: list[float], tree: CodeTree
+) -> float:
+    """Share of the support weight held by evidence whose label lies under the code's
+    ancestor at depth ``target`` (under the code itself when it is shallower)."""
+    total = sum(support)
+    depth = min(target, len(tree.path(code)))
+    scored = tree.path(code)[depth - 1]
+    under = sum(
+        weight
+        for item, weight in zip(pool, support, strict=True)
+        if weight > 0 and tree.ancestor_at(item.label_node, depth) == scored
     )
+    return under / total if total > 0 else 0.0
 
 
 def _weights(pool: list[Neighbour], strategy: str) -> list[float]:
+    """Support weights: cosine for ``weighted``, one each for ``majority`` and ``nearest``."""
     if strategy == "weighted":
         return [max(item.similarity, 0.0) for item in pool]
-    if strategy == "majority":
-        return [1.0 for _ in pool]
-    return [1.0 if index == 0 else 0.0 for index in range(len(pool))]
+    return [1.0 for _ in pool]
 
 
 register_classifier("knn-vote", knn_vote)

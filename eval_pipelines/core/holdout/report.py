@@ -3,7 +3,8 @@ and a markdown summary for the Dagster UI and the CLI."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipelines.core.hashing import hash_json
@@ -25,7 +26,11 @@ NEAR_DUPLICATE_REPRESENTATION = (
 
 @dataclass(frozen=True)
 class VariantResult:
-    """One variant's scores and what it ran with."""
+    """One variant's scores and what it ran with.
+
+    ``memo_rules`` maps each memo entry of the variant to the rows it fired on (its ``when``
+    matched), 0 for entries that never fired.
+    """
 
     name: str
     memo_include: tuple[str, ...]
@@ -35,6 +40,7 @@ class VariantResult:
     failed_rows: int
     usage: dict[str, Any]
     supply: CandidateSupply
+    memo_rules: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,9 +126,10 @@ def _warnings(
             warnings.append(
                 ReportWarning(
                     "candidates_short",
-                    f"variant {variant.name}: {variant.supply.rows_short} rows had fewer "
-                    "evidence records than requested (too few records share any text feature "
-                    "with them)",
+                    f"variant {variant.name}: retrieval returned fewer than the "
+                    f"{variant.supply.requested} evidence records requested for "
+                    f"{variant.supply.rows_short} rows (too few records share any text "
+                    "feature with them)",
                 )
             )
         for depth in variant.score.target_depth:
@@ -202,12 +209,16 @@ def score_to_json(score: VariantScore) -> dict[str, Any]:
 
 
 def supply_to_json(supply: CandidateSupply) -> dict[str, Any]:
+    """Evidence requested and supplied by retrieval (``effectiveCandidates*``, ``rowsShort``)
+    and, separately, how many supplied records voted (``votes*``; null when not counted)."""
     return {
         "requestedCandidates": supply.requested,
         "effectiveCandidatesMean": round(supply.effective_mean, 3),
         "effectiveCandidatesMin": supply.effective_min,
         "rowsShort": supply.rows_short,
         "rowsShortKeys": list(supply.rows_short_keys),
+        "votesMean": None if supply.votes_mean is None else round(supply.votes_mean, 3),
+        "votesMin": supply.votes_min,
     }
 
 
@@ -265,6 +276,7 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
                 "failedRows": variant.failed_rows,
                 "usage": variant.usage,
                 "leaveOut": supply_to_json(variant.supply),
+                "memoRules": dict(variant.memo_rules),
             }
             for variant in report.variants
         ],
@@ -298,9 +310,46 @@ def format_difference(value: float | None) -> str:
     return f"{value:+.3f}"
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _level_titles(report: dict[str, Any]) -> dict[str, str]:
+    """``L<d> <name>`` per level; target levels in bold and marked ``(target)``."""
+    targets = {str(d) for d in report["targetDepth"]}
+    titles = {}
+    for level in report["levels"]:
+        depth = str(level["depth"])
+        title = f"L{depth} {level['name'].removesuffix(f' L{depth}')}".strip()
+        titles[depth] = f"**{title}** (target)" if depth in targets else title
+    return titles
+
+
+def _memo_rules_text(rules: dict[str, int]) -> str:
+    if not rules:
+        return "none"
+    return ", ".join(f"`{entry}` {rows}" for entry, rows in rules.items())
+
+
+def _supply_text(supply: dict[str, Any]) -> str:
+    text = (
+        f"{supply['requestedCandidates']} requested, {supply['effectiveCandidatesMean']:g} "
+        f"returned on average (min {supply['effectiveCandidatesMin']})"
+    )
+    if supply.get("votesMean") is not None:
+        text += f", {supply['votesMean']:g} voted on average (min {supply['votesMin']})"
+    return text
+
+
 def report_markdown(report: dict[str, Any]) -> str:
-    """Markdown summary of a report's JSON: warnings first, then sample, versions, per-variant
-    scores, paired comparisons and the note."""
+    """Markdown summary of a report's JSON: warnings first, then sample and versions, each
+    variant's memo version, memo rules fired, evidence and config, accuracy at every level
+    (target levels marked), routing, paired comparisons at every level and the note."""
     sample = report["sample"]
     grouping = sample["grouping"]
     grouping_text = ", ".join(
@@ -321,32 +370,70 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"memo `{versions['memo']}`"
         + (f"; comparable as `{report['comparableAs']}`." if "comparableAs" in report else "."),
         "",
+        "Variants (the first is the baseline):",
+        "",
+        _row(["variant", "memo version", "memo rules fired (rows)", "evidence", "config"]),
+        "|---|---|---|---|---|",
     ]
-    depths = [str(d) for d in report["targetDepth"]]
-    names = {str(level["depth"]): level["name"] for level in report["levels"]}
-    titles = [f"L{d} {names[d].removesuffix(f' L{d}')}" for d in depths]
-    header = ["variant", *titles, "decline rate", "failed"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for variant in report["variants"]:
-        score = variant["score"]
-        cells = [variant["name"], *(_fmt(score["targetDepth"][d]) for d in depths)]
-        cells += [_fmt(score["declineRate"]), str(variant["failedRows"])]
-        lines.append("| " + " | ".join(cells) + " |")
+        config = json.dumps(variant["config"], separators=(", ", ": "), sort_keys=True)
+        lines.append(
+            _row(
+                [
+                    _cell(variant["name"]),
+                    f"`{_cell(variant['memoVersion'])}`",
+                    _cell(_memo_rules_text(variant.get("memoRules", {}))),
+                    _supply_text(variant["leaveOut"]),
+                    f"`{_cell(config)}`",
+                ]
+            )
+        )
+    titles = _level_titles(report)
+    names = [_cell(variant["name"]) for variant in report["variants"]]
+    scores = [variant["score"] for variant in report["variants"]]
+    lines += [
+        "",
+        "Accuracy per level (target levels in bold):",
+        "",
+        _row(["level", *names]),
+        "|---|" + "---|" * len(names),
+    ]
+    for depth, title in titles.items():
+        lines.append(_row([title, *(_fmt(score["levels"][depth]["accuracy"]) for score in scores)]))
+    lines.append(_row(["decline rate", *(_fmt(score["declineRate"]) for score in scores)]))
+    lines.append(
+        _row(
+            [
+                "routed auto / review / declined",
+                *(
+                    " / ".join(
+                        str(score["routing"][route]["coverage"]["k"])
+                        for route in ("auto", "review", "declined")
+                    )
+                    for score in scores
+                ),
+            ]
+        )
+    )
+    lines.append(
+        _row(["failed rows", *(str(variant["failedRows"]) for variant in report["variants"])])
+    )
     if report["comparisons"]:
         lines += [
             "",
-            "Paired comparisons (candidate vs baseline, McNemar exact):",
+            "Paired comparisons (candidate vs baseline, McNemar exact; target levels in bold):",
             "",
             "| baseline | candidate | level | pairs | newly right | newly wrong | diff | p |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for comparison in report["comparisons"]:
-            for depth in depths:
+            for depth, title in titles.items():
                 level = comparison["levels"][depth]
                 lines.append(
-                    f"| {comparison['baseline']} | {comparison['candidate']} | L{depth} | "
-                    f"{level['pairs']} | {level['newlyRight']} | {level['newlyWrong']} | "
-                    f"{format_difference(level['difference'])} | {level['mcnemarP']:.4g} |"
+                    f"| {_cell(comparison['baseline'])} | {_cell(comparison['candidate'])} | "
+                    f"{title} | {level['pairs']} | {level['newlyRight']} | "
+                    f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
+                    f"{level['mcnemarP']:.4g} |"
                 )
     lines += ["", f"_{report['note']}_"]
     return "\n".join(lines)

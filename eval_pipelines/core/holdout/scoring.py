@@ -15,11 +15,12 @@ Definitions (also in the README):
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
-from eval_pipelines.core.holdout.classify import ROUTES
+from eval_pipelines.core.holdout.classify import ROUTES, candidate_votes
 from eval_pipelines.core.stats import Proportion, estimate_proportion
 from eval_pipelines.core.tree import CodeTree
 
@@ -158,27 +159,59 @@ def score_variant(
 
 @dataclass(frozen=True)
 class CandidateSupply:
-    """Neighbour records requested and found per sampled record, and the rows that fell short."""
+    """Evidence records requested and supplied per sampled record, the rows retrieval left
+    short, and (separately) how many of the supplied records voted.
+
+    ``effective_*`` count what retrieval returned (at most the variant's ``candidates``): a
+    row is short only when retrieval found fewer records than requested, never because a
+    strategy (``nearest``: one vote) or a memo rule (``exclude``) let fewer of them vote.
+    ``votes_*`` are None when a row's candidates carry no ``votes`` (plug-in classifiers,
+    predictions stored before votes were counted).
+    """
 
     requested: int
     effective_mean: float
     effective_min: int
     rows_short: int
     rows_short_keys: tuple[str, ...]
+    votes_mean: float | None = None
+    votes_min: int | None = None
+
+
+def row_votes(candidates_json: str | None) -> int | None:
+    """Evidence records that voted on one row, from its stored candidates JSON."""
+    return candidate_votes(json.loads(candidates_json) if candidates_json else [])
 
 
 def candidate_supply(predictions: pl.DataFrame) -> CandidateSupply:
-    """Requested vs effective candidates, and how many rows fell short (first 20 keys kept)."""
+    """Requested vs effective candidates, how many rows fell short (first 20 keys kept) and
+    the votes per row (from the ``votes`` of each row's candidates)."""
     stats = predictions.select(
         pl.col("requested_candidates").max().fill_null(0).alias("requested"),
         pl.col("effective_candidates").mean().fill_null(0.0).alias("mean"),
         pl.col("effective_candidates").min().fill_null(0).alias("min"),
     ).row(0, named=True)
     short = predictions.filter(pl.col("effective_candidates") < pl.col("requested_candidates"))
+    votes = [row_votes(raw) for raw in predictions.get_column("candidates").to_list()]
+    known = [v for v in votes if v is not None]
+    counted = bool(known) and len(known) == len(votes)
     return CandidateSupply(
         requested=int(stats["requested"]),
         effective_mean=float(stats["mean"]),
         effective_min=int(stats["min"]),
         rows_short=short.height,
         rows_short_keys=tuple(short.get_column("record_key").head(20).to_list()),
+        votes_mean=sum(known) / len(known) if counted else None,
+        votes_min=min(known) if counted else None,
     )
+
+
+def memo_rule_rows(predictions: pl.DataFrame, entry_ids: Sequence[str] = ()) -> dict[str, int]:
+    """Rows on which each memo entry fired (its ``when`` matched), from the rows'
+    ``memo_applied`` JSON lists; every id in ``entry_ids`` is listed, 0 when it never fired.
+    Sorted by entry id."""
+    counts = dict.fromkeys(entry_ids, 0)
+    for raw in predictions.get_column("memo_applied").to_list():
+        for entry_id in set(json.loads(raw) if raw else []):
+            counts[entry_id] = counts.get(entry_id, 0) + 1
+    return dict(sorted(counts.items()))

@@ -1,0 +1,241 @@
+"""The report: candidate supply and votes, memo rules fired, warnings, and the markdown (every
+level, target levels marked; versions, memo version and config per variant), on hand-made
+rows."""
+
+import json
+
+import polars as pl
+import pytest
+
+from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.report import (
+    Comparison,
+    VariantResult,
+    build_report,
+    format_difference,
+    report_markdown,
+    report_to_json,
+)
+from eval_pipelines.core.holdout.scoring import (
+    candidate_supply,
+    memo_rule_rows,
+    row_outcomes,
+    score_variant,
+)
+from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, HoldoutSpec, Variant
+from eval_pipelines.core.tree import tree_from_parent_links
+
+TREE = tree_from_parent_links(
+    pl.DataFrame(
+        {
+            "code": ["A", "A1", "A1.1", "A1.2", "A2", "B", "B1"],
+            "parent": [None, "A", "A1", "A1", "A", None, "B"],
+            "kind": ["chapter", "block", "category", "category", "block", "chapter", "block"],
+        }
+    )
+)
+N = 12
+# Labels: r0-r5 A1.1, r6-r8 A2, r9-r11 B1 (levels 1 and 2 score 12 rows, level 3 six).
+LABELS = pl.DataFrame(
+    {
+        "record_key": [f"r{i:02d}" for i in range(N)],
+        "label": ["A1.1"] * 6 + ["A2"] * 3 + ["B1"] * 3,
+        "label_node": ["A1.1"] * 6 + ["A2"] * 3 + ["B1"] * 3,
+    }
+)
+WEIGHTED = ClassifyConfig(candidates=3, target_depth=(2,))
+NEAREST = ClassifyConfig(strategy="nearest", candidates=3, target_depth=(2,))
+
+
+def _rows(codes, routes, votes, effective, memo_applied):
+    return pl.DataFrame(
+        {
+            "record_key": [f"r{i:02d}" for i in range(N)],
+            "code": codes,
+            "confidence": [0.9] * N,
+            "route": routes,
+            "candidates": [
+                json.dumps([{"code": c or "A", "score": 1.0, "votes": v}] if v else [])
+                for c, v in zip(codes, votes, strict=True)
+            ],
+            "requested_candidates": [3] * N,
+            "effective_candidates": effective,
+            "memo_applied": [json.dumps(m) for m in memo_applied],
+            "error": [None] * N,
+            "tokens": [0] * N,
+        },
+        schema_overrides={"code": pl.String, "error": pl.String},
+    )
+
+
+BASELINE = _rows(
+    codes=["A1.1"] * 6 + ["A2"] * 3 + ["B1", "B1", None],
+    routes=["auto"] * 9 + ["review", "review", "declined"],
+    votes=[3] * 11 + [0],
+    effective=[3] * 11 + [2],  # r11: retrieval found only 2 records
+    memo_applied=[[]] * N,
+)
+CANDIDATE = _rows(
+    codes=["A1.2"] + ["A1.1"] * 5 + ["A2"] * 3 + ["B1"] * 3,
+    routes=["review"] + ["auto"] * 11,
+    votes=[1] * N,  # nearest: one vote, three records returned
+    effective=[3] * N,
+    memo_applied=[["m_b"], ["m_a", "m_b"]] + [[]] * (N - 2),
+)
+
+
+def _variant(name, config, frame, memo_ids):
+    outcomes = row_outcomes(frame, LABELS, TREE)
+    return outcomes, VariantResult(
+        name=name,
+        memo_include=(),
+        memo_version="memo-" + name,
+        config=config,
+        score=score_variant(outcomes, TREE, (2,)),
+        failed_rows=0,
+        usage={},
+        supply=candidate_supply(outcomes),
+        memo_rules=memo_rule_rows(outcomes, memo_ids),
+    )
+
+
+def _report():
+    base_outcomes, base = _variant("baseline", WEIGHTED, BASELINE, ())
+    cand_outcomes, cand = _variant("near|est", NEAREST, CANDIDATE, ("m_a", "m_b", "m_c"))
+    spec = HoldoutSpec(
+        eval_id="demo-e1-s7",
+        case_id="demo",
+        seed=7,
+        sample_size=N,
+        grouping=Grouping(),
+        config=WEIGHTED,
+        target_depth=(2,),
+        variants=(
+            Variant("baseline", (), WEIGHTED, "baseline"),
+            Variant("near|est", (), NEAREST, "near_est"),
+        ),
+        records_version="rv1",
+        tree_version="tv1",
+        memo_version="mv1",
+    )
+    report = build_report(
+        spec,
+        TREE.levels,
+        sample_hash="abc",
+        sample_size=N,
+        group_members_excluded=0,
+        excluded_records=N,
+        variants=(base, cand),
+        comparisons=(
+            Comparison(
+                "baseline", "near|est", compare_outcomes(base_outcomes, cand_outcomes, TREE)
+            ),
+        ),
+    )
+    return report_to_json(report)
+
+
+def test_supply_counts_what_retrieval_returned_and_votes_apart():
+    nearest = candidate_supply(CANDIDATE)
+    # Three records returned for every row although one voted: no row is short.
+    assert (nearest.requested, nearest.effective_mean, nearest.effective_min) == (3, 3.0, 3)
+    assert (nearest.rows_short, nearest.votes_mean, nearest.votes_min) == (0, 1.0, 1)
+    weighted = candidate_supply(BASELINE)
+    assert (weighted.rows_short, weighted.rows_short_keys) == (1, ("r11",))
+    assert (weighted.votes_mean, weighted.votes_min) == (33 / 12, 0)
+
+
+def test_votes_are_unknown_when_candidates_do_not_count_them():
+    frame = BASELINE.with_columns(
+        pl.lit(json.dumps([{"code": "A", "score": 1.0}])).alias("candidates")
+    )
+    supply = candidate_supply(frame)
+    assert (supply.votes_mean, supply.votes_min) == (None, None)
+
+
+def test_memo_rule_rows_counts_each_rule_per_row_and_lists_rules_that_never_fired():
+    assert memo_rule_rows(CANDIDATE, ("m_a", "m_b", "m_c")) == {"m_a": 1, "m_b": 2, "m_c": 0}
+    assert memo_rule_rows(BASELINE) == {}
+
+
+def test_report_json_carries_versions_config_memo_rules_and_votes():
+    report = _report()
+    assert report["versions"] == {"records": "rv1", "tree": "tv1", "memo": "mv1"}
+    baseline, nearest = report["variants"]
+    assert (baseline["memoVersion"], nearest["memoVersion"]) == ("memo-baseline", "memo-near|est")
+    assert nearest["config"] == NEAREST.to_json()
+    assert nearest["memoRules"] == {"m_a": 1, "m_b": 2, "m_c": 0}
+    assert nearest["leaveOut"] == {
+        "requestedCandidates": 3,
+        "effectiveCandidatesMean": 3.0,
+        "effectiveCandidatesMin": 3,
+        "rowsShort": 0,
+        "rowsShortKeys": [],
+        "votesMean": 1.0,
+        "votesMin": 1,
+    }
+    # Only the baseline's row r11 fell short of retrieval; nearest's single vote warns nothing.
+    short = [w for w in report["warnings"] if w["code"] == "candidates_short"]
+    assert short == [
+        {
+            "code": "candidates_short",
+            "message": "variant baseline: retrieval returned fewer than the 3 evidence records "
+            "requested for 1 rows (too few records share any text feature with them)",
+        }
+    ]
+
+
+def _compact(config):
+    return json.dumps(config.to_json(), separators=(", ", ": "), sort_keys=True)
+
+
+def test_markdown_shows_every_level_versions_memo_and_config():
+    report = _report()
+    lines = report_markdown(report).splitlines()
+    assert (
+        "Versions: records `rv1`, tree `tv1`, memo `mv1`; "
+        f"comparable as `{report['comparableAs']}`." in lines
+    )
+    # Per variant: memo version, rows each memo rule fired on, evidence returned and voting
+    # (baseline: (11 * 3 + 2) / 12 = 2.917 returned, 33 / 12 = 2.75 voted), and the config.
+    assert (
+        "| baseline | `memo-baseline` | none | 3 requested, 2.917 returned on average (min 2), "
+        f"2.75 voted on average (min 0) | `{_compact(WEIGHTED)}` |" in lines
+    )
+    assert (
+        "| near\\|est | `memo-near\\|est` | `m_a` 1, `m_b` 2, `m_c` 0 | 3 requested, 3 returned "
+        f"on average (min 3), 1 voted on average (min 1) | `{_compact(NEAREST)}` |" in lines
+    )
+    # Every level, the target (2) marked. Intervals: statsmodels proportion_confint(k, 12,
+    # method="wilson") gives [0.646, 0.985] for 11 and [0.758, 1.000] for 12; level 3 scores
+    # only the six A1.1 rows, too few for an estimate.
+    assert "| level | baseline | near\\|est |" in lines
+    assert "| L1 chapter | 0.917 [0.646, 0.985] n=12 | 1.000 [0.758, 1.000] n=12 |" in lines
+    assert (
+        "| **L2 block** (target) | 0.917 [0.646, 0.985] n=12 | 1.000 [0.758, 1.000] n=12 |" in lines
+    )
+    assert (
+        "| L3 category | insufficient_evidence (k=6, n=6) | insufficient_evidence (k=5, n=6) |"
+        in lines
+    )
+    assert "| routed auto / review / declined | 9 / 2 / 1 | 11 / 1 / 0 |" in lines
+    # Paired comparisons at every level, the target marked.
+    assert "| baseline | near\\|est | L1 chapter | 12 | 1 | 0 | +0.083 | 1 |" in lines
+    assert "| baseline | near\\|est | **L2 block** (target) | 12 | 1 | 0 | +0.083 | 1 |" in lines
+    assert "| baseline | near\\|est | L3 category | 6 | 0 | 1 | -0.167 | 1 |" in lines
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (-1 / 3000, "0.000"),  # issue 7: printed -0.000
+        (1 / 3000, "0.000"),
+        (0.0, "0.000"),
+        (-0.0, "0.000"),
+        (-0.012, "-0.012"),
+        (0.06, "+0.060"),
+        (None, "n/a"),
+    ],
+)
+def test_format_difference_signs_only_nonzero_rounded_values(value, text):
+    assert format_difference(value) == text
