@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 import pytest
 from dagster import DagsterInstance
+from scipy.stats import bootstrap
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
@@ -64,6 +66,33 @@ def test_report_statistics_match_independent_oracles(small_case: str) -> None:
         # expected from statsmodels mcnemar(exact=True); same closed form, so 1e-12
         table = [[both, b], [c, len(keys) - both - b - c]]
         assert level["mcnemarP"] == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-12)
+        # expected from scipy.stats.bootstrap(paired, percentile) over the clusters in the
+        # rows, with the report's seed (evaluation seed, level): the same resampling done by
+        # a general implementation; the report rounds to 6 decimals, hence 1e-6.
+        if len(keys) >= 20:
+            # Clusters numbered in order of first appearance over the records sorted by key,
+            # as the report numbers them.
+            ordered = sorted(keys)
+            first_seen: dict[int, int] = {}
+            codes = np.array(
+                [first_seen.setdefault(base[k]["cluster"], len(first_seen)) for k in ordered]
+            )
+            diffs = [
+                int(cand[k]["correct"][depth]) - int(base[k]["correct"][depth]) for k in ordered
+            ]
+            sums = np.bincount(codes, weights=diffs)
+            sizes = np.bincount(codes).astype(float)
+            expected = bootstrap(
+                (sums, sizes),
+                lambda s, m, axis=-1: s.sum(axis=axis) / m.sum(axis=axis),
+                paired=True,
+                vectorized=True,
+                method="percentile",
+                n_resamples=level["resamples"],
+                rng=np.random.default_rng([11, int(depth)]),
+            ).confidence_interval
+            assert level["clusters"] == sums.size
+            assert level["interval"] == pytest.approx([expected.low, expected.high], abs=1e-6)
 
 
 def test_report_shape_follows_000(small_case: str) -> None:

@@ -39,7 +39,7 @@ def compare_holdout_evals(
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
     from eval_pipelines.core.holdout.report import paired_levels_to_json
-    from eval_pipelines.stages.holdout import variant_outcomes
+    from eval_pipelines.stages.holdout import evaluation_clusters, variant_outcomes
 
     loaded = {}
     with connect(
@@ -56,6 +56,8 @@ def compare_holdout_evals(
             if stored is None:
                 raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
             spec, tree, outcomes = variant_outcomes(conn, eval_id)
+            if role == "baseline":
+                clusters = evaluation_clusters(conn, eval_id)
             if variant not in outcomes:
                 raise InputError(flag, variant, f"is not a variant of {eval_id}: {list(outcomes)}")
             loaded[role] = (spec, stored.report, outcomes[variant], tree)
@@ -103,7 +105,9 @@ def compare_holdout_evals(
         "sampleHash": base_report["sample"]["sampleHash"],
         "grouping": base_spec.grouping.to_json(),
         "targetDepth": list(base_spec.target_depth),
-        "levels": paired_levels_to_json(compare_outcomes(base_rows, cand_rows, tree)),
+        "levels": paired_levels_to_json(
+            compare_outcomes(base_rows, cand_rows, tree, clusters=clusters, seed=base_spec.seed)
+        ),
     }
 
 

@@ -371,12 +371,14 @@ def eval_rows(
     errors_only: bool = False,
     warehouse: Path | str | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per sampled record and variant, with correctness per level.
+    """One row per sampled record and variant, with correctness per level and the record's
+    cluster (records held out together share one; the paired intervals resample clusters),
+    so every figure of the report can be recomputed from the rows.
 
     ``errors_only`` keeps the rows that are not right at every target depth (wrong, declined
     or failed).
     """
-    from eval_pipelines.stages.holdout import variant_outcomes
+    from eval_pipelines.stages.holdout import evaluation_clusters, variant_outcomes
 
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
@@ -388,6 +390,7 @@ def eval_rows(
                 f"(eval-pipelines eval status {case_id} {eval_id} --wait)"
             )
         spec, tree, outcomes = variant_outcomes(conn, eval_id)
+        clusters = evaluation_clusters(conn, eval_id)
     names = [v.name for v in spec.variants]
     if variant is not None and variant not in names:
         raise InputError("--variant", variant, f"is not a variant of {eval_id}: {names}")
@@ -406,6 +409,7 @@ def eval_rows(
             rows.append(
                 {
                     "recordKey": record["record_key"],
+                    "cluster": clusters[record["record_key"]],
                     "variant": name,
                     "label": record["label"],
                     "prediction": record["code"],

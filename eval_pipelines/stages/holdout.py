@@ -445,6 +445,16 @@ def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
     return levels
 
 
+def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, int]:
+    """Each sampled record's cluster: records held out together resample together."""
+    from eval_pipelines.core.holdout.clusters import sample_clusters
+
+    keys = holdout.load_sample(conn, eval_id).get_column("record_key").to_list()
+    return dict(
+        zip(keys, sample_clusters(keys, holdout.held_out_pairs(conn, eval_id)), strict=True)
+    )
+
+
 def report_stage(
     conn: duckdb.DuckDBPyConnection, eval_id: str, *, run_id: str | None
 ) -> tuple[dict[str, Any], str]:
@@ -473,11 +483,18 @@ def report_stage(
             )
         )
     baseline = spec.variants[0].name
+    clusters = evaluation_clusters(conn, eval_id)
     comparisons = tuple(
         Comparison(
             baseline=baseline,
             candidate=variant.name,
-            levels=compare_outcomes(outcomes[baseline], outcomes[variant.name], tree),
+            levels=compare_outcomes(
+                outcomes[baseline],
+                outcomes[variant.name],
+                tree,
+                clusters=clusters,
+                seed=spec.seed,
+            ),
         )
         for variant in spec.variants[1:]
     )

@@ -104,6 +104,14 @@ def save_leave_out(
     )
 
 
+def held_out_pairs(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[tuple[str, str]]:
+    """``(sample_key, excluded_key)`` of every leave-out list of the evaluation."""
+    rows = conn.execute(
+        "SELECT sample_key, excluded_key FROM leave_out WHERE eval_id = ?", [eval_id]
+    ).fetchall()
+    return [(a, b) for a, b in rows]
+
+
 def leave_out_counts(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[int, int]:
     """``(leave-out entries, of which group members)``."""
     row = conn.execute(

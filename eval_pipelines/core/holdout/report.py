@@ -12,6 +12,7 @@ from eval_pipelines.core.holdout.compare import PairedLevel
 from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
 from eval_pipelines.core.holdout.spec import ClassifyConfig, HoldoutSpec
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
+from eval_pipelines.core.stats.multiple import holm
 from eval_pipelines.core.tree import Level
 
 AGREEMENT_NOTE = (
@@ -223,19 +224,57 @@ def supply_to_json(supply: CandidateSupply) -> dict[str, Any]:
 
 
 def paired_levels_to_json(levels: tuple[PairedLevel, ...]) -> dict[str, Any]:
-    """Per level: pairs, newly right/wrong, both right/wrong, difference and McNemar p."""
-    return {
-        str(level.depth): {
+    """Per level: the raw counts (always), the difference with its cluster-bootstrap 95%
+    interval, the verdict, the MDE (these read ``insufficient_evidence`` below the minimum n)
+    and the exact McNemar p."""
+    out = {}
+    for level in levels:
+        paired = level.paired
+        interval = paired.interval
+        mde = level.minimum_detectable_effect
+        out[str(level.depth)] = {
             "pairs": level.pairs,
             "newlyRight": level.newly_right,
             "newlyWrong": level.newly_wrong,
             "bothRight": level.both_right,
             "bothWrong": level.both_wrong,
             "difference": None if level.difference is None else round(level.difference, 6),
+            "interval": INSUFFICIENT
+            if interval is None
+            else [round(interval.low, 6), round(interval.high, 6)],
+            "verdict": level.verdict,
+            "minimumDetectableEffect": None if mde is None else round(mde, 6),
+            "clusters": paired.n_clusters,
+            "resamples": paired.n_resamples,
+            "intervalMethod": paired.method,
+            # The exact test is valid at any n (it is how few pairs are judged), so its p is
+            # always shown; the interval, verdict and MDE follow the minimum-n rule.
             "mcnemarP": level.mcnemar.pvalue,
         }
-        for level in levels
-    }
+    return out
+
+
+def comparisons_to_json(comparisons: tuple[Comparison, ...]) -> list[dict[str, Any]]:
+    """Every candidate against the baseline; with more than one candidate, each level's
+    McNemar p-values are also Holm-adjusted across the candidates (``mcnemarPHolm``)."""
+    out: list[dict[str, Any]] = [
+        {
+            "baseline": comparison.baseline,
+            "candidate": comparison.candidate,
+            "levels": paired_levels_to_json(comparison.levels),
+        }
+        for comparison in comparisons
+    ]
+    if len(comparisons) > 1:
+        for depth in out[0]["levels"]:
+            pvalues = [c["levels"][depth]["mcnemarP"] for c in out]
+            numeric = [p for p in pvalues if p != INSUFFICIENT]
+            adjusted = iter(holm(numeric))
+            for comparison, p in zip(out, pvalues, strict=True):
+                comparison["levels"][depth]["mcnemarPHolm"] = (
+                    INSUFFICIENT if p == INSUFFICIENT else next(adjusted)
+                )
+    return out
 
 
 def report_to_json(report: HoldoutReport) -> dict[str, Any]:
@@ -280,14 +319,7 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
             }
             for variant in report.variants
         ],
-        "comparisons": [
-            {
-                "baseline": comparison.baseline,
-                "candidate": comparison.candidate,
-                "levels": paired_levels_to_json(comparison.levels),
-            }
-            for comparison in report.comparisons
-        ],
+        "comparisons": comparisons_to_json(report.comparisons),
         "warnings": [{"code": w.code, "message": w.message} for w in report.warnings],
         "note": AGREEMENT_NOTE,
     }
@@ -344,6 +376,35 @@ def _supply_text(supply: dict[str, Any]) -> str:
     if supply.get("votesMean") is not None:
         text += f", {supply['votesMean']:g} voted on average (min {supply['votesMin']})"
     return text
+
+
+def _resamples(report: dict[str, Any]) -> int:
+    return int(
+        report["comparisons"][0]["levels"][next(iter(report["comparisons"][0]["levels"]))][
+            "resamples"
+        ]
+    )
+
+
+def _holm(report: dict[str, Any]) -> bool:
+    return len(report["comparisons"]) > 1
+
+
+def _interval(level: dict[str, Any]) -> str:
+    interval = level["interval"]
+    if interval == INSUFFICIENT:
+        return INSUFFICIENT
+    return f"[{format_difference(interval[0])}, {format_difference(interval[1])}]"
+
+
+def _mde(level: dict[str, Any]) -> str:
+    mde = level["minimumDetectableEffect"]
+    return "—" if mde is None else f"{mde:.3f}"
+
+
+def _p(level: dict[str, Any]) -> str:
+    p = level.get("mcnemarPHolm", level["mcnemarP"])
+    return p if p == INSUFFICIENT else f"{p:.4g}"
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -421,10 +482,16 @@ def report_markdown(report: dict[str, Any]) -> str:
     if report["comparisons"]:
         lines += [
             "",
-            "Paired comparisons (candidate vs baseline, McNemar exact; target levels in bold):",
+            "Paired comparisons (candidate vs baseline; target levels in bold). The interval "
+            "is a 95% cluster bootstrap over the groups held out together "
+            f"({_resamples(report)} resamples, seeded); `better`/`worse` only when it excludes "
+            "zero; MDE: the difference this n detects with 80% power (a diagnostic, not the "
+            "verdict); p: McNemar exact"
+            + (", Holm-adjusted across the candidates." if _holm(report) else "."),
             "",
-            "| baseline | candidate | level | pairs | newly right | newly wrong | diff | p |",
-            "|---|---|---|---|---|---|---|---|",
+            "| baseline | candidate | level | pairs | newly right | newly wrong | diff | 95% "
+            "interval | verdict | MDE | p |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for comparison in report["comparisons"]:
             for depth, title in titles.items():
@@ -433,7 +500,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                     f"| {_cell(comparison['baseline'])} | {_cell(comparison['candidate'])} | "
                     f"{title} | {level['pairs']} | {level['newlyRight']} | "
                     f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
-                    f"{level['mcnemarP']:.4g} |"
+                    f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
                 )
     lines += ["", f"_{report['note']}_"]
     return "\n".join(lines)

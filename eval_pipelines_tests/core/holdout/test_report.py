@@ -128,7 +128,7 @@ def _report():
         variants=(base, cand),
         comparisons=(
             Comparison(
-                "baseline", "near|est", compare_outcomes(base_outcomes, cand_outcomes, TREE)
+                "baseline", "near|est", compare_outcomes(base_outcomes, cand_outcomes, TREE, seed=0)
             ),
         ),
     )
@@ -220,9 +220,18 @@ def test_markdown_shows_every_level_versions_memo_and_config():
     )
     assert "| routed auto / review / declined | 9 / 2 / 1 | 11 / 1 / 0 |" in lines
     # Paired comparisons at every level, the target marked.
-    assert "| baseline | near\\|est | L1 chapter | 12 | 1 | 0 | +0.083 | 1 |" in lines
-    assert "| baseline | near\\|est | **L2 block** (target) | 12 | 1 | 0 | +0.083 | 1 |" in lines
-    assert "| baseline | near\\|est | L3 category | 6 | 0 | 1 | -0.167 | 1 |" in lines
+    assert (
+        "| baseline | near\\|est | L1 chapter | 12 | 1 | 0 | +0.083 | insufficient_evidence "
+        "| insufficient_evidence | — | 1 |"
+    ) in lines
+    assert (
+        "| baseline | near\\|est | **L2 block** (target) | 12 | 1 | 0 | +0.083 | "
+        "insufficient_evidence | insufficient_evidence | — | 1 |"
+    ) in lines
+    assert (
+        "| baseline | near\\|est | L3 category | 6 | 0 | 1 | -0.167 | insufficient_evidence "
+        "| insufficient_evidence | — | 1 |"
+    ) in lines
 
 
 @pytest.mark.parametrize(

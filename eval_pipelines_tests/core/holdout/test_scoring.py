@@ -83,7 +83,7 @@ def test_small_n_reads_insufficient_evidence():
 def test_paired_counts():
     base = row_outcomes(_predictions(["A1.1", "A1", None, "A2"]), LABELS, TREE)
     cand = row_outcomes(_predictions(["A1.2", "A1.2", "A2", "A2"]), LABELS, TREE)
-    levels = {level.depth: level for level in compare_outcomes(base, cand, TREE)}
+    levels = {level.depth: level for level in compare_outcomes(base, cand, TREE, seed=0)}
     assert (levels[3].mcnemar.b, levels[3].mcnemar.c) == (1, 1)  # newly wrong, newly right
     assert paired_levels_to_json(tuple(levels.values()))["3"] == {
         "pairs": 2,
@@ -92,6 +92,14 @@ def test_paired_counts():
         "bothRight": 0,
         "bothWrong": 0,
         "difference": 0.0,
+        # Two pairs are far below the minimum of 20: no interval, verdict or MDE; the raw
+        # counts and the exact p stay.
+        "interval": "insufficient_evidence",
+        "verdict": "insufficient_evidence",
+        "minimumDetectableEffect": None,
+        "clusters": 2,
+        "resamples": 2000,
+        "intervalMethod": "cluster bootstrap, percentile",
         "mcnemarP": 1.0,
     }
     assert levels[1].newly_right == 1 and levels[1].both_wrong == 1
