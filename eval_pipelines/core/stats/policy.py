@@ -7,7 +7,7 @@ while its raw counts are still shown.
 
 from __future__ import annotations
 
-MIN_N = 10
+MIN_N = 20
 INSUFFICIENT = "insufficient_evidence"
 
 

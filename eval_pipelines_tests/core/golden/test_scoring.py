@@ -343,9 +343,12 @@ def test_stale_labels_are_counted_across_cases():
     assert (run.field_correct, run.field_scored) == (2, 3)
 
 
-def test_pass_rate_interval_from_ten_cases():
-    cases = [score({"total": 5}, {"total": 5})] * 8 + [score({"total": 5}, {"total": 6})] * 2
-    run = summarise_run(cases, schema=SCHEMA)
+def test_pass_rate_interval_from_the_minimum_of_twenty_cases():
+    # MIN_N is 20 (issue 7): 19 cases give the rate without an interval, 20 give both.
+    right, wrong = score({"total": 5}, {"total": 5}), score({"total": 5}, {"total": 6})
+    below = summarise_run([right] * 15 + [wrong] * 4, schema=SCHEMA)
+    assert (below.pass_rate, below.pass_rate_interval) == (15 / 19, None)
+    run = summarise_run([right] * 16 + [wrong] * 4, schema=SCHEMA)
     assert run.pass_rate == 0.8
     assert run.pass_rate_interval is not None
     assert run.pass_rate_interval.low < 0.8 < run.pass_rate_interval.high
