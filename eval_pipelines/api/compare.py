@@ -151,6 +151,7 @@ def evaluate_memo_entry(
     config: Any = None,
     warehouse: Path | str | None = None,
     launch: str = "submit",
+    confirm_tokens: bool = False,
 ) -> dict[str, Any]:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
@@ -179,4 +180,5 @@ def evaluate_memo_entry(
         config=config,
         warehouse=warehouse,
         launch=launch,
+        confirm_tokens=confirm_tokens,
     )

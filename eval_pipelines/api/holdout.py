@@ -71,6 +71,46 @@ def _launch(eval_id: str, launch: str, run_id: str | None) -> dict[str, Any]:
     return {"runId": state.run_id, "status": state.state}
 
 
+# Above this many estimated tokens an evaluation needs an explicit yes (issue 7).
+TOKEN_CONFIRMATION_LIMIT = 400_000
+
+
+class TokenConfirmationNeeded(ConflictError):
+    """The evaluation would spend more tokens than the limit; nothing has been written."""
+
+    def __init__(self, estimate: dict[str, Any]) -> None:
+        self.estimate = estimate
+        super().__init__(
+            f"tokens={estimate['totalTokens']:,}: the estimate is above the limit of "
+            f"{TOKEN_CONFIRMATION_LIMIT:,} tokens ({_per_variant(estimate)}); confirm with --yes"
+        )
+
+
+def _per_variant(estimate: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{v['name']}: {v['records']} x {v['tokensPerRecord']:,}" for v in estimate["variants"]
+    )
+
+
+def estimate_tokens(spec: Any) -> dict[str, Any]:
+    """Tokens the evaluation is expected to spend: per variant, the sample size times its
+    classifier's declared tokens per record (the built-in knn-vote declares 0)."""
+    from eval_pipelines.core.holdout.classify import tokens_per_record
+
+    variants = [
+        {
+            "name": v.name,
+            "classifier": v.config.classifier,
+            "records": spec.sample_size,
+            "tokensPerRecord": tokens_per_record(v.config.classifier, v.config),
+        }
+        for v in spec.variants
+    ]
+    for v in variants:
+        v["tokens"] = v["records"] * v["tokensPerRecord"]
+    return {"variants": variants, "totalTokens": sum(v["tokens"] for v in variants)}
+
+
 def start_holdout_eval(
     case_id: str,
     variants: Any,
@@ -82,8 +122,14 @@ def start_holdout_eval(
     config: Any = None,
     warehouse: Path | str | None = None,
     launch: str = "submit",
+    confirm_tokens: bool = False,
 ) -> dict[str, Any]:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
+
+    Before anything is written the tokens the variants' classifiers expect to spend are
+    estimated (sample size x each classifier's declared tokens per record); above
+    :data:`TOKEN_CONFIRMATION_LIMIT` the evaluation is refused with
+    :class:`TokenConfirmationNeeded` unless ``confirm_tokens``.
 
     ``launch`` is ``submit`` (an ordinary Dagster run through the instance's run queue;
     returns at once), ``inline`` (runs in this process before returning) or ``none``
@@ -111,6 +157,9 @@ def start_holdout_eval(
                 group_field=group_field,
                 config=config,
             )
+            estimate = estimate_tokens(spec)
+            if estimate["totalTokens"] > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
+                raise TokenConfirmationNeeded(estimate)
             evaluations.insert_evaluation(
                 conn,
                 eval_id=spec.eval_id,
@@ -121,7 +170,11 @@ def start_holdout_eval(
                 spec=spec.to_json(),
                 run_id=run_id,
             )
-    return {"evalId": spec.eval_id, **_launch(spec.eval_id, launch, run_id)}
+    return {
+        "evalId": spec.eval_id,
+        **_launch(spec.eval_id, launch, run_id),
+        "estimatedTokens": estimate["totalTokens"],
+    }
 
 
 def rerun_holdout_eval(

@@ -65,16 +65,31 @@ def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
 
 def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str, Any]]) -> int:
     """Start an evaluation with the shared eval flags, then follow it."""
+    from eval_pipelines.api.holdout import TokenConfirmationNeeded
+
     config = read_json(args.config_file, "--config-file") if args.config_file else None
-    started = start(
-        sample_size=args.sample_size,
-        seed=args.seed,
-        grouping=_grouping(args),
-        group_field=args.group_field,
-        config=config,
-        warehouse=args.warehouse,
-    )
+    options = {
+        "sample_size": args.sample_size,
+        "seed": args.seed,
+        "grouping": _grouping(args),
+        "group_field": args.group_field,
+        "config": config,
+        "warehouse": args.warehouse,
+    }
+    try:
+        started = start(confirm_tokens=args.yes, **options)
+    except TokenConfirmationNeeded as needed:
+        # Only a person at a terminal can say yes; a script must pass --yes.
+        if not sys.stdin.isatty() or not _confirmed(needed):
+            raise
+        started = start(confirm_tokens=True, **options)
     return _follow(args, started)
+
+
+def _confirmed(needed: Exception) -> bool:
+    print(f"{needed}", file=sys.stderr)
+    answer = input("Start it anyway? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def cmd_holdout(args: argparse.Namespace) -> int:
@@ -210,6 +225,11 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument("--grouping-threshold", type=float, default=None)
     command.add_argument("--group-field", default=None)
     command.add_argument("--config-file", default=None)
+    command.add_argument(
+        "--yes",
+        action="store_true",
+        help="start even when the token estimate is above the 400,000 limit",
+    )
     _add_follow_flags(command)
 
 

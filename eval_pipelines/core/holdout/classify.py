@@ -21,7 +21,7 @@ deeper levels are not what routing decides on.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -116,11 +116,33 @@ class Classifier(Protocol):
 
 
 _REGISTRY: dict[str, Classifier] = {}
+# How many tokens a classifier expects to spend per record under a config (0 for the
+# built-in knn-vote, which calls no model): what `eval holdout` estimates before a run.
+TokenEstimate = Callable[[ClassifyConfig], int]
+_TOKEN_ESTIMATES: dict[str, TokenEstimate] = {}
 
 
-def register_classifier(name: str, classifier: Classifier) -> None:
-    """Make a classifier available to variants as ``config.classifier = name``."""
+def register_classifier(
+    name: str, classifier: Classifier, *, tokens_per_record: int | TokenEstimate = 0
+) -> None:
+    """Make a classifier available to variants as ``config.classifier = name``, declaring
+    the tokens it expects to spend per record (a number, or a function of the config)."""
     _REGISTRY[name] = classifier
+    if callable(tokens_per_record):
+        _TOKEN_ESTIMATES[name] = tokens_per_record
+    else:
+        fixed = int(tokens_per_record)
+
+        def constant(config: ClassifyConfig) -> int:
+            return fixed
+
+        _TOKEN_ESTIMATES[name] = constant
+
+
+def tokens_per_record(name: str, config: ClassifyConfig) -> int:
+    """The classifier's declared token estimate per record (0 when it declared none)."""
+    estimate = _TOKEN_ESTIMATES.get(name)
+    return int(estimate(config)) if estimate is not None else 0
 
 
 def get_classifier(name: str) -> Classifier:

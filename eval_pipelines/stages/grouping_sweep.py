@@ -1,0 +1,276 @@
+"""Near-duplicate threshold sweep (issue 7 item 5): how much evidence each nearDuplicate
+threshold holds out, and what the baseline scores per tree level with it, on one seeded sample.
+
+A calibration tool, computed directly (no Dagster run, nothing written to the warehouse): the
+warehouse is opened read-only once, briefly, for the case's current records, tree and active
+memo entries; the sample is drawn once and the text index loaded (or built) once, so every
+threshold sees the same sampled records. Per threshold the stage computes the leave-out list
+and retrieval exactly as the holdout ``leave_out`` stage does, classifies with the baseline
+config exactly as ``classify_variant`` does and scores exactly as ``variant_scores`` does, so a
+row equals the baseline's scores of a holdout evaluation with that grouping, sample size and
+seed (checked by the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from eval_pipelines.core.holdout.classify import Neighbour, RecordToClassify
+from eval_pipelines.core.holdout.memo import MemoEntry, memo_version
+from eval_pipelines.core.holdout.report import proportion_to_json
+from eval_pipelines.core.holdout.sampling import Sample, draw_sample
+from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, score_variant
+from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant
+from eval_pipelines.core.tree import CodeTree
+from eval_pipelines.stages.holdout import ClassifyTask, classify_variant
+from eval_pipelines.stages.text_index import load_or_build_index
+from eval_pipelines.storage import cases, memo
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
+
+BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One grouping of the sweep.
+
+    Attributes
+    ----------
+    grouping
+        ``Grouping(mode="none")`` for the reference row, else nearDuplicate at a threshold.
+    group_members_held_out
+        Records held out besides the sampled records themselves, summed over the sample.
+    records_with_group
+        Sampled records with at least one group member held out.
+    same_label_held_out
+        Of the held-out group members, those whose label is the sampled record's own label.
+    rows_short
+        Sampled records for which retrieval found fewer evidence records than requested.
+    score
+        The baseline's scores (every tree level) with this leave-out.
+    seconds
+        Wall time of this row's retrieval, classification and scoring.
+    """
+
+    grouping: Grouping
+    group_members_held_out: int
+    records_with_group: int
+    same_label_held_out: int
+    rows_short: int
+    score: VariantScore
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Sweep:
+    case_id: str
+    records_version: str
+    tree_version: str
+    memo_version: str
+    memo_entries: int
+    sample: Sample
+    config: ClassifyConfig
+    tree: CodeTree
+    rows: tuple[SweepRow, ...]
+    index_built: bool
+    seconds: float
+
+
+def _neighbours(candidates: pl.DataFrame, label_of: dict[str, str]) -> dict[str, list[Neighbour]]:
+    """Retrieved evidence per sampled record, by rank (as ``classify_tasks`` reads it back)."""
+    neighbours: dict[str, list[Neighbour]] = {}
+    for sample_key, evidence_key, similarity in candidates.sort("sample_key", "rank").iter_rows():
+        neighbours.setdefault(sample_key, []).append(
+            Neighbour(evidence_key, float(similarity), label_of[evidence_key])
+        )
+    return neighbours
+
+
+def grouping_sweep_stage(
+    warehouse: Path,
+    case_id: str,
+    *,
+    thresholds: Sequence[float],
+    sample_size: int,
+    seed: int,
+    config: ClassifyConfig,
+    index_dir: Path,
+    threads: int,
+) -> Sweep:
+    """Sweep ``thresholds`` (validated by the caller), after a no-grouping reference row.
+
+    ``config`` is the baseline's config without its target depth, which comes from the case
+    unless ``config`` pins one (as a holdout evaluation resolves it).
+
+    Raises
+    ------
+    NotFoundError
+        When the case does not exist.
+    """
+    from eval_pipelines.core.holdout.grouping import compute_leave_out
+
+    started = time.perf_counter()
+    with connect(warehouse, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
+        info = cases.load_case(conn, case_id)
+        records = cases.load_records(conn, case_id, info.records_version)
+        tree = cases.load_tree(conn, case_id, info.tree_version)
+        entries: list[MemoEntry] = [
+            e for e in memo.load_entries(conn, case_id, tree) if e.status == "active"
+        ]
+    entries.sort(key=lambda e: e.entry_id)
+    if not config.target_depth:
+        config = ClassifyConfig(**{**config.__dict__, "target_depth": info.target_depth})
+    variant = Variant(name=BASELINE, memo_include=(), config=config, step_key=BASELINE)
+
+    record_keys = records.get_column("record_key").to_list()
+    label_nodes = records.get_column("label_node").to_list()
+    metadata = records.get_column("metadata").to_list()
+    label_of = dict(zip(record_keys, label_nodes, strict=True))
+    handle = load_or_build_index(
+        index_dir, case_id, info.records_version, records.get_column("text").to_list()
+    )
+    sample = draw_sample(record_keys, sample_size, seed=seed)
+    texts = records.get_column("text")
+    to_classify = [
+        RecordToClassify(record_keys[p], texts[int(p)], json.loads(metadata[p] or "{}"))
+        for p in sample.positions
+    ]
+    labels = records[sample.positions.tolist()].select("record_key", "label", "label_node")
+    memo_codes = {code for entry in entries for code in entry.rule.codes}
+
+    groupings = [Grouping(mode="none", threshold=None), *[
+        Grouping(mode="nearDuplicate", threshold=float(t)) for t in thresholds
+    ]]
+    rows = []
+    for grouping in groupings:
+        row_started = time.perf_counter()
+        leave_out = compute_leave_out(
+            handle.index,
+            record_keys,
+            metadata,
+            sample.positions,
+            grouping,
+            candidates=config.candidates,
+            n_threads=threads,
+        )
+        group = leave_out.excluded.filter(pl.col("reason") == "group")
+        same_label = int(
+            sum(
+                label_of[s] == label_of[e]
+                for s, e in zip(
+                    group.get_column("sample_key").to_list(),
+                    group.get_column("excluded_key").to_list(),
+                    strict=True,
+                )
+            )
+        )
+        neighbours = _neighbours(leave_out.candidates, label_of)
+        supplied = {key: len(items) for key, items in neighbours.items()}
+        touched = {item.label_node for items in neighbours.values() for item in items}
+        predictions = classify_variant(
+            ClassifyTask(
+                eval_id=f"{case_id}-grouping-sweep",
+                position=0,
+                variant=variant,
+                records=to_classify,
+                neighbours=neighbours,
+                memo=entries,
+                memo_version=memo_version(entries),
+                tree=tree.restricted_to(touched | memo_codes),
+            )
+        ).predictions
+        outcomes = row_outcomes(predictions, labels, tree)
+        rows.append(
+            SweepRow(
+                grouping=grouping,
+                group_members_held_out=group.height,
+                records_with_group=group.get_column("sample_key").n_unique(),
+                same_label_held_out=same_label,
+                rows_short=sum(supplied.get(k, 0) < config.candidates for k in sample.keys),
+                score=score_variant(outcomes, tree, config.target_depth),
+                seconds=time.perf_counter() - row_started,
+            )
+        )
+    return Sweep(
+        case_id=case_id,
+        records_version=info.records_version,
+        tree_version=info.tree_version,
+        memo_version=memo_version(entries),
+        memo_entries=len(entries),
+        sample=sample,
+        config=config,
+        tree=tree,
+        rows=tuple(rows),
+        index_built=handle.built,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _row_to_json(row: SweepRow, sample_size: int) -> dict[str, Any]:
+    held_out = row.group_members_held_out
+    return {
+        "threshold": row.grouping.threshold if row.grouping.mode == "nearDuplicate" else "none",
+        "grouping": row.grouping.to_json(),
+        "heldOut": {
+            "groupMembers": held_out,
+            "groupMembersPerRecord": round(held_out / sample_size, 4) if sample_size else 0.0,
+            "recordsWithGroup": row.records_with_group,
+            "sameLabel": row.same_label_held_out,
+        },
+        "rowsShort": row.rows_short,
+        "levels": {
+            str(level.depth): {
+                "name": level.name,
+                "isTarget": level.depth in row.score.target_depth,
+                "accuracy": proportion_to_json(level.accuracy),
+                "declined": level.declined,
+            }
+            for level in row.score.levels
+        },
+        "seconds": round(row.seconds, 3),
+    }
+
+
+def sweep_to_json(sweep: Sweep) -> dict[str, Any]:
+    """The sweep as a JSON document: its pins, the sample, then one row per grouping."""
+    return {
+        "caseId": sweep.case_id,
+        "recordsVersion": sweep.records_version,
+        "treeVersion": sweep.tree_version,
+        "memoVersion": sweep.memo_version,
+        "activeMemoEntries": sweep.memo_entries,
+        "sample": {
+            "size": sweep.sample.size,
+            "requestedSize": sweep.sample.requested_size,
+            "seed": sweep.sample.seed,
+            "sampleHash": sweep.sample.sample_hash,
+        },
+        "baseline": {"name": BASELINE, "config": sweep.config.to_json()},
+        "targetDepth": list(sweep.config.target_depth),
+        "levels": [
+            {"depth": level.depth, "name": level.name, "isTarget": level.depth in
+             sweep.config.target_depth}
+            for level in sweep.tree.levels
+        ],
+        "definitions": {
+            "groupMembers": "records held out besides the sampled record itself, summed over "
+            "the sample (its near-duplicates at the threshold)",
+            "recordsWithGroup": "sampled records with at least one near-duplicate held out",
+            "sameLabel": "held-out group members whose label equals the sampled record's",
+            "rowsShort": "sampled records for which retrieval found fewer evidence records "
+            "than the config's candidates",
+            "accuracy": "the baseline right at the level over the sampled records whose label "
+            "reaches it, Wilson 95% interval; below n=20 insufficient_evidence",
+        },
+        "rows": [_row_to_json(row, sweep.sample.size) for row in sweep.rows],
+        "indexBuilt": sweep.index_built,
+        "seconds": round(sweep.seconds, 3),
+    }
