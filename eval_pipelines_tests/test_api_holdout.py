@@ -53,6 +53,11 @@ def test_report_statistics_match_independent_oracles(small_case: str) -> None:
                 assert accuracy["value"] == pytest.approx(k / len(scored), abs=1e-6)
         declined = sum(r["route"] == "declined" for r in mine)
         assert variant["score"]["declineRate"]["k"] == declined
+        # Diagnostics: every row wrong at the shallowest target depth is an error or a decline.
+        target = str(min(report["targetDepth"]))
+        severity = report["diagnostics"]["variants"][variant["name"]]["errorSeverity"]
+        wrong = sum(not r["correct"][target] for r in mine if target in r["correct"])
+        assert severity["errors"] + severity["declined"] == wrong
 
     (comparison,) = report["comparisons"]
     base = {r["recordKey"]: r for r in rows if r["variant"] == "baseline"}

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from eval_pipelines.cli.grouping import add_sweep_command
 from eval_pipelines.cli.output import print_json, print_status, progress
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
@@ -279,6 +280,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     plan.add_argument("--level", type=int, default=None, help="default: shallowest target")
     plan.add_argument("--json", action="store_true")
     plan.set_defaults(func=cmd_plan)
+    add_sweep_command(evals)
     compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
     compare.add_argument("case")
     compare.add_argument("baseline_eval_id")

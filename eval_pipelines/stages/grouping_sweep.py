@@ -16,19 +16,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from eval_pipelines.core.holdout.classify import Neighbour, RecordToClassify
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.classify import Neighbour, RecordToClassify, known_classifiers
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version
 from eval_pipelines.core.holdout.report import proportion_to_json
 from eval_pipelines.core.holdout.sampling import Sample, draw_sample
 from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, score_variant
-from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant
+from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant, parse_config
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.holdout import ClassifyTask, classify_variant
 from eval_pipelines.stages.text_index import load_or_build_index
@@ -87,11 +87,27 @@ class Sweep:
 def _neighbours(candidates: pl.DataFrame, label_of: dict[str, str]) -> dict[str, list[Neighbour]]:
     """Retrieved evidence per sampled record, by rank (as ``classify_tasks`` reads it back)."""
     neighbours: dict[str, list[Neighbour]] = {}
-    for sample_key, evidence_key, similarity in candidates.sort("sample_key", "rank").iter_rows():
+    ordered = candidates.sort("sample_key", "rank").select(
+        "sample_key", "evidence_key", "similarity"
+    )
+    for sample_key, evidence_key, similarity in ordered.iter_rows():
         neighbours.setdefault(sample_key, []).append(
             Neighbour(evidence_key, float(similarity), label_of[evidence_key])
         )
     return neighbours
+
+
+def baseline_config(raw: Any, max_depth: int, case_target_depth: tuple[int, ...]) -> ClassifyConfig:
+    """The baseline's config, resolved as :func:`parse_holdout_request` resolves the shared
+    config of an evaluation whose only variant has no config of its own."""
+    config = parse_config(raw, where="config", max_depth=max_depth)
+    if config.classifier not in known_classifiers():
+        raise InputError(
+            "config.classifier",
+            config.classifier,
+            f"unknown classifier; known: {known_classifiers()}",
+        )
+    return replace(config, target_depth=config.target_depth or case_target_depth)
 
 
 def grouping_sweep_stage(
@@ -101,17 +117,19 @@ def grouping_sweep_stage(
     thresholds: Sequence[float],
     sample_size: int,
     seed: int,
-    config: ClassifyConfig,
+    config: Any,
     index_dir: Path,
     threads: int,
 ) -> Sweep:
     """Sweep ``thresholds`` (validated by the caller), after a no-grouping reference row.
 
-    ``config`` is the baseline's config without its target depth, which comes from the case
-    unless ``config`` pins one (as a holdout evaluation resolves it).
+    ``config`` is the baseline's raw config object (None: the defaults), parsed as a holdout
+    evaluation's shared config is; its target depth is the case's unless it names one.
 
     Raises
     ------
+    InputError
+        A bad config (naming the key, the value and the rule); checked before any search.
     NotFoundError
         When the case does not exist.
     """
@@ -126,9 +144,8 @@ def grouping_sweep_stage(
             e for e in memo.load_entries(conn, case_id, tree) if e.status == "active"
         ]
     entries.sort(key=lambda e: e.entry_id)
-    if not config.target_depth:
-        config = ClassifyConfig(**{**config.__dict__, "target_depth": info.target_depth})
-    variant = Variant(name=BASELINE, memo_include=(), config=config, step_key=BASELINE)
+    parsed = baseline_config(config, tree.max_depth, info.target_depth)
+    variant = Variant(name=BASELINE, memo_include=(), config=parsed, step_key=BASELINE)
 
     record_keys = records.get_column("record_key").to_list()
     label_nodes = records.get_column("label_node").to_list()
@@ -138,17 +155,20 @@ def grouping_sweep_stage(
         index_dir, case_id, info.records_version, records.get_column("text").to_list()
     )
     sample = draw_sample(record_keys, sample_size, seed=seed)
-    texts = records.get_column("text")
+    texts = records.get_column("text").to_list()
     to_classify = [
-        RecordToClassify(record_keys[p], texts[int(p)], json.loads(metadata[p] or "{}"))
-        for p in sample.positions
+        RecordToClassify(record_keys[p], texts[p], json.loads(metadata[p] or "{}"))
+        for p in sample.positions.tolist()
     ]
-    labels = records[sample.positions.tolist()].select("record_key", "label", "label_node")
+    labels = records.select("record_key", "label", "label_node").filter(
+        pl.col("record_key").is_in(list(sample.keys))
+    )
     memo_codes = {code for entry in entries for code in entry.rule.codes}
 
-    groupings = [Grouping(mode="none", threshold=None), *[
-        Grouping(mode="nearDuplicate", threshold=float(t)) for t in thresholds
-    ]]
+    groupings = [
+        Grouping(mode="none", threshold=None),
+        *[Grouping(mode="nearDuplicate", threshold=float(t)) for t in thresholds],
+    ]
     rows = []
     for grouping in groupings:
         row_started = time.perf_counter()
@@ -158,7 +178,7 @@ def grouping_sweep_stage(
             metadata,
             sample.positions,
             grouping,
-            candidates=config.candidates,
+            candidates=parsed.candidates,
             n_threads=threads,
         )
         group = leave_out.excluded.filter(pl.col("reason") == "group")
@@ -194,8 +214,8 @@ def grouping_sweep_stage(
                 group_members_held_out=group.height,
                 records_with_group=group.get_column("sample_key").n_unique(),
                 same_label_held_out=same_label,
-                rows_short=sum(supplied.get(k, 0) < config.candidates for k in sample.keys),
-                score=score_variant(outcomes, tree, config.target_depth),
+                rows_short=sum(supplied.get(k, 0) < parsed.candidates for k in sample.keys),
+                score=score_variant(outcomes, tree, parsed.target_depth),
                 seconds=time.perf_counter() - row_started,
             )
         )
@@ -206,7 +226,7 @@ def grouping_sweep_stage(
         memo_version=memo_version(entries),
         memo_entries=len(entries),
         sample=sample,
-        config=config,
+        config=parsed,
         tree=tree,
         rows=tuple(rows),
         index_built=handle.built,
@@ -256,8 +276,11 @@ def sweep_to_json(sweep: Sweep) -> dict[str, Any]:
         "baseline": {"name": BASELINE, "config": sweep.config.to_json()},
         "targetDepth": list(sweep.config.target_depth),
         "levels": [
-            {"depth": level.depth, "name": level.name, "isTarget": level.depth in
-             sweep.config.target_depth}
+            {
+                "depth": level.depth,
+                "name": level.name,
+                "isTarget": level.depth in sweep.config.target_depth,
+            }
             for level in sweep.tree.levels
         ],
         "definitions": {

@@ -29,6 +29,7 @@ from eval_pipelines.core.holdout.classify import (
     get_classifier,
 )
 from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version, parse_memo_entry
 from eval_pipelines.core.holdout.report import (
     Comparison,
@@ -511,6 +512,12 @@ def report_stage(
         comparisons=comparisons,
     )
     report_json = report_to_json(report)
+    report_json["diagnostics"] = evaluation_diagnostics(
+        {v.name: outcomes[v.name] for v in spec.variants},
+        tree,
+        target_depth=min(spec.target_depth),
+        auto_above={v.name: v.config.auto_above for v in spec.variants},
+    )
     markdown = report_markdown(report_json)
     evaluations.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
     return report_json, markdown

@@ -502,5 +502,54 @@ def report_markdown(report: dict[str, Any]) -> str:
                     f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
                     f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
                 )
+    if "diagnostics" in report:
+        lines += ["", *diagnostics_markdown(report["diagnostics"])]
     lines += ["", f"_{report['note']}_"]
     return "\n".join(lines)
+
+
+def _share(proportion: dict[str, Any]) -> str:
+    if proportion["value"] == INSUFFICIENT:
+        return f"{proportion['k']}/{proportion['n']}"
+    return f"{proportion['value']:.3f} ({proportion['k']}/{proportion['n']})"
+
+
+def diagnostics_markdown(diagnostics: dict[str, Any]) -> list[str]:
+    """Error severity, risk-coverage at the routing threshold and the label-review list."""
+    depth = diagnostics["targetDepth"]
+    lines = [
+        f"Diagnostics at target depth {depth}: where wrong codes still agree with the label "
+        "(deepest shared level), coverage and risk if `autoAbove` were each threshold, and "
+        "records every variant gets wrong with confidence >= 0.8 (likely label errors: a "
+        "holdout score measures agreement with past filing).",
+        "",
+        "| variant | wrong | declined | errors agreeing down to | mean tree distance | "
+        "coverage / risk at autoAbove |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, variant in diagnostics["variants"].items():
+        severity = variant["errorSeverity"]
+        agree = ", ".join(
+            f"{a['name']} {a['count']}" for a in severity["byAgreement"] if a["count"]
+        )
+        mean = severity["distance"]["mean"]
+        point = next(p for p in variant["riskCoverage"]["points"] if p["autoAbove"])
+        lines.append(
+            f"| {_cell(name)} | {severity['errors'] + severity['declined']} | "
+            f"{severity['declined']} | {agree or '—'} | "
+            f"{INSUFFICIENT if mean in (None, INSUFFICIENT) else f'{mean:.2f}'} | "
+            f"{_share(point['coverage'])} / {_share(point['risk'])} |"
+        )
+    review = diagnostics["labelReview"]
+    lines += [
+        "",
+        f"Label review: {review['listed']} of {review['considered']} records wrong under every "
+        f"variant with confidence >= {review['minConfidence']} ({review['agreeing']} where the "
+        "variants agree on another code)"
+        + (
+            ": " + ", ".join(f"`{_cell(r['recordKey'])}`" for r in review["records"][:10])
+            if review["records"]
+            else "."
+        ),
+    ]
+    return lines
