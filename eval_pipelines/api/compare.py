@@ -152,6 +152,8 @@ def evaluate_memo_entry(
     warehouse: Path | str | None = None,
     launch: str = "submit",
     confirm_tokens: bool = False,
+    aa: bool = False,
+    leakage_check: bool = False,
 ) -> dict[str, Any]:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
@@ -181,4 +183,6 @@ def evaluate_memo_entry(
         warehouse=warehouse,
         launch=launch,
         confirm_tokens=confirm_tokens,
+        aa=aa,
+        leakage_check=leakage_check,
     )

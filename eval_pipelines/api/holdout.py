@@ -123,8 +123,14 @@ def start_holdout_eval(
     warehouse: Path | str | None = None,
     launch: str = "submit",
     confirm_tokens: bool = False,
+    aa: bool = False,
+    leakage_check: bool = False,
 ) -> dict[str, Any]:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
+
+    ``aa`` adds the A/A arm (the baseline classified twice; the report gives the flip rate
+    and the false-positive rate of 20 seeded half splits); ``leakage_check`` also scores the
+    baseline ungrouped on the same sample and reports how much grouping moved each level.
 
     Before anything is written the tokens the variants' classifiers expect to spend are
     estimated (sample size x each classifier's declared tokens per record); above
@@ -156,6 +162,8 @@ def start_holdout_eval(
                 grouping=grouping,
                 group_field=group_field,
                 config=config,
+                aa=aa,
+                leakage_check=leakage_check,
             )
             estimate = estimate_tokens(spec)
             if estimate["totalTokens"] > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:

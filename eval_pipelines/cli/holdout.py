@@ -76,6 +76,8 @@ def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str
         "group_field": args.group_field,
         "config": config,
         "warehouse": args.warehouse,
+        "aa": args.aa,
+        "leakage_check": args.leakage_check,
     }
     try:
         started = start(confirm_tokens=args.yes, **options)
@@ -226,6 +228,16 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument("--grouping-threshold", type=float, default=None)
     command.add_argument("--group-field", default=None)
     command.add_argument("--config-file", default=None)
+    command.add_argument(
+        "--aa",
+        action="store_true",
+        help="add the A/A arm: the baseline twice; report the flip and false-positive rates",
+    )
+    command.add_argument(
+        "--leakage-check",
+        action="store_true",
+        help="also score the baseline ungrouped on the same sample (the leakage gap)",
+    )
     command.add_argument(
         "--yes",
         action="store_true",

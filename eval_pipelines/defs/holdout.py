@@ -1,7 +1,7 @@
 """Holdout evaluation assets, partitioned by holdout evaluation.
 
 ``eval_spec -> holdout_sample -> evidence_index -> leave_out -> variant_predictions ->
-variant_scores -> eval_report``
+variant_scores, leakage_gap -> eval_report``
 
 Each asset is an adapter: it reads its partition key, calls one stage function and returns
 metadata. Steps that write the warehouse run in the ``duckdb`` pool (one at a time); the long
@@ -9,6 +9,7 @@ parts (building the text index, the search, classification) run outside it and o
 warehouse only briefly, waiting for the lock when another process holds it.
 """
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from eval_pipelines.defs.holdout_tables import (
     EVAL_REPORTS_SCHEMA,
     EVALUATIONS_SCHEMA,
     HOLDOUT_SAMPLES_SCHEMA,
+    LEAKAGE_GAPS_SCHEMA,
     PREDICTIONS_SCHEMA,
     VARIANT_LEVEL_SCORES_DISPLAY,
     VARIANT_LEVEL_SCORES_SCHEMA,
@@ -31,6 +33,7 @@ from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.stages import holdout
+from eval_pipelines.stages.leakage_gap import leakage_gap_stage
 from eval_pipelines.storage.warehouse import transaction
 
 GROUP = "holdout"
@@ -250,12 +253,37 @@ def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
 
 @dg.asset(
     **_common(
+        "With `--leakage-check`: the baseline scored again with only each record itself held "
+        "out, compared level by level with the grouped baseline (how much grouping moved the "
+        "score, with its paired interval). Without it, nothing is computed. Rows in "
+        "`leakage_gaps`."
+    ),
+    deps=[variant_predictions],
+    metadata=table_metadata("leakage_gaps", LEAKAGE_GAPS_SCHEMA),
+)
+def leakage_gap(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    meta = leakage_gap_stage(
+        warehouse.connect,
+        context.partition_key,
+        index_dir=warehouse.index_dir_path(),
+        threads=warehouse.thread_count(),
+    )
+    if "levels" in meta:
+        meta["levels"] = dg.MetadataValue.json(json.loads(meta["levels"]))
+    return dg.MaterializeResult(metadata=meta)
+
+
+@dg.asset(
+    **_common(
         "The report: warnings, sample, versions, per-variant scores and paired "
-        "comparisons (McNemar exact). Numeric metadata is keyed by what makes "
-        "evaluations comparable, so plots never mix incomparable ones."
+        "comparisons with their intervals and verdicts, the A/A noise floor and the leakage "
+        "gap when requested. Numeric metadata is keyed by what makes evaluations comparable, "
+        "so plots never mix incomparable ones."
     ),
     pool=DUCKDB_POOL,
-    deps=[variant_scores],
+    deps=[variant_scores, leakage_gap],
     metadata=table_metadata("eval_reports", EVAL_REPORTS_SCHEMA),
 )
 def eval_report(
@@ -298,6 +326,7 @@ holdout_assets = [
     leave_out,
     variant_predictions,
     variant_scores,
+    leakage_gap,
     eval_report,
 ]
 

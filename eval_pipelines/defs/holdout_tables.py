@@ -96,3 +96,10 @@ EVAL_REPORTS_SCHEMA = table_schema(
     ("created_at", "TIMESTAMP", "when the report was written (UTC)"),
     ("run_id", "VARCHAR", "the run that wrote it"),
 )
+
+
+LEAKAGE_GAPS_SCHEMA = table_schema(
+    ("eval_id", "VARCHAR", "evaluation id (only evaluations started with --leakage-check)"),
+    ("payload", "VARCHAR", "per level: ungrouped minus grouped baseline, interval, verdict"),
+    ("created_at", "TIMESTAMP", "when it was computed (UTC)"),
+)

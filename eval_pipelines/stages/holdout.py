@@ -518,6 +518,14 @@ def report_stage(
         target_depth=min(spec.target_depth),
         auto_above={v.name: v.config.auto_above for v in spec.variants},
     )
+    if spec.leakage_check:
+        gap = holdout.load_leakage_gap(conn, eval_id)
+        if gap is None:
+            raise ConflictError(
+                "the evaluation asks for a leakage check but none is stored: materialise "
+                "leakage_gap"
+            )
+        report_json["leakageGap"] = gap
     markdown = report_markdown(report_json)
     evaluations.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
     return report_json, markdown

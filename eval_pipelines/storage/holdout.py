@@ -320,3 +320,14 @@ def insufficient_target_levels(
         [eval_id],
     ).fetchall()
     return [(variant, int(depth), int(n)) for variant, depth, n in rows]
+
+
+def save_leakage_gap(conn: duckdb.DuckDBPyConnection, eval_id: str, payload: dict) -> None:
+    """Replace the evaluation's leakage gap. Call inside a transaction."""
+    conn.execute("DELETE FROM leakage_gaps WHERE eval_id = ?", [eval_id])
+    conn.execute("INSERT INTO leakage_gaps VALUES (?, ?, now())", [eval_id, json.dumps(payload)])
+
+
+def load_leakage_gap(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict | None:
+    row = conn.execute("SELECT payload FROM leakage_gaps WHERE eval_id = ?", [eval_id]).fetchone()
+    return json.loads(row[0]) if row else None

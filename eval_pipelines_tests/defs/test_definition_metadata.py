@@ -25,7 +25,7 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
             for name, value in vars(module).items()
             if name.endswith("_SCHEMA") and isinstance(value, dg.TableSchema)
         }
-        assert len(schemas) == 9
+        assert len(schemas) == 10
         for table, schema in schemas.items():
             columns = conn.execute(
                 "SELECT column_name, data_type FROM information_schema.columns "

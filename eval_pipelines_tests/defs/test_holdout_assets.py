@@ -59,6 +59,7 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
             "leave_out",
             "variant_predictions",
             "variant_scores",
+            "leakage_gap",
             "eval_report",
         }
         report_event = [m for m in result.asset_materializations_for_node("eval_report")][0]

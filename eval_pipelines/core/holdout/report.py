@@ -502,10 +502,35 @@ def report_markdown(report: dict[str, Any]) -> str:
                     f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
                     f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
                 )
+    if "leakageGap" in report:
+        lines += ["", *leakage_markdown(report["leakageGap"], titles)]
     if "diagnostics" in report:
         lines += ["", *diagnostics_markdown(report["diagnostics"])]
     lines += ["", f"_{report['note']}_"]
     return "\n".join(lines)
+
+
+def leakage_markdown(gap: dict[str, Any], titles: dict[str, str]) -> list[str]:
+    """How much grouping moved the baseline at each level (ungrouped minus grouped)."""
+    lines = [
+        f"Leakage gap of `{_cell(gap['baseline'])}`: the same records scored ungrouped (only "
+        "each record itself held out) minus grouped; a positive gap is what an ungrouped "
+        "holdout would have overstated.",
+        "",
+        "| level | pairs | ungrouped right only | grouped right only | gap | 95% interval | "
+        "reading |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for depth, title in titles.items():
+        level = gap["levels"][depth]
+        reading = {"better": "grouping lowered it", "worse": "grouping raised it"}.get(
+            level["verdict"], level["verdict"]
+        )
+        lines.append(
+            f"| {title} | {level['pairs']} | {level['newlyRight']} | {level['newlyWrong']} | "
+            f"{format_difference(level['difference'])} | {_interval(level)} | {reading} |"
+        )
+    return lines
 
 
 def _share(proportion: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ VARIANT_NAME_MAX = 64
 GROUPING_MODES = ("nearDuplicate", "field", "none")
 STRATEGIES = ("weighted", "majority", "nearest")
 CANDIDATES_MAX = 200
+AA_TWIN = "aa-twin"
 CASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -347,6 +348,8 @@ class HoldoutSpec:
     memo_version: str
     active_memo: tuple[str, ...] | None = None
     memo_entries: dict[str, dict[str, Any]] | None = None
+    aa: bool = False
+    leakage_check: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -365,7 +368,16 @@ class HoldoutSpec:
         if self.memo_entries is not None:
             data["activeMemo"] = list(self.active_memo or ())
             data["memoEntries"] = self.memo_entries
+        if self.aa:
+            data["aa"] = True
+        if self.leakage_check:
+            data["leakageCheck"] = True
         return data
+
+    @property
+    def aa_twin(self) -> Variant | None:
+        """The A/A arm: the baseline's twin, classified a second time (``--aa``)."""
+        return next((v for v in self.variants if v.name == AA_TWIN), None) if self.aa else None
 
     def memo_ids_of(self, variant: Variant) -> tuple[str, ...] | None:
         """The memo entries a variant classifies with (active plus included), or None for an
@@ -419,6 +431,8 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
         memo_version=data["memoVersion"],
         active_memo=tuple(data["activeMemo"]) if "activeMemo" in data else None,
         memo_entries=data.get("memoEntries"),
+        aa=bool(data.get("aa", False)),
+        leakage_check=bool(data.get("leakageCheck", False)),
     )
 
 
@@ -457,8 +471,14 @@ def parse_holdout_request(
     grouping: Any = None,
     group_field: str | None = None,
     config: Any = None,
+    aa: bool = False,
+    leakage_check: bool = False,
 ) -> HoldoutSpec:
     """Check every input rule of a holdout evaluation and resolve it into a spec.
+
+    ``aa`` appends the A/A arm: a twin of the baseline (same config and memo) named
+    :data:`AA_TWIN`, classified a second time, so the report can measure the instrument's own
+    noise; ``leakage_check`` also scores the baseline ungrouped on the same sample.
 
     This is the only place the rules live: sample size, seed, grouping (mode, threshold, group
     field among the case's metadata columns), the shared config, every variant (names, memo
@@ -500,6 +520,12 @@ def parse_holdout_request(
         known_memo_ids=set(case.memo),
         max_depth=case.max_depth,
     )
+    if any(v.name == AA_TWIN for v in parsed):
+        raise InputError("variants.name", AA_TWIN, "is reserved for the A/A arm (--aa)")
+    if aa:
+        baseline = parsed[0]
+        taken = {v.step_key for v in parsed}
+        parsed = (*parsed, replace(baseline, name=AA_TWIN, step_key=step_key_for(AA_TWIN, taken)))
     for index, variant in enumerate(parsed):
         if variant.config.classifier not in case.classifiers:
             raise InputError(
@@ -523,6 +549,8 @@ def parse_holdout_request(
         memo_version=memo_version_of([case.memo[i][1] for i in active]),
         active_memo=active,
         memo_entries={i: case.memo[i][1] for i in used},
+        aa=bool(aa),
+        leakage_check=bool(leakage_check),
     )
 
 

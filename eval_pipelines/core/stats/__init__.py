@@ -39,3 +39,19 @@ __all__ = [
     "paired_sample_size",
     "verdict",
 ]
+
+from eval_pipelines.core.stats.aa import (  # noqa: E402
+    AACheck,
+    UnpairedDifference,
+    aa_check,
+    unpaired_difference,
+    unpaired_verdict,
+)
+
+__all__ += [
+    "AACheck",
+    "UnpairedDifference",
+    "aa_check",
+    "unpaired_difference",
+    "unpaired_verdict",
+]

@@ -1,0 +1,98 @@
+"""The leakage gap (`--leakage-check`): the baseline scored again on the same sample with only
+each record itself held out (no grouping), and compared level by level with the grouped
+baseline: the number 000 describes in words, with its paired interval.
+
+The search and the classification run outside the warehouse lock; the warehouse is opened
+briefly to read and once to store the result.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval_pipelines.core.holdout.classify import Neighbour
+from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.report import paired_levels_to_json
+from eval_pipelines.core.holdout.scoring import row_outcomes
+from eval_pipelines.core.holdout.spec import Grouping
+from eval_pipelines.stages.holdout import (
+    OpenWarehouse,
+    _records_and_index,
+    classify_tasks,
+    classify_variant,
+    evaluation_clusters,
+    pinned_tree,
+    variant_outcomes,
+)
+from eval_pipelines.storage import holdout
+from eval_pipelines.storage.warehouse import transaction
+
+
+def leakage_gap_stage(
+    open_warehouse: OpenWarehouse, eval_id: str, *, index_dir: Path, threads: int
+) -> dict[str, Any]:
+    """Compute and store the leakage gap when the spec asks for it; returns a summary."""
+    from eval_pipelines.core.holdout.grouping import compute_leave_out
+
+    spec, records, handle = _records_and_index(open_warehouse, eval_id, index_dir)
+    if not spec.leakage_check:
+        return {"requested": False}
+    with open_warehouse(read_only=True) as conn:
+        sample = holdout.load_sample(conn, eval_id).get_column("record_key").to_list()
+        (task, *_) = classify_tasks(conn, eval_id)
+        tree = pinned_tree(conn, spec)
+        labels = holdout.sample_labels(conn, eval_id, spec.case_id, spec.records_version)
+        _, outcome_tree, outcomes = variant_outcomes(conn, eval_id)
+        clusters = evaluation_clusters(conn, eval_id)
+    keys = records.get_column("record_key").to_list()
+    position = {key: i for i, key in enumerate(keys)}
+    ungrouped = compute_leave_out(
+        handle.index,
+        keys,
+        records.get_column("metadata").to_list(),
+        np.array([position[k] for k in sample], dtype=np.int64),
+        Grouping(mode="none", threshold=None, field=None),
+        candidates=task.variant.config.candidates,
+        n_threads=threads,
+    )
+    label_of = dict(zip(keys, records.get_column("label_node").to_list(), strict=True))
+    neighbours: dict[str, list[Neighbour]] = {}
+    for row in ungrouped.candidates.iter_rows(named=True):
+        neighbours.setdefault(row["sample_key"], []).append(
+            Neighbour(row["evidence_key"], float(row["similarity"]), label_of[row["evidence_key"]])
+        )
+    touched = {n.label_node for found in neighbours.values() for n in found}
+    touched |= {code for entry in task.memo for code in entry.rule.codes}
+    result = classify_variant(
+        replace(task, neighbours=neighbours, tree=tree.restricted_to(touched))
+    )
+    baseline = task.variant.name
+    levels = compare_outcomes(
+        outcomes[baseline],
+        row_outcomes(result.predictions, labels, outcome_tree),
+        outcome_tree,
+        clusters=clusters,
+        seed=spec.seed,
+    )
+    payload: dict[str, Any] = {
+        "baseline": baseline,
+        "groupedWith": spec.grouping.to_json(),
+        "comparedWith": {"mode": "none"},
+        "note": "difference = ungrouped minus grouped accuracy of the baseline on the same "
+        "records: how much holding out the groups moved each level",
+        "levels": paired_levels_to_json(levels),
+    }
+    with open_warehouse() as conn, transaction(conn):
+        holdout.save_leakage_gap(conn, eval_id, payload)
+    target = str(min(spec.target_depth))
+    return {
+        "requested": True,
+        "gap_at_target": payload["levels"][target]["difference"],
+        "verdict_at_target": payload["levels"][target]["verdict"],
+        "levels": json.dumps(payload["levels"]),
+    }
