@@ -6,13 +6,16 @@ an ungrouped evaluation, rows short of candidates, failed rows, target levels wi
 records for an estimate.
 """
 
+from typing import Any
+
 import dagster as dg
 
 from eval_pipelines.core.stats import MIN_N
-from eval_pipelines.defs.holdout import leave_out, variant_predictions, variant_scores
+from eval_pipelines.defs.holdout import eval_report, leave_out, variant_predictions, variant_scores
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import holdout
+from eval_pipelines.storage import evaluations
 from eval_pipelines.storage import holdout as holdout_storage
 
 NO_LEAKAGE = "no_leakage"
@@ -20,6 +23,8 @@ GROUPED = "grouped"
 CANDIDATES_SUPPLIED = "candidates_supplied"
 NO_FAILED_ROWS = "no_failed_rows"
 SUFFICIENT_EVIDENCE = "sufficient_evidence"
+LEAKAGE_GAP = "leakage_gap"
+AA_NOISE_FLOOR = "aa_noise_floor"
 
 
 # Checks are partitioned like their assets, so the UI shows each evaluation's own result
@@ -115,4 +120,83 @@ def sufficient_evidence(
     )
 
 
-holdout_checks = [no_leakage, grouped, candidates_supplied, no_failed_rows, sufficient_evidence]
+def _stored_report(warehouse: WarehouseResource, eval_id: str) -> dict[str, Any]:
+    with warehouse.connect(read_only=True) as conn:
+        stored = evaluations.load_report(conn, eval_id)
+    return stored.report if stored is not None else {}
+
+
+@dg.asset_check(asset=eval_report, name=LEAKAGE_GAP, partitions_def=holdout_evaluations)
+def leakage_gap_check(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """With `--leakage-check`: grouping did not move any target level's accuracy beyond its
+    interval (a warning when it did: an ungrouped holdout of this case would mislead)."""
+    report = _stored_report(warehouse, _partition(context))
+    gap = report.get("leakageGap")
+    if gap is None:
+        return dg.AssetCheckResult(
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="not requested (eval holdout --leakage-check)",
+            metadata={"requested": False},
+        )
+    targets = [str(d) for d in report["targetDepth"]]
+    moved = {
+        d: gap["levels"][d] for d in targets if gap["levels"][d]["verdict"] in ("better", "worse")
+    }
+    metadata: dict[str, Any] = {"requested": True}
+    for depth in targets:
+        level = gap["levels"][depth]
+        if level["difference"] is not None:
+            metadata[f"gap_L{depth}"] = level["difference"]
+    return dg.AssetCheckResult(
+        passed=not moved,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None
+        if not moved
+        else "grouping moved "
+        + ", ".join(
+            f"L{d} by {level['difference']:+.3f} {level['interval']}" for d, level in moved.items()
+        ),
+        metadata=metadata,
+    )
+
+
+@dg.asset_check(asset=eval_report, name=AA_NOISE_FLOOR, partitions_def=holdout_evaluations)
+def aa_noise_floor(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+) -> dg.AssetCheckResult:
+    """With `--aa`: the baseline against its own twin on 20 seeded random halves reads a
+    difference in at most 10% of the splits at every target level (the instrument's noise
+    floor); a warning otherwise."""
+    report = _stored_report(warehouse, _partition(context))
+    aa = report.get("aaCheck")
+    if aa is None:
+        return dg.AssetCheckResult(
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="not requested (eval holdout --aa)",
+            metadata={"requested": False},
+        )
+    metadata: dict[str, Any] = {"requested": True}
+    for depth, level in aa["levels"].items():
+        metadata[f"false_positive_rate_L{depth}"] = level["falsePositiveRate"]
+        metadata[f"flip_rate_L{depth}"] = level["flipRate"]
+    return dg.AssetCheckResult(
+        passed=aa["passed"],
+        severity=dg.AssetCheckSeverity.WARN,
+        description=aa["summary"],
+        metadata=metadata,
+    )
+
+
+holdout_checks = [
+    no_leakage,
+    grouped,
+    candidates_supplied,
+    no_failed_rows,
+    sufficient_evidence,
+    leakage_gap_check,
+    aa_noise_floor,
+]

@@ -58,6 +58,8 @@ def test_checks_are_part_of_the_job_and_the_location_is_named() -> None:
         "candidates_supplied",
         "no_failed_rows",
         "sufficient_evidence",
+        "leakage_gap",
+        "aa_noise_floor",
     }
     workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())
     assert workspace["load_from"][0]["python_module"]["location_name"] == LOCATION_NAME

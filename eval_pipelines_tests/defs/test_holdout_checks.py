@@ -59,8 +59,13 @@ def test_every_check_runs_and_passes_on_a_sound_grouped_evaluation(small_case: s
         "candidates_supplied",
         "no_failed_rows",
         "sufficient_evidence",
+        "leakage_gap",
+        "aa_noise_floor",
     }
     assert all(check.passed for check in checks.values())
+    # Neither was requested: the checks say so rather than pretending to have measured.
+    assert checks["leakage_gap"].metadata["requested"].value is False
+    assert checks["aa_noise_floor"].metadata["requested"].value is False
     leakage = checks["no_leakage"].metadata
     assert leakage["on_leave_out_list"].value == 0
     assert leakage["sharing_group_field"].value == 0  # recomputed from the records
