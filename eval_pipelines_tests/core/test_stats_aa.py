@@ -293,8 +293,8 @@ def test_identical_twin_has_no_flips_and_passes():
     # A deterministic classifier run twice: flips 0 by counting. The 20 splits of this
     # fixed 1,000-record clustered dataset (seed 0 for the data, 0 for the splits) give 1
     # false positive (seeds 0-9 for the splits give 0 to 2); the rule is <= 10%, at most 2
-    # of 20. Split estimates within +-0.1 (seen: -0.082 to 0.066; SE of a half-vs-half
-    # difference is about 0.033 here).
+    # of 20. Split estimates within +-0.1 (seen: -0.082 to 0.066; the SE of a half-vs-half
+    # difference is about 0.035 here, design effect included).
     right, codes = clustered_dataset(np.random.default_rng(0))
     check = aa_check(right, right, codes, rng=0)
     assert isinstance(check, AACheck)
