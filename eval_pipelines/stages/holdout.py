@@ -446,6 +446,44 @@ def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
     return levels
 
 
+def aa_report(
+    spec: HoldoutSpec, outcomes: dict[str, pl.DataFrame], clusters: dict[str, int]
+) -> dict[str, Any]:
+    """The A/A noise floor at each target level: the baseline against its twin on 20 seeded
+    random halves (false-positive rate), and how many records changed outcome between the two
+    classifications (flip rate)."""
+    from eval_pipelines.core.stats.aa import aa_check
+
+    twin = spec.aa_twin
+    assert twin is not None
+    baseline = outcomes[spec.variants[0].name].sort("record_key")
+    again = outcomes[twin.name].sort("record_key")
+    levels = {}
+    for depth in spec.target_depth:
+        column = f"right_{depth}"
+        scored = baseline.get_column(column).is_not_null()
+        keys = baseline.filter(scored).get_column("record_key").to_list()
+        check = aa_check(
+            baseline.filter(scored).get_column(column).to_numpy(),
+            again.filter(scored).get_column(column).to_numpy(),
+            [clusters[k] for k in keys],
+            rng=np.random.default_rng([spec.seed, depth]),
+        )
+        levels[str(depth)] = check.to_json()
+    failed = [d for d, level in levels.items() if not level["passed"]]
+    summary = (
+        "A/A check failed: the baseline against itself read a difference in "
+        + ", ".join(
+            f"{levels[d]['falsePositives']} of {levels[d]['splits']} splits at L{d}" for d in failed
+        )
+        + " (more than 10%): the instrument is noisier than its intervals say"
+        if failed
+        else "A/A check passed: at most 10% of 20 seeded half splits read a difference at every "
+        "target level"
+    )
+    return {"levels": levels, "passed": not failed, "summary": summary}
+
+
 def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, int]:
     """Each sampled record's cluster: records held out together resample together."""
     from eval_pipelines.core.holdout.clusters import sample_clusters
@@ -518,6 +556,13 @@ def report_stage(
         target_depth=min(spec.target_depth),
         auto_above={v.name: v.config.auto_above for v in spec.variants},
     )
+    if spec.aa_twin is not None:
+        report_json["aaCheck"] = aa_report(spec, outcomes, clusters)
+        if not report_json["aaCheck"]["passed"]:
+            # Said first: every difference in this report is read against this noise floor.
+            report_json["warnings"].insert(
+                0, {"code": "aa_check_failed", "message": report_json["aaCheck"]["summary"]}
+            )
     if spec.leakage_check:
         gap = holdout.load_leakage_gap(conn, eval_id)
         if gap is None:

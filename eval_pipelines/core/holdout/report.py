@@ -502,12 +502,36 @@ def report_markdown(report: dict[str, Any]) -> str:
                     f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
                     f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
                 )
+    if "aaCheck" in report:
+        lines += ["", *aa_markdown(report["aaCheck"], titles)]
     if "leakageGap" in report:
         lines += ["", *leakage_markdown(report["leakageGap"], titles)]
     if "diagnostics" in report:
         lines += ["", *diagnostics_markdown(report["diagnostics"])]
     lines += ["", f"_{report['note']}_"]
     return "\n".join(lines)
+
+
+def aa_markdown(aa: dict[str, Any], titles: dict[str, str]) -> list[str]:
+    """The A/A noise floor per target level."""
+    lines = [
+        f"{aa['summary']}. The A/A arm `aa-twin` is the baseline classified a second time; "
+        "flip rate: records whose outcome changed between the two; false-positive rate: "
+        "seeded random halves (by cluster), baseline on one half against the twin on the "
+        "other, read as a difference (interval excluding zero).",
+        "",
+        "| level | records | flips | flip rate | splits | false positives | rate | too few |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for depth, level in aa["levels"].items():
+        rate = level["flipRate"]
+        lines.append(
+            f"| {titles.get(depth, depth)} | {level['n']} | {level['flips']} | "
+            f"{INSUFFICIENT if rate is None else f'{rate:.3f}'} | {level['splits']} | "
+            f"{level['falsePositives']} | {level['falsePositiveRate']:.2f} | "
+            f"{level['insufficientSplits']} |"
+        )
+    return lines
 
 
 def leakage_markdown(gap: dict[str, Any], titles: dict[str, str]) -> list[str]:

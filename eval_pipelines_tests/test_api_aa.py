@@ -1,0 +1,43 @@
+"""`--aa`: the baseline's twin as an A/A arm; the report's noise floor and the comparison of
+the baseline with itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_pipelines import api
+from eval_pipelines.core.errors import InputError
+
+
+def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case: str) -> None:
+    started = api.start_holdout_eval(
+        small_case,
+        [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}],
+        sample_size=200,
+        seed=3,
+        aa=True,
+        launch="inline",
+    )
+    status = api.get_holdout_eval(small_case, started["evalId"])
+    report = status["report"]
+    assert [v["name"] for v in report["variants"]] == ["baseline", "k5", "aa-twin"]
+    twin = next(c for c in report["comparisons"] if c["candidate"] == "aa-twin")
+    for level in twin["levels"].values():
+        # knn-vote is deterministic: the twin predicts exactly what the baseline did.
+        assert (level["newlyRight"], level["newlyWrong"]) == (0, 0)
+        if level["interval"] != "insufficient_evidence":
+            assert level["verdict"] == "no detectable difference"
+    aa = report["aaCheck"]
+    for depth in map(str, report["targetDepth"]):
+        level = aa["levels"][depth]
+        assert level["flips"] == 0 and level["splits"] == 20
+        assert level["falsePositiveRate"] == level["falsePositives"] / 20
+    assert aa["passed"] == all(level["passed"] for level in aa["levels"].values())
+    assert "The A/A arm `aa-twin`" in status["reportMarkdown"]
+    # With more than one candidate the p-values are Holm-adjusted and the report says so.
+    assert "mcnemarPHolm" in report["comparisons"][0]["levels"]["3"]
+
+
+def test_the_twin_name_is_reserved(small_case: str) -> None:
+    with pytest.raises(InputError, match="reserved for the A/A arm"):
+        api.start_holdout_eval(small_case, [{"name": "aa-twin"}], launch="none")
