@@ -25,7 +25,7 @@ demo: install  ## the ICD-10-CM holdout evaluation, then the invoice workflow's 
 	$(CLI) memo add icd10cm --file data/demo/memo_pregnancy.yaml
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
-		--group-field group_key --wait
+		--group-field group_key --aa --leakage-check --wait
 	@echo "--- golden set gate: a small extract workflow (invoice2data) and its golden set"
 	$(CLI) workflow save supplier_invoices --file data/workflows/supplier_invoices.yaml
 	$(CLI) golden create invoices-gate --workflow supplier_invoices --gate
