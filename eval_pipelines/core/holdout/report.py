@@ -13,6 +13,7 @@ from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
 from eval_pipelines.core.holdout.spec import ClassifyConfig, HoldoutSpec
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
 from eval_pipelines.core.stats.multiple import holm
+from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE
 from eval_pipelines.core.tree import Level
 
 AGREEMENT_NOTE = (
@@ -223,6 +224,19 @@ def supply_to_json(supply: CandidateSupply) -> dict[str, Any]:
     }
 
 
+SIGNIFICANCE = 0.05
+
+
+def confirmed_verdict(verdict: str, pvalue: float) -> str:
+    """``better``/``worse`` need the interval to exclude zero *and* the exact McNemar test (Holm
+    adjusted with several candidates) to agree at 0.05: with few discordant records the
+    bootstrap interval is narrower than its nominal 95% (measured in the stats tests), and a
+    verdict must not rest on that alone."""
+    if verdict in (BETTER, WORSE) and pvalue >= SIGNIFICANCE:
+        return NO_DETECTABLE_DIFFERENCE
+    return verdict
+
+
 def paired_levels_to_json(levels: tuple[PairedLevel, ...]) -> dict[str, Any]:
     """Per level: the raw counts (always), the difference with its cluster-bootstrap 95%
     interval, the verdict, the MDE (these read ``insufficient_evidence`` below the minimum n)
@@ -242,7 +256,7 @@ def paired_levels_to_json(levels: tuple[PairedLevel, ...]) -> dict[str, Any]:
             "interval": INSUFFICIENT
             if interval is None
             else [round(interval.low, 6), round(interval.high, 6)],
-            "verdict": level.verdict,
+            "verdict": confirmed_verdict(level.verdict, level.mcnemar.pvalue),
             "minimumDetectableEffect": None if mde is None else round(mde, 6),
             "clusters": paired.n_clusters,
             "resamples": paired.n_resamples,
@@ -271,9 +285,10 @@ def comparisons_to_json(comparisons: tuple[Comparison, ...]) -> list[dict[str, A
             numeric = [p for p in pvalues if p != INSUFFICIENT]
             adjusted = iter(holm(numeric))
             for comparison, p in zip(out, pvalues, strict=True):
-                comparison["levels"][depth]["mcnemarPHolm"] = (
-                    INSUFFICIENT if p == INSUFFICIENT else next(adjusted)
-                )
+                level = comparison["levels"][depth]
+                level["mcnemarPHolm"] = INSUFFICIENT if p == INSUFFICIENT else next(adjusted)
+                if level["mcnemarPHolm"] != INSUFFICIENT:
+                    level["verdict"] = confirmed_verdict(level["verdict"], level["mcnemarPHolm"])
     return out
 
 
@@ -485,8 +500,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             "Paired comparisons (candidate vs baseline; target levels in bold). The interval "
             "is a 95% cluster bootstrap over the groups held out together "
             f"({_resamples(report)} resamples, seeded); `better`/`worse` only when it excludes "
-            "zero; MDE: the difference this n detects with 80% power (a diagnostic, not the "
-            "verdict); p: McNemar exact"
+            "zero and the exact test agrees at 0.05; MDE: the difference this n detects "
+            "with 80% power (a diagnostic, not the verdict); p: McNemar exact"
             + (", Holm-adjusted across the candidates." if _holm(report) else "."),
             "",
             "| baseline | candidate | level | pairs | newly right | newly wrong | diff | 95% "

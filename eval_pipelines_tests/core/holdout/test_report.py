@@ -252,3 +252,13 @@ def test_markdown_shows_every_level_versions_memo_and_config():
 )
 def test_format_difference_signs_only_nonzero_rounded_values(value, text):
     assert format_difference(value) == text
+
+
+def test_a_verdict_needs_the_interval_and_the_exact_test() -> None:
+    from eval_pipelines.core.holdout.report import confirmed_verdict
+
+    # The demo's chapter level: interval [+0.010, +0.055] (better) but Holm p 0.0625.
+    assert confirmed_verdict("better", 0.0625) == "no detectable difference"
+    assert confirmed_verdict("better", 0.0037) == "better"
+    assert confirmed_verdict("worse", 0.01) == "worse"
+    assert confirmed_verdict("insufficient_evidence", 0.01) == "insufficient_evidence"
