@@ -233,6 +233,46 @@ def variant_scores(
     )
 
 
+def _comparisons_table(report: dict[str, Any]) -> dg.MetadataValue:
+    """Each candidate against the baseline at each target level: difference, interval,
+    verdict, MDE and p (the Holm-adjusted one with several candidates)."""
+    records = []
+    for comparison in report["comparisons"]:
+        for depth in map(str, report["targetDepth"]):
+            level = comparison["levels"][depth]
+            interval = level["interval"]
+            p = level.get("mcnemarPHolm", level["mcnemarP"])
+            records.append(
+                dg.TableRecord(
+                    {
+                        "candidate": comparison["candidate"],
+                        "level": int(depth),
+                        "pairs": level["pairs"],
+                        "difference": level["difference"],
+                        "interval": interval if interval == INSUFFICIENT else str(interval),
+                        "verdict": level["verdict"],
+                        "mde": level["minimumDetectableEffect"],
+                        "p": p if p == INSUFFICIENT else float(p),
+                    }
+                )
+            )
+    return dg.MetadataValue.table(
+        records=records,
+        schema=dg.TableSchema(
+            columns=[
+                dg.TableColumn("candidate", "string"),
+                dg.TableColumn("level", "int"),
+                dg.TableColumn("pairs", "int"),
+                dg.TableColumn("difference", "float"),
+                dg.TableColumn("interval", "string"),
+                dg.TableColumn("verdict", "string"),
+                dg.TableColumn("mde", "float"),
+                dg.TableColumn("p", "float"),
+            ]
+        ),
+    )
+
+
 def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
     """Numeric metadata plotted across evaluations. Each key carries what makes evaluations
     comparable (records and tree versions, grouping, target depth), so the UI never draws
@@ -316,6 +356,8 @@ def eval_report(
         **_plot_metadata(report),
         "report_json": dg.MetadataValue.json(report),
     }
+    if report["comparisons"]:
+        metadata["comparisons"] = _comparisons_table(report)
     return dg.MaterializeResult(metadata=metadata)
 
 

@@ -67,6 +67,18 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
         assert comparable.startswith("near0.98.")
         assert f"accuracy_L4/baseline @ {comparable}" in report_event.metadata
         assert "Holdout evaluation" in report_event.metadata["report"].value
+        # The UI's comparisons table: one row per candidate and target level, with its verdict.
+        table = report_event.metadata["comparisons"].value
+        assert [(r.data["candidate"], r.data["level"]) for r in table.records] == [
+            ("k-5 (fewer)", 3),
+            ("k-5 (fewer)", 4),
+        ]
+        assert {r.data["verdict"] for r in table.records} <= {
+            "better",
+            "worse",
+            "no detectable difference",
+            "insufficient_evidence",
+        }
         counts = {
             t: _rows(t, registered)
             for t in ("holdout_samples", "predictions", "variant_scores", "eval_reports")
