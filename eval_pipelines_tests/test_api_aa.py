@@ -21,6 +21,10 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
     status = api.get_holdout_eval(small_case, started["evalId"])
     report = status["report"]
     assert [v["name"] for v in report["variants"]] == ["baseline", "k5", "aa-twin"]
+    usage = report["variants"][0]["usage"]
+    # Cost per variant: one classify call per record; knn-vote spends no tokens.
+    assert (usage["classifyCalls"], usage["tokens"], usage["inputTokens"]) == (200, 0, 0)
+    assert usage["outputTokens"] == 0 and usage["seconds"] >= 0
     twin = next(c for c in report["comparisons"] if c["candidate"] == "aa-twin")
     for level in twin["levels"].values():
         # knn-vote is deterministic: the twin predicts exactly what the baseline did.

@@ -304,7 +304,11 @@ def classify_variant(task: ClassifyTask) -> VariantPredictions:
         "classifier": task.variant.config.classifier,
         "llmLevel": task.variant.config.llm_level,
         "records": frame.height,
+        # One classify call per record; tokens as the classifier reports them.
+        "classifyCalls": len(predictions),
         "tokens": int(frame.get_column("tokens").sum()),
+        "inputTokens": sum(p.input_tokens for p in predictions),
+        "outputTokens": sum(p.output_tokens for p in predictions),
         "seconds": round(seconds, 3),
     }
     return VariantPredictions(task.variant.name, task.position, task.memo_version, frame, usage)

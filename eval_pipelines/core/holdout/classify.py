@@ -67,6 +67,9 @@ class Prediction:
         whether or not they voted: a row falls short only when retrieval found fewer.
     memo_applied
         Ids of the memo entries whose ``when`` matched the record (the rules that fired).
+    tokens, input_tokens, output_tokens
+        What a model-backed classifier spent on the record (all 0 for knn-vote); ``tokens``
+        is the total when a classifier cannot split it.
     """
 
     record_key: str
@@ -79,6 +82,8 @@ class Prediction:
     memo_applied: list[str] = field(default_factory=list)
     error: str | None = None
     tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @property
     def votes(self) -> int | None:
