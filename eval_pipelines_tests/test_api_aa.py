@@ -38,8 +38,31 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
         assert level["falsePositiveRate"] == level["falsePositives"] / 20
     assert aa["passed"] == all(level["passed"] for level in aa["levels"].values())
     assert "The A/A arm `aa-twin`" in status["reportMarkdown"]
-    # With more than one candidate the p-values are Holm-adjusted and the report says so.
-    assert "mcnemarPHolm" in report["comparisons"][0]["levels"]["3"]
+    # The twin measures the instrument and is not a candidate: k5 is the only one, so no
+    # Holm adjustment (the twin must not make the real comparisons more conservative).
+    assert all("mcnemarPHolm" not in c["levels"]["3"] for c in report["comparisons"])
+
+
+def test_an_aa_check_without_enough_records_is_not_read_as_passed(small_case: str) -> None:
+    started = api.start_holdout_eval(
+        small_case, [{"name": "baseline"}], sample_size=30, seed=3, aa=True, launch="inline"
+    )
+    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    assert report["aaCheck"]["passed"] is False
+    assert report["aaCheck"]["summary"].startswith("A/A check could not be read")
+    assert report["warnings"][0]["code"] == "aa_check_failed"
+
+
+def test_a_leakage_check_needs_a_grouped_evaluation(small_case: str) -> None:
+    with pytest.raises(InputError, match="nothing to compare") as refused:
+        api.start_holdout_eval(
+            small_case,
+            [{"name": "baseline"}],
+            grouping={"mode": "none"},
+            leakage_check=True,
+            launch="none",
+        )
+    assert refused.value.field == "leakageCheck"
 
 
 def test_the_twin_name_is_reserved(small_case: str) -> None:

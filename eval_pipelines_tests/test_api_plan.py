@@ -43,6 +43,9 @@ def test_the_discordance_of_a_previous_evaluation(small_case: str) -> None:
         "level": 3,
         "pairs": level["pairs"],
     }
+    with pytest.raises(InputError) as refused:
+        plan_comparison(small_case, difference=0.05, from_eval=eval_id, level=0)
+    assert refused.value.field == "--level"
     from eval_pipelines.core.stats.power import minimum_detectable_effect
 
     mde = minimum_detectable_effect(level["pairs"], discordance)
@@ -56,6 +59,8 @@ def test_the_discordance_of_a_previous_evaluation(small_case: str) -> None:
         ({"difference": 0.02, "discordance": 0.1, "from_eval": "x"}, "--discordance"),
         ({"difference": 0.3, "discordance": 0.1}, "--difference"),
         ({"difference": 0.0, "discordance": 0.1}, "--difference"),
+        ({"difference": float("nan"), "discordance": 0.1}, "--difference"),
+        ({"difference": 0.02, "discordance": 0.0}, "--discordance"),
     ],
 )
 def test_bad_plans_are_refused_naming_the_flag(workdir: object, kwargs: dict, field: str) -> None:

@@ -36,7 +36,7 @@ def _discordance_from_eval(
         raise InputError(
             "--from-eval", eval_id, "has one variant: no discordance to plan from; state one"
         )
-    depth = level or min(report["targetDepth"])
+    depth = level if level is not None else min(report["targetDepth"])
     comparison = report["comparisons"][0]
     levels = comparison["levels"]
     if str(depth) not in levels:
@@ -45,6 +45,12 @@ def _discordance_from_eval(
     if paired["pairs"] == 0:
         raise InputError("--from-eval", eval_id, f"compared no pairs at level {depth}")
     discordant = paired["newlyRight"] + paired["newlyWrong"]
+    if discordant == 0:
+        raise InputError(
+            "--level",
+            depth,
+            f"{eval_id} has no discordant pair at this level: no discordance to plan from",
+        )
     name = f"{comparison['candidate']} vs {comparison['baseline']}"
     return discordant / paired["pairs"], paired["pairs"], depth, name
 
@@ -68,8 +74,12 @@ def plan_comparison(
         raise InputError(
             "--discordance", discordance, "give either --discordance or --from-eval, not both"
         )
-    if isinstance(difference, bool) or not isinstance(difference, int | float):
-        raise InputError("--difference", difference, "must be a number, e.g. 0.02")
+    if (
+        isinstance(difference, bool)
+        or not isinstance(difference, int | float)
+        or not math.isfinite(difference)
+    ):
+        raise InputError("--difference", difference, "must be a finite number, e.g. 0.02")
     source: dict[str, Any]
     if from_eval is not None:
         discordance, pairs, depth, name = _discordance_from_eval(
@@ -83,7 +93,10 @@ def plan_comparison(
     try:
         needed = paired_sample_size(difference, discordance, alpha=ALPHA, power=POWER)
     except ValueError as error:
-        raise InputError("--difference", difference, str(error)) from None
+        message = str(error)
+        if message.startswith("discordance"):
+            raise InputError("--discordance", discordance, message.partition(": ")[2]) from None
+        raise InputError("--difference", difference, message) from None
     result: dict[str, Any] = {
         "caseId": case_id,
         "difference": difference,

@@ -474,6 +474,15 @@ def aa_report(
             rng=np.random.default_rng([spec.seed, depth]),
         )
         levels[str(depth)] = check.to_json()
+    unread = [d for d, level in levels.items() if level["insufficientSplits"] == level["splits"]]
+    if unread:
+        return {
+            "levels": levels,
+            "passed": False,
+            "summary": "A/A check could not be read: every split of "
+            + ", ".join(f"L{d}" for d in unread)
+            + " had a half below the minimum of 20 records (take a larger sample)",
+        }
     failed = [d for d, level in levels.items() if not level["passed"]]
     summary = (
         "A/A check failed: the baseline against itself read a difference in "
@@ -492,7 +501,9 @@ def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[s
     """Each sampled record's cluster: records held out together resample together."""
     from eval_pipelines.core.holdout.clusters import sample_clusters
 
-    keys = holdout.load_sample(conn, eval_id).get_column("record_key").to_list()
+    # Numbered in order of first appearance over the records sorted by key: the order the
+    # bootstrap numbers them in, so the ids in `eval rows` can be used as they are.
+    keys = sorted(holdout.load_sample(conn, eval_id).get_column("record_key").to_list())
     return dict(
         zip(keys, sample_clusters(keys, holdout.held_out_pairs(conn, eval_id)), strict=True)
     )

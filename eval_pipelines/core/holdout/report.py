@@ -10,7 +10,7 @@ from typing import Any
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.compare import PairedLevel
 from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
-from eval_pipelines.core.holdout.spec import ClassifyConfig, HoldoutSpec
+from eval_pipelines.core.holdout.spec import AA_TWIN, ClassifyConfig, HoldoutSpec
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
 from eval_pipelines.core.stats.multiple import holm
 from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE
@@ -279,12 +279,14 @@ def comparisons_to_json(comparisons: tuple[Comparison, ...]) -> list[dict[str, A
         }
         for comparison in comparisons
     ]
-    if len(comparisons) > 1:
-        for depth in out[0]["levels"]:
-            pvalues = [c["levels"][depth]["mcnemarP"] for c in out]
+    # The A/A twin measures the instrument, it is not a candidate: it stays out of the family.
+    family = [c for c in out if c["candidate"] != AA_TWIN]
+    if len(family) > 1:
+        for depth in family[0]["levels"]:
+            pvalues = [c["levels"][depth]["mcnemarP"] for c in family]
             numeric = [p for p in pvalues if p != INSUFFICIENT]
             adjusted = iter(holm(numeric))
-            for comparison, p in zip(out, pvalues, strict=True):
+            for comparison, p in zip(family, pvalues, strict=True):
                 level = comparison["levels"][depth]
                 level["mcnemarPHolm"] = INSUFFICIENT if p == INSUFFICIENT else next(adjusted)
                 if level["mcnemarPHolm"] != INSUFFICIENT:
@@ -402,7 +404,9 @@ def _resamples(report: dict[str, Any]) -> int:
 
 
 def _holm(report: dict[str, Any]) -> bool:
-    return len(report["comparisons"]) > 1
+    return any(
+        "mcnemarPHolm" in level for c in report["comparisons"] for level in c["levels"].values()
+    )
 
 
 def _interval(level: dict[str, Any]) -> str:
@@ -587,7 +591,7 @@ def diagnostics_markdown(diagnostics: dict[str, Any]) -> list[str]:
         "records every variant gets wrong with confidence >= 0.8 (likely label errors: a "
         "holdout score measures agreement with past filing).",
         "",
-        "| variant | wrong | declined | errors agreeing down to | mean tree distance | "
+        "| variant | wrong or declined | declined | errors agreeing down to | mean tree distance | "
         "coverage / risk at autoAbove |",
         "|---|---|---|---|---|---|",
     ]
@@ -611,7 +615,7 @@ def diagnostics_markdown(diagnostics: dict[str, Any]) -> list[str]:
         f"variant with confidence >= {review['minConfidence']} ({review['agreeing']} where the "
         "variants agree on another code)"
         + (
-            ": " + ", ".join(f"`{_cell(r['recordKey'])}`" for r in review["records"][:10])
+            ": " + ", ".join(_cell(r["recordKey"]) for r in review["records"][:10])
             if review["records"]
             else "."
         ),

@@ -520,6 +520,13 @@ def parse_holdout_request(
         known_memo_ids=set(case.memo),
         max_depth=case.max_depth,
     )
+    if leakage_check and resolved.mode == "none":
+        raise InputError(
+            "leakageCheck",
+            True,
+            "compares grouped with ungrouped scores; this evaluation is ungrouped (grouping "
+            "mode none), so there is nothing to compare",
+        )
     if any(v.name == AA_TWIN for v in parsed):
         raise InputError("variants.name", AA_TWIN, "is reserved for the A/A arm (--aa)")
     if aa:
