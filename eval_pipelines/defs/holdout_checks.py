@@ -126,6 +126,21 @@ def _stored_report(warehouse: WarehouseResource, eval_id: str) -> dict[str, Any]
     return stored.report if stored is not None else {}
 
 
+def _moved(depth: str, level: dict[str, Any]) -> str:
+    """``grouping lowered L4 by 0.126 [0.084, 0.173] (...)`` from an ungrouped-minus-grouped
+    gap."""
+    gap, (low, high) = level["difference"], level["interval"]
+    if gap > 0:
+        return (
+            f"grouping lowered L{depth} by {gap:.3f} [{low:.3f}, {high:.3f}] (an ungrouped "
+            "holdout would overstate it)"
+        )
+    return (
+        f"grouping raised L{depth} by {-gap:.3f} [{-high:.3f}, {-low:.3f}] (an ungrouped "
+        "holdout would understate it)"
+    )
+
+
 @dg.asset_check(asset=eval_report, name=LEAKAGE_GAP, partitions_def=holdout_evaluations)
 def leakage_gap_check(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
@@ -155,10 +170,7 @@ def leakage_gap_check(
         severity=dg.AssetCheckSeverity.WARN,
         description=None
         if not moved
-        else "grouping moved "
-        + ", ".join(
-            f"L{d} by {level['difference']:+.3f} {level['interval']}" for d, level in moved.items()
-        ),
+        else "; ".join(_moved(depth, level) for depth, level in moved.items()),
         metadata=metadata,
     )
 

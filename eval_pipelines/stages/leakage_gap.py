@@ -89,10 +89,11 @@ def leakage_gap_stage(
     }
     with open_warehouse() as conn, transaction(conn):
         holdout.save_leakage_gap(conn, eval_id, payload)
-    target = str(min(spec.target_depth))
-    return {
-        "requested": True,
-        "gap_at_target": payload["levels"][target]["difference"],
-        "verdict_at_target": payload["levels"][target]["verdict"],
-        "levels": json.dumps(payload["levels"]),
-    }
+    summary: dict[str, Any] = {"requested": True}
+    readings = {"better": "grouping lowered it", "worse": "grouping raised it"}
+    for depth in map(str, spec.target_depth):
+        level = payload["levels"][depth]
+        summary[f"gap_L{depth}"] = level["difference"]
+        summary[f"reading_L{depth}"] = readings.get(level["verdict"], level["verdict"])
+    summary["levels"] = json.dumps(payload["levels"])
+    return summary

@@ -123,3 +123,15 @@ def test_warning_checks_fail_without_failing_the_run(small_case: str) -> None:
     assert checks["no_leakage"].passed and checks["no_failed_rows"].passed
     report = api.get_holdout_eval(small_case, eval_id)["report"]
     assert {"ungrouped", "insufficient_evidence"} <= {w["code"] for w in report["warnings"]}
+
+
+def test_the_leakage_warning_says_which_way_grouping_moved_the_score() -> None:
+    from eval_pipelines.defs.holdout_checks import _moved
+
+    # Ungrouped minus grouped: positive means grouping lowered the score.
+    assert _moved("4", {"difference": 0.1256, "interval": [0.0842, 0.1733]}) == (
+        "grouping lowered L4 by 0.126 [0.084, 0.173] (an ungrouped holdout would overstate it)"
+    )
+    assert _moved("3", {"difference": -0.05, "interval": [-0.08, -0.02]}) == (
+        "grouping raised L3 by 0.050 [0.020, 0.080] (an ungrouped holdout would understate it)"
+    )

@@ -501,6 +501,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     if report["comparisons"]:
         lines += [
             "",
+            "### Paired comparisons",
+            "",
             "Paired comparisons (candidate vs baseline; target levels in bold). The interval "
             "is a 95% cluster bootstrap over the groups held out together "
             f"({_resamples(report)} resamples, seeded); `better`/`worse` only when it excludes "
@@ -534,6 +536,8 @@ def report_markdown(report: dict[str, Any]) -> str:
 def aa_markdown(aa: dict[str, Any], titles: dict[str, str]) -> list[str]:
     """The A/A noise floor per target level."""
     lines = [
+        "### A/A noise floor",
+        "",
         f"{aa['summary']}. The A/A arm `aa-twin` is the baseline classified a second time; "
         "flip rate: records whose outcome changed between the two; false-positive rate: "
         "seeded random halves (by cluster), baseline on one half against the twin on the "
@@ -556,6 +560,8 @@ def aa_markdown(aa: dict[str, Any], titles: dict[str, str]) -> list[str]:
 def leakage_markdown(gap: dict[str, Any], titles: dict[str, str]) -> list[str]:
     """How much grouping moved the baseline at each level (ungrouped minus grouped)."""
     lines = [
+        "### Leakage gap",
+        "",
         f"Leakage gap of `{_cell(gap['baseline'])}`: the same records scored ungrouped (only "
         "each record itself held out) minus grouped; a positive gap is what an ungrouped "
         "holdout would have overstated.",
@@ -586,6 +592,8 @@ def diagnostics_markdown(diagnostics: dict[str, Any]) -> list[str]:
     """Error severity, risk-coverage at the routing threshold and the label-review list."""
     depth = diagnostics["targetDepth"]
     lines = [
+        "### Diagnostics",
+        "",
         f"Diagnostics at target depth {depth}: where wrong codes still agree with the label "
         "(deepest shared level), coverage and risk if `autoAbove` were each threshold, and "
         "records every variant gets wrong with confidence >= 0.8 (likely label errors: a "
