@@ -23,7 +23,7 @@ from eval_pipelines.core.stats.bootstrap import (
 )
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N
-from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE
+from eval_pipelines.core.stats.verdict import BETTER, WORSE, verdict
 
 #: ``UnpairedDifference.method`` for every interval this module computes.
 METHOD = "two-sample cluster bootstrap, percentile"
@@ -182,19 +182,9 @@ def unpaired_difference(
 
 
 def unpaired_verdict(difference: UnpairedDifference) -> str:
-    """Verdict word for an unpaired difference (B minus A), by the rule of
-    :func:`~eval_pipelines.core.stats.verdict.verdict`: ``better`` only when the interval's
-    lower bound is above zero, ``worse`` only when its upper bound is below zero,
-    ``no detectable difference`` otherwise, ``insufficient_evidence`` without an interval.
-    """
-    interval = difference.interval
-    if interval is None:
-        return INSUFFICIENT
-    if interval.low > 0.0:
-        return BETTER
-    if interval.high < 0.0:
-        return WORSE
-    return NO_DETECTABLE_DIFFERENCE
+    """Verdict word for an unpaired difference (B minus A): the one rule of
+    :func:`~eval_pipelines.core.stats.verdict.verdict`."""
+    return verdict(difference)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from eval_pipelines.core.stats.bootstrap import PairedDifference
+from typing import Protocol
+
+from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import INSUFFICIENT
 
 BETTER = "better"
@@ -10,13 +12,21 @@ WORSE = "worse"
 NO_DETECTABLE_DIFFERENCE = "no detectable difference"
 
 
-def verdict(difference: PairedDifference) -> str:
-    """Word for a paired difference (candidate minus baseline), read off its interval alone.
+class HasInterval(Protocol):
+    """A difference with its interval (paired or unpaired); None below the minimum sample."""
+
+    @property
+    def interval(self) -> Interval | None: ...
+
+
+def verdict(difference: HasInterval) -> str:
+    """Word for a difference (candidate minus baseline), read off its interval alone.
 
     Parameters
     ----------
     difference
-        The result of :func:`~eval_pipelines.core.stats.bootstrap.paired_difference`.
+        A result of :func:`~eval_pipelines.core.stats.bootstrap.paired_difference` or
+        :func:`~eval_pipelines.core.stats.aa.unpaired_difference`.
 
     Returns
     -------
