@@ -232,6 +232,29 @@ def submit(
     return run_state(instance, submitted)
 
 
+def execute_inline(
+    instance: DagsterInstance,
+    kind: EvaluationKind,
+    key: str,
+    *,
+    run_id: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> tuple[str, bool]:
+    """Run the kind's job for the partition in this process (tests, ``launch="inline"``),
+    tagged as :func:`submit` tags its runs; returns the run id and whether it succeeded."""
+    from eval_pipelines.definitions import defs
+
+    register_partition(instance, kind, key)
+    result = defs.resolve_job_def(kind.job_name).execute_in_process(
+        instance=instance,
+        partition_key=key,
+        run_id=run_id,
+        raise_on_error=False,
+        tags={EVAL_TAG: key, KIND_TAG: kind.name, **(tags or {})},
+    )
+    return result.run_id, result.success
+
+
 def uses_run_queue(instance: DagsterInstance) -> bool:
     from dagster._core.run_coordinator import QueuedRunCoordinator
 

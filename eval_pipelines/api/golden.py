@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.api.holdout import HOUSEKEEPING_SECONDS
 from eval_pipelines.api.workflows import sync_workflow_files
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
@@ -304,23 +305,11 @@ def _launch(revision: str, set_name: str, workflow: str, launch: str) -> dict[st
 
     instance = dagster_instance()
     kind = runs.kind_of("golden")
-    runs.register_partition(instance, kind, revision)
+    tags = {SETS_TAG: set_name, WORKFLOW_TAG: workflow}
     if launch == "inline":
-        from eval_pipelines.definitions import defs
-
-        result = defs.resolve_job_def(kind.job_name).execute_in_process(
-            instance=instance,
-            partition_key=revision,
-            raise_on_error=False,
-            tags={
-                runs.EVAL_TAG: revision,
-                runs.KIND_TAG: kind.name,
-                SETS_TAG: set_name,
-                WORKFLOW_TAG: workflow,
-            },
-        )
-        return {"runId": result.run_id, "state": "succeeded" if result.success else "failed"}
-    state = runs.submit(instance, kind, revision, tags={SETS_TAG: set_name, WORKFLOW_TAG: workflow})
+        ran, success = runs.execute_inline(instance, kind, revision, tags=tags)
+        return {"runId": ran, "state": "succeeded" if success else "failed"}
+    state = runs.submit(instance, kind, revision, tags=tags)
     return {"runId": state.run_id, "state": state.state}
 
 
@@ -338,7 +327,7 @@ def wait_for_run(
         if time.monotonic() >= housekeeping:
             runs.reap_dead_runs(instance)
             runs.dispatch_if_needed(instance)
-            housekeeping = time.monotonic() + 10
+            housekeeping = time.monotonic() + HOUSEKEEPING_SECONDS
         run = instance.get_run_by_id(dagster_run_id)
         if run is None:
             raise InputError("run", dagster_run_id, "no such Dagster run")

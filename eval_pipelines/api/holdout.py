@@ -57,16 +57,8 @@ def _launch(eval_id: str, launch: str, run_id: str | None) -> dict[str, Any]:
     if launch == "none":
         return {"runId": None, "status": "registered"}
     if launch == "inline":
-        from eval_pipelines.definitions import defs
-
-        result = defs.resolve_job_def(kind.job_name).execute_in_process(
-            instance=instance,
-            partition_key=eval_id,
-            run_id=run_id,
-            raise_on_error=False,
-            tags={runs.EVAL_TAG: eval_id, runs.KIND_TAG: KIND},
-        )
-        return {"runId": result.run_id, "status": "complete" if result.success else "failed"}
+        ran, success = runs.execute_inline(instance, kind, eval_id, run_id=run_id)
+        return {"runId": ran, "status": "complete" if success else "failed"}
     state = runs.submit(instance, kind, eval_id, run_id=run_id)
     return {"runId": state.run_id, "status": state.state}
 
