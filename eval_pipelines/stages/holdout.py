@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,9 @@ from eval_pipelines.core.holdout.classify import (
     Neighbour,
     Prediction,
     RecordToClassify,
+    evidence_tree,
     get_classifier,
+    neighbours_by_record,
 )
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
@@ -235,17 +237,11 @@ def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[Classi
             conn, eval_id, spec.case_id, spec.records_version
         )
     ]
-    neighbours: dict[str, list[Neighbour]] = {}
-    for sample_key, evidence_key, similarity, label_node in holdout.retrieved_neighbours(
-        conn, eval_id, spec.case_id, spec.records_version
-    ):
-        neighbours.setdefault(sample_key, []).append(
-            Neighbour(evidence_key, float(similarity), label_node)
-        )
+    neighbours = neighbours_by_record(
+        holdout.retrieved_neighbours(conn, eval_id, spec.case_id, spec.records_version)
+    )
     memo_by_variant = _variant_memo(conn, spec, tree)
-    touched = {item.label_node for items in neighbours.values() for item in items}
-    touched |= {code for m in memo_by_variant.values() for entry in m for code in entry.rule.codes}
-    tree = tree.restricted_to(touched)
+    tree = evidence_tree(tree, neighbours, [e for m in memo_by_variant.values() for e in m])
     return [
         ClassifyTask(
             eval_id=eval_id,
@@ -495,6 +491,20 @@ def aa_report(
         "target level"
     )
     return {"levels": levels, "passed": not failed, "summary": summary}
+
+
+def evidence_rows(
+    candidates: pl.DataFrame, label_of: dict[str, str]
+) -> Iterator[tuple[str, str, float, str]]:
+    """``(sample_key, evidence_key, similarity, label node)`` of a leave-out's candidates
+    frame (as :func:`~eval_pipelines.core.holdout.classify.neighbours_by_record` takes)."""
+    for row in candidates.iter_rows(named=True):
+        yield (
+            row["sample_key"],
+            row["evidence_key"],
+            row["similarity"],
+            label_of[row["evidence_key"]],
+        )
 
 
 def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from eval_pipelines.core.holdout.classify import Neighbour
+from eval_pipelines.core.holdout.classify import evidence_tree, neighbours_by_record
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.report import paired_levels_to_json
 from eval_pipelines.core.holdout.scoring import row_outcomes
@@ -26,6 +26,7 @@ from eval_pipelines.stages.holdout import (
     classify_tasks,
     classify_variant,
     evaluation_clusters,
+    evidence_rows,
     pinned_tree,
     variant_outcomes,
 )
@@ -61,15 +62,9 @@ def leakage_gap_stage(
         n_threads=threads,
     )
     label_of = dict(zip(keys, records.get_column("label_node").to_list(), strict=True))
-    neighbours: dict[str, list[Neighbour]] = {}
-    for row in ungrouped.candidates.iter_rows(named=True):
-        neighbours.setdefault(row["sample_key"], []).append(
-            Neighbour(row["evidence_key"], float(row["similarity"]), label_of[row["evidence_key"]])
-        )
-    touched = {n.label_node for found in neighbours.values() for n in found}
-    touched |= {code for entry in task.memo for code in entry.rule.codes}
+    neighbours = neighbours_by_record(evidence_rows(ungrouped.candidates, label_of))
     result = classify_variant(
-        replace(task, neighbours=neighbours, tree=tree.restricted_to(touched))
+        replace(task, neighbours=neighbours, tree=evidence_tree(tree, neighbours, task.memo))
     )
     baseline = task.variant.name
     levels = compare_outcomes(

@@ -21,7 +21,7 @@ deeper levels are not what routing decides on.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -89,6 +89,29 @@ class Prediction:
     def votes(self) -> int | None:
         """Evidence records whose vote counted (None when the candidates carry no counts)."""
         return candidate_votes(self.candidates)
+
+
+def neighbours_by_record(
+    rows: Iterable[tuple[str, str, float, str]],
+) -> dict[str, list[Neighbour]]:
+    """Retrieved evidence per classified record from ``(record_key, evidence_key,
+    similarity, evidence label node)`` rows, in rank order."""
+    neighbours: dict[str, list[Neighbour]] = {}
+    for record_key, evidence_key, similarity, label_node in rows:
+        neighbours.setdefault(record_key, []).append(
+            Neighbour(evidence_key, float(similarity), label_node)
+        )
+    return neighbours
+
+
+def evidence_tree(
+    tree: CodeTree, neighbours: dict[str, list[Neighbour]], memo: Iterable[MemoEntry]
+) -> CodeTree:
+    """The tree cut down to what the vote can reach: the evidence labels and the codes the
+    memo rules name (voting walks only these paths)."""
+    touched = {n.label_node for found in neighbours.values() for n in found}
+    touched |= {code for entry in memo for code in entry.rule.codes}
+    return tree.restricted_to(touched)
 
 
 def candidate_votes(candidates: Sequence[dict[str, Any]]) -> int | None:
