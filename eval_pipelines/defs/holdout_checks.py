@@ -126,6 +126,17 @@ def _stored_report(warehouse: WarehouseResource, eval_id: str) -> dict[str, Any]
     return stored.report if stored is not None else {}
 
 
+def _not_requested(flag: str) -> dg.AssetCheckResult:
+    """A check whose measurement the evaluation did not ask for says so; it never pretends to
+    have measured."""
+    return dg.AssetCheckResult(
+        passed=True,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"not requested (eval holdout {flag})",
+        metadata={"requested": False},
+    )
+
+
 def _moved(depth: str, level: dict[str, Any]) -> str:
     """``grouping lowered L4 by 0.126 [0.084, 0.173] (...)`` from an ungrouped-minus-grouped
     gap."""
@@ -150,12 +161,7 @@ def leakage_gap_check(
     report = _stored_report(warehouse, _partition(context))
     gap = report.get("leakageGap")
     if gap is None:
-        return dg.AssetCheckResult(
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description="not requested (eval holdout --leakage-check)",
-            metadata={"requested": False},
-        )
+        return _not_requested("--leakage-check")
     targets = [str(d) for d in report["targetDepth"]]
     moved = {
         d: gap["levels"][d] for d in targets if gap["levels"][d]["verdict"] in ("better", "worse")
@@ -185,12 +191,7 @@ def aa_noise_floor(
     report = _stored_report(warehouse, _partition(context))
     aa = report.get("aaCheck")
     if aa is None:
-        return dg.AssetCheckResult(
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description="not requested (eval holdout --aa)",
-            metadata={"requested": False},
-        )
+        return _not_requested("--aa")
     metadata: dict[str, Any] = {"requested": True}
     for depth, level in aa["levels"].items():
         metadata[f"false_positive_rate_L{depth}"] = level["falsePositiveRate"]

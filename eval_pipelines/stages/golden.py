@@ -30,7 +30,7 @@ from eval_pipelines.core.golden.scoring import (
     skipped_case,
     summarise_run,
 )
-from eval_pipelines.core.workflows.definition import Workflow
+from eval_pipelines.core.workflows.definition import Node, Workflow
 from eval_pipelines.core.workflows.execute import CacheKey, Execution, cache_keys, execute
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.storage import golden, workflows
@@ -139,9 +139,7 @@ def run_golden_sets(
             results = []
             for case in cases[golden_set.set_name]:
                 execution = executions.get(case.document_id)
-                results.append(
-                    (golden_set.set_name, _case_result(case, execution, node.id, workflow))
-                )
+                results.append((golden_set.set_name, _case_result(case, execution, node, workflow)))
             run = runs[golden_set.set_name]
             # A document used by two cases ran once and is charged once.
             used = {c.document_id for c in cases[golden_set.set_name]}
@@ -223,7 +221,7 @@ def _execute_all(
 
 
 def _case_result(
-    case: golden.GoldenCase, execution: Execution | None, node_id: str, workflow: Workflow
+    case: golden.GoldenCase, execution: Execution | None, node: Node, workflow: Workflow
 ) -> golden.CaseResult:
     if execution is None:
         return golden.CaseResult(
@@ -236,8 +234,7 @@ def _case_result(
             0,
             0,
         )
-    raw = execution.outputs.get(node_id)
-    node = workflow.scored_node(node_id)
+    raw = execution.outputs.get(node.id)
     output = map_output(node.schema, raw) if raw is not None else None
     return golden.CaseResult(
         case.case_id,

@@ -78,10 +78,6 @@ class Workflow:
     def node(self, node_id: str) -> Node | None:
         return next((n for n in self.nodes if n.id == node_id), None)
 
-    @property
-    def extract_nodes(self) -> tuple[Node, ...]:
-        return self.nodes
-
     def scored_node(self, node_id: str | None) -> Node:
         """The node a golden set scores: named, or the only one."""
         if node_id is None:
