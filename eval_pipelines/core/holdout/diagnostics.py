@@ -61,19 +61,6 @@ DEFAULT_MIN_CONFIDENCE = 0.8
 NO_COMMON_LEVEL = "none"
 
 
-def _proportion_json(proportion: Proportion) -> dict[str, Any]:
-    """``{k, n, value, interval}`` as :func:`eval_pipelines.core.holdout.report.
-    proportion_to_json` writes it (kept here so the report can import this module)."""
-    if proportion.estimate is None or proportion.interval is None:
-        return {"k": proportion.k, "n": proportion.n, "value": INSUFFICIENT, "interval": None}
-    return {
-        "k": proportion.k,
-        "n": proportion.n,
-        "value": round(proportion.estimate, 6),
-        "interval": [round(proportion.interval.low, 6), round(proportion.interval.high, 6)],
-    }
-
-
 def _require_columns(outcomes: pl.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in outcomes.columns]
     if missing:
@@ -170,7 +157,7 @@ class AgreementCount:
             "depth": self.depth,
             "name": self.name,
             "count": self.count,
-            "share": _proportion_json(self.share),
+            "share": self.share.to_json(),
         }
 
 
@@ -284,8 +271,8 @@ class RiskCoveragePoint:
         return {
             "threshold": self.threshold,
             "autoAbove": self.is_auto_above,
-            "coverage": _proportion_json(self.coverage),
-            "risk": _proportion_json(self.risk),
+            "coverage": self.coverage.to_json(),
+            "risk": self.risk.to_json(),
         }
 
 

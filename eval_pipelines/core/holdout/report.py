@@ -173,16 +173,8 @@ def build_report(
 
 
 def proportion_to_json(proportion: Proportion) -> dict[str, Any]:
-    """``{k, n, value, interval}``; ``value`` reads ``insufficient_evidence`` below the
-    minimum sample, and the interval is then null."""
-    if proportion.estimate is None or proportion.interval is None:
-        return {"k": proportion.k, "n": proportion.n, "value": INSUFFICIENT, "interval": None}
-    return {
-        "k": proportion.k,
-        "n": proportion.n,
-        "value": round(proportion.estimate, 6),
-        "interval": [round(proportion.interval.low, 6), round(proportion.interval.high, 6)],
-    }
+    """``{k, n, value, interval}`` (:meth:`Proportion.to_json`)."""
+    return proportion.to_json()
 
 
 def score_to_json(score: VariantScore) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from eval_pipelines.core.stats.intervals import Interval, wilson_interval
-from eval_pipelines.core.stats.policy import MIN_N, is_sufficient
+from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N, is_sufficient
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,19 @@ class Proportion:
     @property
     def sufficient(self) -> bool:
         return self.estimate is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{k, n, value, interval}`` as every report writes it: ``value`` reads
+        ``insufficient_evidence`` below the minimum sample and the interval is then null;
+        figures rounded to 6 decimals."""
+        if self.estimate is None or self.interval is None:
+            return {"k": self.k, "n": self.n, "value": INSUFFICIENT, "interval": None}
+        return {
+            "k": self.k,
+            "n": self.n,
+            "value": round(self.estimate, 6),
+            "interval": [round(self.interval.low, 6), round(self.interval.high, 6)],
+        }
 
 
 def estimate_proportion(
