@@ -14,6 +14,7 @@ from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVIS
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.runs import KIND_TAG
 from eval_pipelines.stages import golden
 from eval_pipelines.stages.golden_report import report_markdown, report_metadata
 from eval_pipelines.storage.workflows import revision_row
@@ -22,7 +23,6 @@ GROUP = "golden"
 KINDS = {"duckdb", "python"}
 OWNERS = ["team:eval-pipelines"]
 TAGS = {"evaluation_kind": "golden"}
-KIND_TAG = "eval_pipelines/kind"
 SETS_TAG = "eval_pipelines/golden_sets"
 FILE_TAG = "eval_pipelines/workflow_file"
 WORKFLOW_TAG = "eval_pipelines/workflow"

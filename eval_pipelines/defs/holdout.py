@@ -32,6 +32,7 @@ from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
+from eval_pipelines.runs import KIND_TAG
 from eval_pipelines.stages import holdout
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage
 from eval_pipelines.storage.warehouse import transaction
@@ -376,7 +377,7 @@ holdout_eval_job = dg.define_asset_job(
     "holdout_eval",
     selection=dg.AssetSelection.assets(*holdout_assets),
     partitions_def=holdout_evaluations,
-    tags={"eval_pipelines/kind": "holdout"},
+    tags={KIND_TAG: "holdout"},
     description="Sample, leave out, classify per variant, score and report one holdout "
     "evaluation (its asset checks included).",
 )
