@@ -1,0 +1,314 @@
+"""Run an evaluate query (spec 003) and build its response.
+
+The response holds the selected metrics (all scalar metrics of the query's kind when it has
+no ``select``), the case lists it asks for, and ``message`` whenever there is something to
+say (a baseAccuracy of 0 explained, rows skipped, the calibration outcome). When ``maxTime``
+runs out the response covers the rows scored so far and always carries ``truncated``,
+``requested`` and ``message``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate.estimate import run_estimate
+from eval_pipelines.core.evaluate.metrics import classification_metrics, regression_metrics
+from eval_pipelines.core.evaluate.plan import Plan, Resolver, SourceRef, make_plan, scope_view
+from eval_pipelines.core.evaluate.predict import (
+    PredictData,
+    binding_values,
+    check_target,
+    prepare,
+    run_predict,
+)
+from eval_pipelines.core.evaluate.query import CASE_LISTS, Query
+from eval_pipelines.core.evaluate.source import Source
+
+__all__ = ["EvaluateOutcome", "SourceRef", "run_folds", "run_query"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class EvaluateOutcome:
+    """``result`` is the 003 response; ``metrics`` every scalar metric (for metadata)."""
+
+    result: dict[str, Any]
+    metrics: dict[str, float | int | None]
+    sources: tuple[SourceRef, ...]
+    elapsed_seconds: float
+    truncated: bool
+
+
+class _Deadline:
+    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.start = clock()
+        self.seconds = seconds
+
+    def expired(self) -> bool:
+        return self.clock() - self.start > self.seconds
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+
+def _base_accuracy_note(metrics: dict[str, Any], base_value: Any) -> str | None:
+    if metrics.get("baseAccuracy") != 0.0 or not metrics.get("n"):
+        return None
+    return (
+        f"baseAccuracy is 0.0 because no test row carries the baseline's value {base_value!r} "
+        "(the training rows' most common). That is about the split, not the model: the test "
+        "rows come from a different part of the data than the training rows (a positional "
+        "limit takes the first rows, which is not a sample when the table is ordered by the "
+        "target), so accuracyGain equals accuracy. Select test rows with $sample, $hash or "
+        "$index $mod for a representative split."
+    )
+
+
+def _response(
+    query: Query,
+    metrics: dict[str, Any],
+    *,
+    cases: list[dict[str, Any]],
+    notes: list[str],
+    truncated: bool,
+    tau: float | None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in query.select:
+        if name in CASE_LISTS:
+            out[name] = [
+                c for c in cases if name == "cases" or (name == "errorCases") != c["accurate"]
+            ]
+        elif name == "tau":
+            out["tau"] = tau
+        elif name == "truncated":
+            out["truncated"] = truncated
+        elif name == "requested":
+            out["requested"] = metrics["testSamples"]
+        elif name != "message":
+            out[name] = metrics.get(name)
+    if tau is not None:
+        out["tau"] = tau
+    if truncated:
+        out["truncated"] = True
+        out["requested"] = metrics["testSamples"]
+    if notes:
+        out["message"] = " ".join(notes)
+    elif "message" in query.select:
+        out["message"] = ""
+    return out
+
+
+def _predict(
+    query: Query,
+    plan: Plan,
+    deadline: _Deadline,
+    progress: Progress | None,
+    data: PredictData | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    check_target(query, plan.scope)
+    train_values, test_values = binding_values(query, plan)
+    data = data or prepare(query, plan, train_values)
+    want_cases = any(name in CASE_LISTS for name in query.select)
+    run = run_predict(
+        query,
+        plan,
+        data,
+        test_values,
+        expired=deadline.expired,
+        progress=progress,
+        want_cases=want_cases,
+    )
+    metrics: dict[str, Any] = classification_metrics(
+        run.outcomes(), train_samples=plan.train_samples, test_samples=plan.test_samples
+    )
+    metrics["tau"] = run.tau
+    notes: list[str] = []
+    if run.truncated:
+        notes.append(_truncation_note(query, run.scored + run.skipped, plan.test_samples))
+    if plan.test_samples == 0:
+        notes.append("The test selector chose no rows; nothing was scored.")
+    if run.skipped:
+        what = "no members" if query.feature_target else f"no value for {query.target!r}"
+        notes.append(
+            f"{run.skipped} of {plan.test_samples} test rows have {what} and were not scored."
+        )
+    if run.unseen:
+        notes.append(
+            f"{run.unseen} scored rows carry a value no training row has: probability 0, "
+            "ranked after every known value."
+        )
+    note = _base_accuracy_note(metrics, run.base_value)
+    if note:
+        notes.append(note)
+    notes.extend(run.notes)
+    result = _response(
+        query, metrics, cases=run.cases, notes=notes, truncated=run.truncated, tau=run.tau
+    )
+    return result, metrics, run.truncated
+
+
+def _truncation_note(query: Query, done: int, requested: int) -> str:
+    return (
+        f"Evaluation hit the {query.max_time:g}s time limit after {done} of {requested} test "
+        "rows; narrow the test set (a smaller $mod fraction or limit) or raise maxTime."
+    )
+
+
+def _estimate(
+    query: Query, plan: Plan, deadline: _Deadline, progress: Progress | None
+) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    run = run_estimate(query, plan, expired=deadline.expired, progress=progress)
+    metrics: dict[str, Any] = {
+        "testSamples": plan.test_samples,
+        "trainSamples": plan.train_samples,
+    }
+    if run.train_mean is None:
+        raise InputError("evaluate.estimate", query.target, "no training row has a value for it")
+    metrics.update(regression_metrics(run.truth, run.estimate, train_mean=run.train_mean))
+    notes: list[str] = []
+    if run.truncated:
+        done = len(run.truth) + run.skipped + run.no_estimate
+        notes.append(_truncation_note(query, done, plan.test_samples))
+    if plan.test_samples == 0:
+        notes.append("The test selector chose no rows; nothing was scored.")
+    if run.skipped:
+        notes.append(
+            f"{run.skipped} of {plan.test_samples} test rows have no value for "
+            f"{query.target!r} and were not scored."
+        )
+    if run.no_estimate:
+        notes.append(
+            f"{run.no_estimate} test rows had no estimate (no training row shares their "
+            "evidence) and are left out of n."
+        )
+    result = _response(query, metrics, cases=[], notes=notes, truncated=run.truncated, tau=None)
+    return result, metrics, run.truncated
+
+
+def run_query(
+    query: Query,
+    resolve: Callable[[str], Source],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Progress | None = None,
+) -> EvaluateOutcome:
+    """Run ``query`` over the sources ``resolve`` returns by name.
+
+    Raises
+    ------
+    InputError
+        For anything the query names that the data does not have (a column, a link, a
+        target of the wrong kind), before any row is scored.
+    """
+    deadline = _Deadline(query.max_time, clock)
+    resolver = Resolver(resolve)
+    scope = scope_view(query, resolver)
+    plan = make_plan(query, resolver, scope)
+    if query.kind == "predict":
+        result, metrics, truncated = _predict(query, plan, deadline, progress)
+    else:
+        result, metrics, truncated = _estimate(query, plan, deadline, progress)
+    return EvaluateOutcome(result, metrics, resolver.refs(), deadline.elapsed(), truncated)
+
+
+def _fold_count(query: Query, folds: int) -> None:
+    expected = {"$index": {"$mod": [folds, 0]}}
+    test = query.test
+    ok = (
+        query.test_source is None
+        and isinstance(test, dict)
+        and set(test) == {"$index"}
+        and isinstance(test["$index"], dict)
+        and set(test["$index"]) == {"$mod"}
+        and test["$index"]["$mod"][0] == folds
+    )
+    if not ok:
+        raise InputError(
+            "test",
+            test if query.test_source is None else query.document.get("testSource"),
+            f"a {folds}-fold sweep runs test {expected} for r = 0..{folds - 1}; give that "
+            "test (any r) so the query says what the sweep runs",
+        )
+
+
+def run_folds(
+    query: Query,
+    resolve: Callable[[str], Source],
+    *,
+    folds: int,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Progress | None = None,
+) -> EvaluateOutcome:
+    """A k-fold sweep: fold r tests the rows whose position is r modulo k, trained on the
+    others; every row is tested exactly once. Metrics are the mean over folds (``n``,
+    ``testSamples`` summed); ``folds`` lists each fold's response. ``maxTime`` bounds the
+    whole sweep."""
+    if not isinstance(folds, int) or folds < 2:
+        raise InputError("folds", folds, "a sweep needs at least 2 folds")
+    _fold_count(query, folds)
+    deadline = _Deadline(query.max_time, clock)
+    resolver = Resolver(resolve)
+    scope = scope_view(query, resolver)
+    fold_results: list[dict[str, Any]] = []
+    fold_metrics: list[dict[str, Any]] = []
+    truncated = False
+    data: PredictData | None = None
+    for r in range(folds):
+        test = {"$index": {"$mod": [folds, r]}}
+        fold_query = replace(query, test=test, document={**query.document, "test": test})
+        plan = make_plan(fold_query, resolver, scope)
+        if query.kind == "predict":
+            if data is None:
+                check_target(query, plan.scope)
+                data = prepare(query, plan, binding_values(query, plan)[0])
+            result, metrics, cut = _predict(fold_query, plan, deadline, progress, data)
+        else:
+            result, metrics, cut = _estimate(fold_query, plan, deadline, progress)
+        fold_results.append(result)
+        fold_metrics.append(metrics)
+        if cut:
+            truncated = True
+            break
+    averaged = _average(fold_metrics)
+    tested = sum(m["testSamples"] for m in fold_metrics)
+    result = {
+        name: averaged.get(name)
+        for name in query.select
+        if name not in CASE_LISTS and name not in ("truncated", "requested", "message")
+    }
+    result["folds"] = fold_results
+    result["coverage"] = {
+        "rows": scope.n_rows,
+        "tested": tested,
+        "everyRowOnce": tested == scope.n_rows and not truncated,
+    }
+    if truncated:
+        result["truncated"] = True
+        result["requested"] = scope.n_rows
+        result["message"] = (
+            f"The sweep hit the {query.max_time:g}s time limit in fold {len(fold_results) - 1} "
+            f"of {folds}; the averages cover the folds run. Raise maxTime or sweep fewer rows."
+        )
+    return EvaluateOutcome(result, averaged, resolver.refs(), deadline.elapsed(), truncated)
+
+
+def _average(fold_metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean of each metric over the folds that have it; counts are summed."""
+    summed = ("n", "testSamples", "mapeRows")
+    out: dict[str, Any] = {}
+    for name in fold_metrics[0] if fold_metrics else ():
+        values = [m[name] for m in fold_metrics if m.get(name) is not None]
+        if name in summed:
+            out[name] = int(sum(values))
+        elif values:
+            out[name] = float(sum(values) / len(values))
+        else:
+            out[name] = None
+    return out

@@ -1,0 +1,415 @@
+"""The evaluate engine against independent oracles: scikit-learn's naive Bayes, k nearest
+neighbours and linear regression, and refits on the training rows alone."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import sparse
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.linear_model import LinearRegression
+from sklearn.metrics import log_loss, mean_absolute_error
+from sklearn.naive_bayes import MultinomialNB
+from sklearn.neighbors import KNeighborsRegressor
+
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate import predict as predict_module
+from eval_pipelines.core.evaluate.engine import run_folds, run_query
+from eval_pipelines.core.evaluate.naive_bayes import NaiveBayes, class_counts, softmax
+from eval_pipelines.core.evaluate.query import parse_query
+from eval_pipelines.core.evaluate.source import Source
+
+WORDS = {
+    "fruit": ["apple", "banana", "pear", "plum"],
+    "dairy": ["milk", "cheese", "yogurt", "butter"],
+    "bakery": ["bread", "bun", "cake"],
+    "drinks": ["juice", "water", "soda", "tea"],
+}
+GENERIC = ["fresh", "organic", "pack", "kg", "large", "small"]
+
+
+def products(n: int = 400, seed: int = 0) -> pl.DataFrame:
+    """Product names whose words say (noisily) the category; tags; two tenants; a price."""
+    rng = np.random.default_rng(seed)
+    categories = list(WORDS)
+    weights = np.array([0.4, 0.3, 0.1, 0.2])
+    rows = []
+    for i in range(n):
+        category = categories[rng.choice(4, p=weights)]
+        own = rng.choice(WORDS[category], size=rng.integers(1, 3), replace=False).tolist()
+        noise_category = categories[rng.integers(4)]
+        noise = [str(rng.choice(WORDS[noise_category]))] if rng.random() < 0.3 else []
+        generic = rng.choice(GENERIC, size=rng.integers(0, 3), replace=False).tolist()
+        words = own + noise + generic
+        rng.shuffle(words)
+        rows.append(
+            {
+                "sku": f"p{i:04d}",
+                "name": " ".join(words),
+                "category": category,
+                "tags": own if rng.random() > 0.1 else [],
+                "tenant": "A" if i % 3 else "B",
+                "price": float(np.round(rng.gamma(2.0, 3.0) + categories.index(category), 2)),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def resolver(**tables: pl.DataFrame) -> Callable[[str], Source]:
+    sources = {name: Source(name, "v1", "table", frame) for name, frame in tables.items()}
+
+    def resolve(name: str) -> Source:
+        return sources[name]
+
+    return resolve
+
+
+def query(**parts: Any) -> Any:
+    document: dict[str, Any] = {
+        "test": {"$index": {"$mod": [3, 0]}},
+        "evaluate": {
+            "from": "products",
+            "where": {"name": {"$get": "name"}},
+            "predict": "category",
+        },
+    }
+    for key, value in parts.items():
+        if key in ("predict", "where", "config", "from", "estimate"):
+            document["evaluate"][key] = value
+            if key == "estimate":
+                document["evaluate"].pop("predict", None)
+        elif value is None:
+            document.pop(key, None)
+        else:
+            document[key] = value
+    return parse_query(document)
+
+
+def test_fast_profile_equals_scikit_learn_multinomial_nb_on_the_training_rows() -> None:
+    frame = products()
+    outcome = run_query(
+        query(config={"ai": "fast"}, select=["n", "logLoss", "accuracy", "cases"]),
+        resolver(products=frame),
+    )
+    test = np.arange(frame.height) % 3 == 0
+    train, held = frame.filter(~pl.Series(test)), frame.filter(pl.Series(test))
+    vectorizer = CountVectorizer(token_pattern=r"\w+", lowercase=True)
+    x_train = vectorizer.fit_transform(train["name"].to_list())
+    classes = sorted(set(train["category"]))
+    counts = np.array([(train["category"] == c).sum() for c in classes])
+    prior = (counts + 1.0) / (counts.sum() + len(classes))
+    oracle = MultinomialNB(alpha=1.0, class_prior=prior).fit(x_train, train["category"])
+    expected = oracle.predict_proba(vectorizer.transform(held["name"].to_list()))
+    truth = held["category"].to_list()
+    cases = outcome.result["cases"]
+    assert len(cases) == held.height == outcome.result["n"]
+    for row, case in zip(expected, cases, strict=True):
+        # expected from sklearn MultinomialNB.predict_proba; tolerance 1e-9 (same model,
+        # float64 sums in a different order).
+        assert case["top"]["$p"] == pytest.approx(row.max(), abs=1e-9)
+        assert case["top"]["$value"] == classes[int(row.argmax())]
+        assert case["correct"]["$p"] == pytest.approx(
+            row[classes.index(case["correct"]["$value"])], abs=1e-9
+        )
+    # expected from sklearn.metrics.log_loss on the oracle's probabilities; tolerance 1e-9.
+    assert outcome.result["logLoss"] == pytest.approx(
+        log_loss(truth, expected, labels=classes), abs=1e-9
+    )
+    assert outcome.result["accuracy"] == pytest.approx(
+        np.mean([classes[i] == t for i, t in zip(expected.argmax(1), truth, strict=True)])
+    )
+
+
+@pytest.mark.parametrize("profile", ["fast", "group", "high"])
+def test_a_masked_holdout_equals_evaluating_on_a_table_without_the_test_rows(
+    profile: str,
+) -> None:
+    """Hiding the test rows by subtracting their counts gives exactly the model fitted on
+    the training rows: the same test rows scored against a table of only the training rows
+    (testSource from another table trains on the whole evaluated table) agree."""
+    frame = products()
+    test = pl.Series(np.arange(frame.height) % 3 == 0)
+    select = ["n", "accuracy", "meanRank", "logLoss", "brier", "ece", "baseAccuracy"]
+    masked = run_query(query(config={"ai": profile}, select=select), resolver(products=frame))
+    separate = run_query(
+        query(
+            config={"ai": profile},
+            select=select,
+            test=None,
+            testSource={"from": "held"},
+        ),
+        resolver(products=frame.filter(~test), held=frame.filter(test)),
+    )
+    for name in select:
+        assert masked.result[name] == pytest.approx(separate.result[name], abs=1e-12), name
+    assert masked.metrics["trainSamples"] == separate.metrics["trainSamples"] == 266
+
+
+def test_train_samples_say_which_experiment_ran() -> None:
+    frame = products()
+    holdout = run_query(query(), resolver(products=frame)).metrics
+    assert holdout["testSamples"] == 134 and holdout["trainSamples"] == 400 - 134
+    resub = run_query(
+        query(test=None, testSource={"where": {"tenant": "B"}}), resolver(products=frame)
+    ).metrics
+    assert resub["testSamples"] == 134 and resub["trainSamples"] == 400
+
+
+def test_a_five_fold_sweep_tests_every_row_exactly_once() -> None:
+    frame = products(403)
+    outcome = run_folds(
+        query(test={"$index": {"$mod": [5, 2]}}, select=["n", "accuracy"]),
+        resolver(products=frame),
+        folds=5,
+    )
+    folds = outcome.result["folds"]
+    assert len(folds) == 5 and sum(f["n"] for f in folds) == 403
+    assert outcome.result["coverage"] == {"rows": 403, "tested": 403, "everyRowOnce": True}
+    assert outcome.result["accuracy"] == pytest.approx(np.mean([f["accuracy"] for f in folds]))
+    with pytest.raises(InputError, match="5-fold sweep"):
+        run_folds(query(), resolver(products=frame), folds=5)
+
+
+def test_leave_one_out_scores_equal_a_refit_without_the_row() -> None:
+    rng = np.random.default_rng(1)
+    counts = sparse.csr_matrix(rng.poisson(0.6, size=(40, 12)).astype(float))
+    classes = rng.integers(0, 3, size=40)
+    targets = sparse.csr_matrix((np.ones(40), (np.arange(40), classes)), shape=(40, 3))
+    weighted = counts.copy()
+    weighted.data = weighted.data / 2.0
+    model = NaiveBayes(class_counts(targets, counts))
+    loo = model.leave_one_out_scores(counts, weighted, classes)
+    for i in range(40):
+        keep = np.arange(40) != i
+        refit = NaiveBayes(class_counts(targets[keep], counts[keep]))
+        expected = softmax(refit.log_scores(weighted[i], counts[i]))[0]
+        # Exact up to a constant per row, so the probabilities agree; tolerance 1e-10.
+        np.testing.assert_allclose(softmax(loo[i : i + 1])[0], expected, atol=1e-10)
+
+
+def test_calibration_is_fitted_on_training_rows_only() -> None:
+    frame = products(600)
+    calibrated = query(config={"calibrate": True}, select=["n", "logLoss", "tau"])
+    tau = run_query(calibrated, resolver(products=frame)).result["tau"]
+    assert tau is not None and 0.05 <= tau <= 20
+    test = np.arange(frame.height) % 3 == 0
+    scrambled = frame.with_columns(
+        category=pl.when(pl.Series(test)).then(pl.lit("fruit")).otherwise(pl.col("category"))
+    )
+    # Whatever the test rows' labels are, the fit never sees them.
+    assert run_query(calibrated, resolver(products=scrambled)).result["tau"] == tau
+
+
+def test_calibration_says_why_it_was_not_applied() -> None:
+    small = products(30)
+    result = run_query(query(config={"calibrate": True}), resolver(products=small)).result
+    assert "tau" not in result
+    assert "calibrate was not applied" in result["message"] and "at least 30" in result["message"]
+    feature = run_query(
+        query(predict="tags.$feature", config={"calibrate": True}), resolver(products=products())
+    ).result
+    assert "no single true value per row" in feature["message"]
+
+
+def test_set_valued_target() -> None:
+    frame = pl.DataFrame(
+        {
+            "name": ["red apple", "green apple", "apple pie", "plain", "apple", "pie"],
+            "tags": [["fruit", "red"], ["fruit"], ["bakery", "fruit"], [], ["fruit"], ["bakery"]],
+        }
+    )
+    outcome = run_query(
+        parse_query(
+            {
+                "test": {"$or": [{"$index": 3}, {"$index": 4}, {"$index": 5}]},
+                "evaluate": {
+                    "from": "t",
+                    "where": {"name": {"$get": "name"}},
+                    "predict": "tags.$feature",
+                },
+                "select": ["n", "accuracy", "baseAccuracy", "meanRank", "cases"],
+            }
+        ),
+        resolver(t=frame),
+    )
+    result = outcome.result
+    # Row 3 has no members: skipped, not a miss. Rows 4 (fruit) and 5 (bakery) are scored.
+    assert result["n"] == 2 and "1 of 3 test rows have no members" in result["message"]
+    # Baseline: training rows 0-2 all have a member; "fruit" is in 3 of 3 (share 1.0),
+    # "bakery" 1 of 3, "red" 1 of 3: the base top is fruit: right for row 4, wrong for 5.
+    assert result["baseAccuracy"] == 0.5
+    row4, row5 = result["cases"]
+    assert row4["testCase"] == {"name": "apple", "tags": ["fruit"]} and row4["accurate"]
+    assert row5["correct"]["$value"] == "bakery"
+    assert outcome.metrics["baseAccuracy"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("parts", "rule"),
+    [
+        ({"predict": "category.$feature"}, "single-valued: predict it directly"),
+        ({"predict": "tags"}, "holds sets: predict 'tags.$feature'"),
+        ({"predict": "price"}, "numeric: use estimate"),
+        ({"estimate": "category"}, "not numeric: predict it instead"),
+        ({"where": {"name": {"$get": "nmae"}}}, "no column 'nmae'"),
+        ({"where": {"name": {"$get": "sku.name"}}}, "'sku' of 'products' is not a link"),
+        ({"test": {"categroy": "fruit"}}, "no column 'categroy'"),
+    ],
+)
+def test_names_that_resolve_nowhere_are_refused_before_scoring(
+    parts: dict[str, Any], rule: str
+) -> None:
+    with pytest.raises(InputError, match=re.escape(rule)):
+        run_query(query(**parts), resolver(products=products()))
+
+
+def test_get_through_one_link_reads_the_linked_value() -> None:
+    catalogue = pl.DataFrame({"sku": ["s1", "s2", "s3"], "pet_type": ["cat", "dog", "cat"]})
+    orders = pl.DataFrame(
+        {
+            "product": ["s1", "s2", "s3", "s1", "s2", "s3"] * 10,
+            "channel": ["web", "shop", "web", "web", "shop", "web"] * 10,
+        }
+    )
+    sources = {
+        "orders": Source("orders", "v1", "table", orders, links={"product": "catalogue"}),
+        "catalogue": Source("catalogue", "v1", "table", catalogue, key="sku"),
+    }
+    outcome = run_query(
+        parse_query(
+            {
+                "test": {"$index": {"$mod": [4, 0]}},
+                "evaluate": {
+                    "from": "orders",
+                    "where": {"product.pet_type": {"$get": "product.pet_type"}},
+                    "predict": "channel",
+                },
+                "select": ["n", "accuracy", "cases"],
+            }
+        ),
+        sources.__getitem__,
+    )
+    # cat -> web always; dog -> shop always: the linked evidence decides every row.
+    assert outcome.result["accuracy"] == 1.0
+    assert outcome.result["cases"][0]["testCase"] == {"product.pet_type": "cat", "channel": "web"}
+    assert {s.name for s in outcome.sources} == {"orders", "catalogue"}
+
+
+def test_a_base_accuracy_of_zero_is_explained() -> None:
+    frame = products().sort("category")  # bakery (a rare category) first
+    outcome = run_query(
+        query(test=None, testSource={"limit": 20}, select=["accuracy", "baseAccuracy"]),
+        resolver(products=frame),
+    )
+    assert outcome.result["baseAccuracy"] == 0.0
+    assert "about the split, not the model" in outcome.result["message"]
+    assert "$sample, $hash or $index $mod" in outcome.result["message"]
+
+
+def test_max_time_returns_what_was_computed_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(predict_module, "CELLS_PER_CHUNK", 1)  # 16 rows per chunk
+    ticks = iter(np.arange(0, 1000, 0.4))
+    outcome = run_query(
+        query(maxTime=1, select=["accuracy"]),
+        resolver(products=products()),
+        clock=lambda: next(ticks),
+    )
+    result = outcome.result
+    assert result["truncated"] is True and result["requested"] == 134
+    assert "time limit after" in result["message"] and "of 134 test rows" in result["message"]
+    assert outcome.metrics["n"] < 134 and outcome.truncated
+
+
+def test_a_nested_from_evaluates_one_tenant_as_its_own_table() -> None:
+    frame = products()
+    select = ["n", "accuracy", "logLoss", "trainSamples", "testSamples"]
+    nested = run_query(
+        query(**{"from": {"from": "products", "where": {"tenant": "A"}}}, select=select),
+        resolver(products=frame),
+    )
+    alone = run_query(query(select=select), resolver(products=frame.filter(tenant="A")))
+    assert nested.result == pytest.approx(alone.result, abs=1e-12)
+    assert (
+        nested.result["trainSamples"] + nested.result["testSamples"]
+        == frame.filter(tenant="A").height
+    )
+
+
+def _numeric(n: int = 300, seed: int = 2) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    weight = rng.uniform(1500, 5000, size=n)
+    return pl.DataFrame(
+        {
+            "weight": weight,
+            "origin": rng.choice(["usa", "europe", "japan"], size=n).tolist(),
+            "mpg": 50 - weight / 150 + rng.normal(0, 2, size=n),
+        }
+    )
+
+
+def test_knn_estimates_equal_scikit_learn_neighbours() -> None:
+    frame = _numeric()
+    outcome = run_query(
+        query(
+            estimate="mpg",
+            where={"weight": {"$get": "weight"}},
+            config={"k": 5},
+            select=["n", "mae", "rmse", "r2"],
+        ),
+        resolver(products=frame),
+    )
+    test = np.arange(frame.height) % 3 == 0
+    sd = frame["weight"].filter(pl.Series(~test)).std(ddof=0)
+    x = (frame["weight"].to_numpy() / sd)[:, None]
+    y = frame["mpg"].to_numpy()
+    oracle = KNeighborsRegressor(n_neighbors=5, metric="manhattan").fit(x[~test], y[~test])
+    # expected from sklearn KNeighborsRegressor (manhattan on the sd-scaled value) and
+    # mean_absolute_error; tolerance 1e-9. Distances never reach the cap of 1 sd here for
+    # the 5 nearest, so the capped distance orders rows the same way.
+    assert outcome.result["mae"] == pytest.approx(
+        mean_absolute_error(y[test], oracle.predict(x[test])), abs=1e-9
+    )
+    assert outcome.result["n"] == int(test.sum())
+
+
+def test_regression_estimates_equal_least_squares() -> None:
+    frame = _numeric()
+    outcome = run_query(
+        query(
+            estimate="mpg",
+            where={"weight": {"$get": "weight"}},
+            config={"model": "regression"},
+            select=["n", "mae", "baselineMae", "maeGain"],
+        ),
+        resolver(products=frame),
+    )
+    test = np.arange(frame.height) % 3 == 0
+    x = frame["weight"].to_numpy()[:, None]
+    y = frame["mpg"].to_numpy()
+    oracle = LinearRegression().fit(x[~test], y[~test])
+    # expected from sklearn LinearRegression; tolerance 1e-4 (our ridge of 1e-6 * n on
+    # standardised inputs moves the estimates by far less).
+    assert outcome.result["mae"] == pytest.approx(
+        mean_absolute_error(y[test], oracle.predict(x[test])), abs=1e-4
+    )
+    baseline = mean_absolute_error(y[test], np.full(test.sum(), y[~test].mean()))
+    assert outcome.result["baselineMae"] == pytest.approx(baseline, abs=1e-12)
+    assert outcome.result["maeGain"] == pytest.approx(baseline - outcome.result["mae"])
+
+
+def test_rows_without_an_estimate_are_left_out_and_counted() -> None:
+    frame = _numeric(30).with_columns(
+        origin=pl.when(pl.int_range(0, 30) == 0).then(pl.lit("mars")).otherwise("origin")
+    )
+    outcome = run_query(
+        query(estimate="mpg", where={"origin": {"$get": "origin"}}, select=["n", "mae"]),
+        resolver(products=frame),
+    )
+    # Row 0 (a test row of fold [3, 0]) is the only "mars": no training row shares it.
+    assert outcome.result["n"] == 9
+    assert "1 test rows had no estimate" in outcome.result["message"]
