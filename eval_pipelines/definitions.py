@@ -3,6 +3,7 @@ eval_pipelines."""
 
 import dagster as dg
 
+from eval_pipelines.defs.evaluate import evaluate_assets, evaluate_checks, evaluate_query_job
 from eval_pipelines.defs.golden import golden_assets, golden_checks, golden_gate_job
 from eval_pipelines.defs.golden_automation import nightly_gating_runs, workflow_revision_sensor
 from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
@@ -18,9 +19,9 @@ from eval_pipelines.defs.resources import WarehouseResource
 EXECUTOR = dg.in_process_executor
 
 defs = dg.Definitions(
-    assets=[*holdout_assets, *golden_assets],
-    asset_checks=[*holdout_checks, *golden_checks],
-    jobs=[holdout_eval_job, golden_gate_job],
+    assets=[*holdout_assets, *golden_assets, *evaluate_assets],
+    asset_checks=[*holdout_checks, *golden_checks, *evaluate_checks],
+    jobs=[holdout_eval_job, golden_gate_job, evaluate_query_job],
     sensors=[workflow_revision_sensor],
     schedules=[nightly_gating_runs],
     resources={"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()},

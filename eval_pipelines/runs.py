@@ -25,7 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from eval_pipelines.defs.partitions import HOLDOUT_EVALUATIONS, WORKFLOW_REVISIONS
+from eval_pipelines.defs.partitions import (
+    HOLDOUT_EVALUATIONS,
+    QUERY_EVALUATIONS,
+    WORKFLOW_REVISIONS,
+)
 
 if TYPE_CHECKING:
     from dagster._core.workspace.context import WorkspaceProcessContext
@@ -50,6 +54,7 @@ class EvaluationKind:
 KINDS = {
     "holdout": EvaluationKind("holdout", "holdout_eval", HOLDOUT_EVALUATIONS),
     "golden": EvaluationKind("golden", "golden_gate", WORKFLOW_REVISIONS),
+    "query": EvaluationKind("query", "evaluate_query_job", QUERY_EVALUATIONS),
 }
 
 STATES = {

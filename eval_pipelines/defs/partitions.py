@@ -20,3 +20,6 @@ holdout_evaluations = dg.DynamicPartitionsDefinition(name=HOLDOUT_EVALUATIONS)
 WORKFLOW_REVISIONS = "workflow_revisions"
 
 workflow_revisions = dg.DynamicPartitionsDefinition(name=WORKFLOW_REVISIONS)
+QUERY_EVALUATIONS = "query_evaluations"
+
+query_evaluations = dg.DynamicPartitionsDefinition(name=QUERY_EVALUATIONS)

@@ -41,7 +41,11 @@ def test_every_asset_has_its_table_owner_tags_and_how_to_create_partitions() -> 
         spec = graph.get(key)
         assert spec.owners == ["team:eval-pipelines"]
         kind = spec.tags.get("evaluation_kind")
-        how_to_create = {"holdout": "eval-pipelines eval holdout", "golden": "workflow save"}
+        how_to_create = {
+            "holdout": "eval-pipelines eval holdout",
+            "golden": "workflow save",
+            "query": "eval-pipelines evaluate",
+        }
         assert how_to_create[str(kind)] in (spec.description or "")
         if key.path[-1] not in ("evidence_index", "golden_report"):
             assert "dagster/column_schema" in spec.metadata

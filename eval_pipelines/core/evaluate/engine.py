@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate.estimate import check_target as estimate_target
 from eval_pipelines.core.evaluate.estimate import run_estimate
 from eval_pipelines.core.evaluate.metrics import classification_metrics, regression_metrics
 from eval_pipelines.core.evaluate.plan import Plan, Resolver, SourceRef, make_plan, scope_view
@@ -28,7 +29,7 @@ from eval_pipelines.core.evaluate.predict import (
 from eval_pipelines.core.evaluate.query import CASE_LISTS, Query
 from eval_pipelines.core.evaluate.source import Source
 
-__all__ = ["EvaluateOutcome", "SourceRef", "run_folds", "run_query"]
+__all__ = ["EvaluateOutcome", "SourceRef", "check_query", "run_folds", "run_query"]
 
 Progress = Callable[[int, int], None]
 
@@ -216,6 +217,23 @@ def run_query(
     else:
         result, metrics, truncated = _estimate(query, plan, deadline, progress)
     return EvaluateOutcome(result, metrics, resolver.refs(), deadline.elapsed(), truncated)
+
+
+def check_query(
+    query: Query, resolve: Callable[[str], Source], *, folds: int | None = None
+) -> None:
+    """Everything :func:`run_query` / :func:`run_folds` refuses about the query against the
+    data (a column, a link, a target of the wrong kind, a sweep's test selector), without
+    scoring a row: a caller can refuse before it stores or launches anything."""
+    if folds is not None:
+        _fold_count(query, folds)
+    resolver = Resolver(resolve)
+    plan = make_plan(query, resolver, scope_view(query, resolver))
+    if query.kind == "predict":
+        check_target(query, plan.scope)
+    else:
+        estimate_target(query, plan)
+    binding_values(query, plan)
 
 
 def _fold_count(query: Query, folds: int) -> None:

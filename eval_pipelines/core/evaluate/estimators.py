@@ -1,9 +1,10 @@
 """Numeric estimates from equality evidence: k nearest neighbours (default) or regression.
 
-Evidence fields are encoded once per evaluation: a float column is a number scaled by its
-training standard deviation, any other column a category code (a null matches nothing).
+Evidence fields are encoded once per evaluation: a numeric (integer or float) column is a
+number scaled by its training standard deviation, any other column a category code (a null
+matches nothing).
 
-- ``knn``: distance = number of category fields that differ + sum over float fields of
+- ``knn``: distance = number of category fields that differ + sum over numeric fields of
   min(1, |a - b| / sd); the estimate is the mean target of the k nearest training rows
   (ties broken by table position).
 - ``regression``: least squares on an intercept, one indicator per category value seen in
@@ -11,7 +12,7 @@ training standard deviation, any other column a category code (a null matches no
   so collinear indicators stay solvable.
 
 A test row has no estimate when no training row shares any of its category values (with only
-float evidence every row has one); such rows are left out of n and counted by the caller.
+numeric evidence every row has one); such rows are left out of n and counted by the caller.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def encode_evidence(
     n_test = len(test[0]) if test else 0
     codes_train, codes_test, numbers_train, numbers_test, sizes = [], [], [], [], []
     for train_values, test_values, kind in zip(train, test, kinds, strict=True):
-        if kind == "float":
+        if kind in ("integer", "float"):
             a = train_values.cast(pl.Float64).fill_nan(None).to_numpy().astype(np.float64)
             b = test_values.cast(pl.Float64).fill_nan(None).to_numpy().astype(np.float64)
             sd = float(np.nanstd(a)) if np.isfinite(a).any() else 0.0

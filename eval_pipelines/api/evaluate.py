@@ -1,0 +1,262 @@
+"""Evaluate queries (spec 003) as Dagster-materialised evaluations.
+
+A query is validated, stored and registered as a key of the dynamic partitions
+``query_evaluations``; a run of job ``evaluate_query_job`` computes it. The key is the
+evaluation id, a hash of the query with the versions of the tables it reads: the same query
+on the same data is answered from the stored result, without a run.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines import settings
+from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate.engine import check_query
+from eval_pipelines.core.evaluate.query import parse_query
+from eval_pipelines.core.files import read_json
+from eval_pipelines.stages import evaluate as stage
+from eval_pipelines.storage import data_tables, query_evaluations
+from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+
+KIND = "query"
+LAUNCH_MODES = ("inline", "submit")
+# The longest maxTime (3600 s) and room for the run to start and store its result.
+DEFAULT_TIMEOUT = 3900.0
+
+
+class QueryRefused(InputError):
+    """The run refused the query (a column or table the query names is not in the data, a
+    table reloaded since it was submitted); nothing is stored."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.field, self.value, self.rule = "query", None, message
+
+
+def _open(warehouse: Path | str | None, *, read_only: bool = False) -> Any:
+    return connect(resolve_warehouse(warehouse), read_only=read_only, wait_seconds=CLI_WAIT_SECONDS)
+
+
+def read_query(query: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+    """The query document: a mapping, JSON text, or the path of a JSON file."""
+    if isinstance(query, Mapping):
+        return dict(query)
+    if isinstance(query, str) and query.lstrip().startswith("{"):
+        try:
+            document = json.loads(query)
+        except json.JSONDecodeError as error:
+            raise InputError(
+                "query", query, f"is not valid JSON: {error.msg} (line {error.lineno})"
+            ) from None
+    else:
+        document = read_json(query, "--file")
+    if not isinstance(document, dict):
+        raise InputError("query", document, "must be a JSON object (spec 003)")
+    return document
+
+
+def _response(
+    stored: StoredQuery, result: StoredResult, *, cached: bool | None = None
+) -> dict[str, Any]:
+    """The 003 response as stored, and beside it (under ``evaluation``) what identifies it."""
+    evaluation: dict[str, Any] = {"evalId": stored.eval_id, "runId": result.run_id}
+    if cached is not None:
+        evaluation["cached"] = cached
+    evaluation.update(
+        {
+            "folds": stored.folds,
+            "sources": result.sources,
+            "metrics": result.metrics,
+            "elapsedSeconds": result.elapsed_seconds,
+        }
+    )
+    return {**result.result, "evaluation": evaluation}
+
+
+def evaluate(
+    query: Mapping[str, Any] | str | Path,
+    *,
+    folds: int | None = None,
+    launch: str = "inline",
+    timeout: float = DEFAULT_TIMEOUT,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Evaluate a query (spec 003) and return its response.
+
+    The response's keys are exactly 003's (the selected metrics, case lists when selected,
+    ``truncated``/``requested``/``message`` when relevant); beside them, ``evaluation`` holds
+    the evaluation id, the run that computed it, whether it was ``cached``, the fold count,
+    the sources read (name, kind, version, rows) and every scalar metric.
+
+    ``folds`` runs a deterministic k-fold sweep (fold r tests the rows at positions ≡ r mod k)
+    and averages it. ``launch`` is ``inline`` (the run executes in this process; a real run in
+    the Dagster instance) or ``submit`` (through the instance's run queue, waiting up to
+    ``timeout`` seconds). A complete, untruncated result stored for the same query on the same
+    table versions is returned without a run.
+
+    Raises :class:`InputError` for a query 003 refuses (before anything is stored),
+    :class:`QueryRefused` when the run refuses it against the data (nothing stored),
+    :class:`EvalFailed` when the run fails.
+    """
+    if launch not in LAUNCH_MODES:
+        raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
+    _require_run_warehouse(warehouse)
+    parsed = parse_query(read_query(query))
+    folds = stage.validate_folds(folds)
+    with _open(warehouse) as conn, transaction(conn):
+        pinned = stage.pin_sources(conn, parsed)
+        eval_id = stage.evaluation_id(parsed.document, pinned, folds)
+        stored = query_evaluations.find_query(conn, eval_id)
+        result = query_evaluations.find_result(conn, eval_id)
+        if stored is not None and result is not None and not result.truncated:
+            return _response(stored, result, cached=True)
+        # Refuse what the data cannot answer (a column, a link, a target's kind, a sweep's
+        # selector) before anything is stored or a run is launched.
+        check_query(parsed, lambda name: data_tables.read_source(conn, name), folds=folds)
+        stored = query_evaluations.new_query(eval_id, parsed.document, folds, pinned)
+        new = query_evaluations.insert_query(conn, stored)
+    run_id = str(uuid.uuid4())
+    state = _launch(eval_id, launch, run_id, timeout)
+    if state["state"] != "succeeded":
+        refusal = _refusal(run_id)
+        if refusal is not None:
+            if new:
+                _forget(eval_id, warehouse)
+            raise QueryRefused(refusal)
+        raise EvalFailed(
+            f"evaluation {eval_id}: run {run_id} {state['state']}: "
+            f"{state['reason'] or 'see the run in the Dagster UI'}",
+            state,
+        )
+    with _open(warehouse, read_only=True) as conn:
+        result = query_evaluations.find_result(conn, eval_id)
+    if result is None or result.run_id != run_id:
+        raise EvalFailed(
+            f"evaluation {eval_id}: run {run_id} succeeded without storing its result", state
+        )
+    return _response(stored, result, cached=False)
+
+
+def _require_run_warehouse(warehouse: Path | str | None) -> None:
+    """The run reads the warehouse the definitions' resource names (``$EVAL_PIPELINES_WAREHOUSE``
+    or the default): refuse another one rather than store the query where the run cannot
+    see it."""
+    given, run_reads = resolve_warehouse(warehouse), settings.warehouse_path()
+    if given.resolve() != run_reads.resolve():
+        raise InputError(
+            "warehouse",
+            str(given),
+            f"the evaluation's run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at "
+            "this file instead",
+        )
+
+
+def _launch(eval_id: str, launch: str, run_id: str, timeout: float) -> dict[str, Any]:
+    """Run job ``evaluate_query_job`` on the evaluation's partition; returns the run's state."""
+    from eval_pipelines import runs
+    from eval_pipelines.api.golden import wait_for_run
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    kind = runs.kind_of(KIND)
+    if launch == "inline":
+        runs.execute_inline(instance, kind, eval_id, run_id=run_id)
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        return runs.run_state(instance, run).to_json()
+    submitted = runs.submit(instance, kind, eval_id, run_id=run_id)
+    return wait_for_run(submitted.run_id, timeout=timeout)
+
+
+def _refusal(run_id: str) -> str | None:
+    """The refusal a step of the run raised (see ``defs.evaluate``), if any."""
+    from dagster import DagsterEventType
+
+    from eval_pipelines.defs.evaluate import REFUSED
+    from eval_pipelines.instance import dagster_instance
+
+    for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = event.step_failure_data if event is not None else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and REFUSED in failure.metadata:
+            return failure.description
+    return None
+
+
+def _forget(eval_id: str, warehouse: Path | str | None) -> None:
+    """Remove a refused evaluation: its stored query and its partition key."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    with _open(warehouse) as conn, transaction(conn):
+        query_evaluations.delete_query(conn, eval_id)
+    instance = dagster_instance()
+    partitions = runs.kind_of(KIND).partitions
+    if instance.has_dynamic_partition(partitions, eval_id):
+        instance.delete_dynamic_partition(partitions, eval_id)
+
+
+def get_evaluation(eval_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+    """A stored evaluation: its 003 response once a run stored one, and under ``evaluation``
+    its id, query, fold count, pinned sources, the newest run's state and ``status``
+    (``complete``, ``truncated`` or ``no result``)."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    with _open(warehouse, read_only=True) as conn:
+        stored = query_evaluations.load_query(conn, eval_id)
+        result = query_evaluations.find_result(conn, eval_id)
+    instance = dagster_instance()
+    newest = runs.newest_run(instance, eval_id)
+    run = runs.run_state(instance, newest).to_json() if newest is not None else None
+    about = {
+        "query": stored.document,
+        "pinned": [s.to_json() for s in stored.sources],
+        "status": _status(result),
+        "run": run,
+        "createdAt": stored.created_at.isoformat(timespec="seconds"),
+    }
+    if result is None:
+        return {"evaluation": {"evalId": eval_id, "folds": stored.folds, **about}}
+    response = _response(stored, result)
+    response["evaluation"].update(about)
+    return response
+
+
+def _status(result: StoredResult | None) -> str:
+    if result is None:
+        return "no result"
+    return "truncated" if result.truncated else "complete"
+
+
+def list_evaluations(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+    """Every query evaluation, oldest first: id, what it predicts or estimates and from which
+    tables, its fold count, status and headline."""
+    with _open(warehouse, read_only=True) as conn:
+        stored = query_evaluations.list_queries(conn)
+        results = {q.eval_id: query_evaluations.find_result(conn, q.eval_id) for q in stored}
+    listed = []
+    for query in stored:
+        parsed = parse_query(query.document)
+        result = results[query.eval_id]
+        listed.append(
+            {
+                "evalId": query.eval_id,
+                "createdAt": query.created_at.isoformat(timespec="seconds"),
+                parsed.kind: parsed.target,
+                "from": list(parsed.table_names()),
+                "folds": query.folds,
+                "status": _status(result),
+                "headline": stage.headline(result.metrics) if result is not None else None,
+                "runId": result.run_id if result is not None else None,
+            }
+        )
+    return listed

@@ -1,0 +1,144 @@
+"""``eval-pipelines evaluate`` (spec 003 queries, JSON in and JSON out) and
+``eval-pipelines evaluations list/show``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.cli.output import print_json
+from eval_pipelines.core.errors import InputError
+
+
+def _read_document(path: str) -> dict[str, Any]:
+    """The query from a file, or from stdin for ``-``."""
+    from eval_pipelines.api.evaluate import read_query
+
+    if path != "-":
+        return read_query(Path(path))
+    text = sys.stdin.read()
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            "--file", "-", f"stdin is not valid JSON: {error.msg} (line {error.lineno})"
+        ) from None
+    if not isinstance(document, dict):
+        raise InputError("query", document, "must be a JSON object (spec 003)")
+    return document
+
+
+def response_003(response: dict[str, Any]) -> dict[str, Any]:
+    """The response without what the API adds beside 003's keys."""
+    return {k: v for k, v in response.items() if k != "evaluation"}
+
+
+def _metric_lines(metrics: dict[str, Any]) -> list[str]:
+    from eval_pipelines.stages.evaluate import format_value
+
+    width = max((len(name) for name in metrics), default=0)
+    return [f"  {name:<{width}}  {format_value(value)}" for name, value in metrics.items()]
+
+
+def report_text(response: dict[str, Any]) -> str:
+    """For people: the headline (model against baseline, with n), every scalar metric, the
+    message, and which evaluation and run it is."""
+    from eval_pipelines.stages.evaluate import headline
+
+    evaluation = response["evaluation"]
+    metrics = evaluation.get("metrics") or {}
+    lines = [headline(metrics)]
+    if response.get("truncated"):
+        lines.append(
+            f"truncated: hit maxTime after {metrics.get('n')} of {response.get('requested')} "
+            "test rows"
+        )
+    lines += _metric_lines(metrics)
+    if response.get("message"):
+        lines.append(f"message: {response['message']}")
+    how = "cached result" if evaluation.get("cached") else f"run {evaluation.get('runId')}"
+    folds = f", {evaluation['folds']}-fold sweep" if evaluation.get("folds") else ""
+    lines.append(f"evaluation {evaluation['evalId']} ({how}{folds})")
+    return "\n".join(lines)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from eval_pipelines.api.evaluate import evaluate
+
+    response = evaluate(
+        _read_document(args.file),
+        folds=args.folds,
+        launch="submit" if args.submit else "inline",
+        timeout=args.timeout,
+        warehouse=args.warehouse,
+    )
+    if args.json:
+        evaluation = response["evaluation"]
+        how = "cached" if evaluation["cached"] else f"run {evaluation['runId']}"
+        print(f"evaluation {evaluation['evalId']} ({how})", file=sys.stderr, flush=True)
+        print_json(response_003(response))
+    else:
+        print(report_text(response), flush=True)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from eval_pipelines.api.evaluate import list_evaluations
+
+    print_json(list_evaluations(warehouse=args.warehouse))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from eval_pipelines.api.evaluate import get_evaluation
+
+    shown = get_evaluation(args.eval_id, warehouse=args.warehouse)
+    if args.json:
+        print_json(shown)
+    elif "metrics" in shown["evaluation"]:
+        print(report_text(shown), flush=True)
+    else:
+        run = shown["evaluation"]["run"]
+        state = f"newest run {run['runId']} {run['state']}" if run else "no run"
+        print(f"evaluation {args.eval_id}: no result yet ({state})", flush=True)
+    return 0
+
+
+def add_commands(groups: argparse._SubParsersAction) -> None:
+    evaluate = groups.add_parser(
+        "evaluate",
+        help="evaluate a query (spec 003) as a Dagster run; prints its result",
+        description="Evaluate a predict or estimate query (spec 003) on a loaded table or a "
+        "case. The same query on the same data is answered from the stored result.",
+    )
+    evaluate.add_argument(
+        "--file", required=True, metavar="PATH", help="the query as JSON (- for stdin)"
+    )
+    evaluate.add_argument("--json", action="store_true", help="print exactly the 003 response")
+    evaluate.add_argument(
+        "--folds",
+        type=int,
+        default=None,
+        metavar="K",
+        help="k-fold sweep: fold r tests the rows at positions r mod K (the query's test is "
+        "{$index: {$mod: [K, r]}})",
+    )
+    evaluate.add_argument(
+        "--submit",
+        action="store_true",
+        help="run through the instance's run queue (default: in this process)",
+    )
+    evaluate.add_argument("--timeout", type=float, default=3900, help="seconds to wait (--submit)")
+    evaluate.set_defaults(func=cmd_evaluate)
+    evaluations = groups.add_parser("evaluations", help="stored query evaluations").add_subparsers(
+        dest="command", required=True
+    )
+    listed = evaluations.add_parser("list", help="every query evaluation, oldest first")
+    listed.set_defaults(func=cmd_list)
+    show = evaluations.add_parser("show", help="one evaluation's result, query and newest run")
+    show.add_argument("eval_id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
