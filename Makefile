@@ -19,13 +19,19 @@ $(STAMP): pyproject.toml
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
 	@$(BIN)/python -m eval_pipelines.instance
 
-demo: install  ## the ICD-10-CM holdout evaluation, then the invoice workflow's golden-set gate
+demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, then the invoice workflow's golden-set gate
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \
 		--tree data/demo/icd10cm_tree.parquet --target-depth 3,4 --replace
 	$(CLI) memo add icd10cm --file data/demo/memo_pregnancy.yaml
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --aa --leakage-check --wait
+	@echo "--- evaluate queries (spec 003): a 5-fold sweep on the case, then a real numeric table"
+	$(CLI) evaluate --file data/demo/queries/icd10cm_category.json --folds 5
+	$(BIN)/python -m eval_pipelines.demo_tables data/tables
+	$(CLI) table load cars --file data/tables/cars.parquet
+	$(CLI) evaluate --file data/demo/queries/cars_mpg.json
+	$(CLI) evaluate --file data/demo/queries/cars_origin.json
 	@echo "--- golden set gate: a small extract workflow (invoice2data) and its golden set"
 	$(CLI) workflow save supplier_invoices --file data/workflows/supplier_invoices.yaml
 	$(CLI) golden create invoices-gate --workflow supplier_invoices --gate
@@ -51,4 +57,4 @@ bench: install  ## benchmarks/holdout.py: figures quoted in the README
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/indexes
+	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/indexes data/tables

@@ -118,7 +118,10 @@ def test_human_output_opens_with_the_headline(
     assert lines[0] == (
         f"accuracy {metrics['accuracy']:.4f} vs baseAccuracy {metrics['baseAccuracy']:.4f} (n = 20)"
     )
-    assert any(line.split() == ["logLoss", f"{metrics['logLoss']:.4f}"] for line in lines)
+    # The metrics the query selects, in its order; not the ones it leaves out.
+    shown = [line.split()[0] for line in lines[1:-1]]
+    assert shown == PREDICT["select"]
+    assert any(line.split() == ["meanRank", f"{metrics['meanRank']:.4f}"] for line in lines)
     (eval_id,) = partition_keys()
     assert lines[-1].startswith(f"evaluation {eval_id} (run ")
 

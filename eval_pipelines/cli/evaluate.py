@@ -43,6 +43,55 @@ def _metric_lines(metrics: dict[str, Any]) -> list[str]:
     return [f"  {name:<{width}}  {format_value(value)}" for name, value in metrics.items()]
 
 
+_NOT_METRICS = ("evaluation", "message", "truncated", "requested", "folds", "coverage")
+CASES_SHOWN = 3
+
+
+def _scalars(response: dict[str, Any]) -> dict[str, Any]:
+    """The metrics the query selected, in its order."""
+    return {
+        k: v
+        for k, v in response.items()
+        if k not in _NOT_METRICS and not isinstance(v, list | dict)
+    }
+
+
+def _case_lines(response: dict[str, Any]) -> list[str]:
+    lines = []
+    for name in ("cases", "errorCases", "correctCases"):
+        if name not in response:
+            continue
+        entries = response[name]
+        lines.append(f"{name}: {len(entries)} (--json lists them all)")
+        for case in entries[:CASES_SHOWN]:
+            top, correct = case["top"], case["correct"]
+            lines.append(
+                f"  offset {case['offset']}: top {top['$value']!r} ({top['$p']:.3f}), "
+                f"correct {correct['$value']!r} ({correct['$p']:.3f}, rank {correct['rank']})"
+            )
+    return lines
+
+
+def _fold_lines(response: dict[str, Any]) -> list[str]:
+    folds = response.get("folds")
+    if not isinstance(folds, list):
+        return []
+    from eval_pipelines.stages.evaluate import format_value
+
+    name = next((m for m in ("accuracy", "mae") if m in (folds[0] if folds else {})), None)
+    lines = []
+    if name is not None:
+        values = " ".join(format_value(fold.get(name)) for fold in folds)
+        lines.append(f"{name} per fold: {values}")
+    coverage = response.get("coverage") or {}
+    if coverage:
+        once = "yes" if coverage.get("everyRowOnce") else "no"
+        lines.append(
+            f"every row tested exactly once: {once} ({coverage['tested']} of {coverage['rows']})"
+        )
+    return lines
+
+
 def report_text(response: dict[str, Any]) -> str:
     """For people: the headline (model against baseline, with n), every scalar metric, the
     message, and which evaluation and run it is."""
@@ -56,7 +105,9 @@ def report_text(response: dict[str, Any]) -> str:
             f"truncated: hit maxTime after {metrics.get('n')} of {response.get('requested')} "
             "test rows"
         )
-    lines += _metric_lines(metrics)
+    lines += _metric_lines(_scalars(response) or metrics)
+    lines += _case_lines(response)
+    lines += _fold_lines(response)
     if response.get("message"):
         lines.append(f"message: {response['message']}")
     how = "cached result" if evaluation.get("cached") else f"run {evaluation.get('runId')}"

@@ -318,13 +318,16 @@ def run_folds(
 
 
 def _average(fold_metrics: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean of each metric over the folds that have it; counts are summed."""
+    """Mean of each metric over the folds that have it; counts are summed, and the training
+    rows per fold averaged to a whole number."""
     summed = ("n", "testSamples", "mapeRows")
     out: dict[str, Any] = {}
     for name in fold_metrics[0] if fold_metrics else ():
         values = [m[name] for m in fold_metrics if m.get(name) is not None]
         if name in summed:
             out[name] = int(sum(values))
+        elif name == "trainSamples":
+            out[name] = round(sum(values) / len(values))
         elif values:
             out[name] = float(sum(values) / len(values))
         else:

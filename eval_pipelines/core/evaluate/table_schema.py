@@ -89,10 +89,35 @@ def _json_array_start(path: Path) -> str:
     return head[:1].decode("ascii", errors="replace")
 
 
+# Spellings of "missing" that CSV exports (R's write.csv, spreadsheets) put in numeric
+# columns. Only a column whose every other value is a number is converted: a text column
+# keeps "NA" (a country code, an abbreviation) as it is.
+CSV_NULL_MARKERS = ("NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "#N/A", "-", "")
+
+
+def _numbers_behind_null_markers(frame: pl.DataFrame) -> pl.DataFrame:
+    """CSV string columns that are numbers apart from null markers, as numbers."""
+    converted = []
+    for name, dtype in frame.schema.items():
+        if dtype != pl.String:
+            continue
+        column = frame.get_column(name)
+        values = column.filter(~column.is_in(CSV_NULL_MARKERS) & column.is_not_null())
+        if values.len() == 0 or values.len() == column.drop_nulls().len():
+            continue  # no marker, or nothing but markers: leave it as read
+        for target in (pl.Int64, pl.Float64):
+            if values.str.strip_chars().cast(target, strict=False).null_count() == 0:
+                masked = pl.when(column.is_in(CSV_NULL_MARKERS)).then(None).otherwise(column)
+                converted.append(masked.str.strip_chars().cast(target).alias(name))
+                break
+    return frame.with_columns(converted) if converted else frame
+
+
 def read_table_file(path: Path | str) -> pl.DataFrame:
     """Read a table file, chosen by its suffix, with its rows in file order.
 
-    Parquet (``.parquet``), CSV (``.csv``, header row; column types inferred from every row),
+    Parquet (``.parquet``), CSV (``.csv``, header row; column types inferred from every row;
+    a column of numbers with null markers such as ``NA`` becomes numeric with nulls),
     JSON Lines (``.jsonl``/``.ndjson``: one object per line) or a JSON array of objects
     (``.json``, e.g. vega-datasets' ``cars.json``).
 
@@ -122,7 +147,7 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
             frame = pl.read_parquet(path)
         elif kind == "csv":
             _check_unique_names(_csv_header(path), path)
-            frame = pl.read_csv(path, infer_schema_length=None)
+            frame = _numbers_behind_null_markers(pl.read_csv(path, infer_schema_length=None))
         elif kind == "jsonl":
             frame = pl.read_ndjson(path, infer_schema_length=None)
         else:

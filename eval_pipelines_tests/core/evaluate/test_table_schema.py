@@ -70,6 +70,23 @@ def test_a_json_array_of_mixed_numbers_reads_as_float(tmp_path: Path) -> None:
     assert table.get_column("mpg").to_list() == [18.0, 31.5, None]
 
 
+def test_numbers_with_null_markers_in_a_csv_are_numbers(tmp_path: Path) -> None:
+    """R's write.csv (palmerpenguins' CSV) writes NA for a missing number; a text column
+    keeps "NA" as a value."""
+    path = tmp_path / "penguins.csv"
+    path.write_text("mass,bill,code,sex\n3750,39.1,NA,male\nNA,NA,NO,NA\n3800, 39.5 ,SE,female\n")
+    frame = read_table_file(path)
+    assert frame.schema == {
+        "mass": pl.Int64,
+        "bill": pl.Float64,
+        "code": pl.String,
+        "sex": pl.String,
+    }
+    assert frame["mass"].to_list() == [3750, None, 3800]
+    assert frame["bill"].to_list() == [39.1, None, 39.5]
+    assert frame["code"].to_list() == ["NA", "NO", "SE"] and frame["sex"][1] == "NA"
+
+
 def test_string_lists_are_a_kind(tmp_path: Path) -> None:
     path = tmp_path / "tags.jsonl"
     path.write_text('{"id": 1, "tags": ["a", "b"]}\n{"id": 2, "tags": []}\n{"id": 3}\n')
