@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.defs.families import AssetFamily, refusal
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
@@ -18,10 +19,6 @@ from eval_pipelines.runs import KIND_TAG
 from eval_pipelines.stages import evaluate
 from eval_pipelines.storage import query_evaluations as storage
 
-GROUP = "query_evaluations"
-KINDS = {"duckdb", "python"}
-OWNERS = ["team:eval-pipelines"]
-TAGS = {"evaluation_kind": "query"}
 NOT_TRUNCATED = "evaluate_not_truncated"
 # Failure metadata that tells the API a refused query from a failed run.
 REFUSED = "refused"
@@ -51,22 +48,13 @@ QUERY_RESULTS_SCHEMA = table_schema(
 )
 
 
-def _common(description: str) -> dict[str, Any]:
-    return {
-        "partitions_def": query_evaluations,
-        "group_name": GROUP,
-        "kinds": KINDS,
-        "owners": OWNERS,
-        "tags": TAGS,
-        "description": f"{description}\n\n{HOW_TO_CREATE}",
-    }
+FAMILY = AssetFamily(query_evaluations, "query_evaluations", "query", HOW_TO_CREATE)
+_common = FAMILY.options
 
 
 def _refusal(error: Exception) -> dg.Failure:
     """A query the run refuses reads as one sentence in the UI (and the API says so)."""
-    return dg.Failure(
-        description=str(error), allow_retries=False, metadata={REFUSED: type(error).__name__}
-    )
+    return refusal(error, {REFUSED: type(error).__name__})
 
 
 def _experiment(folds: int | None, holdout: bool) -> str:

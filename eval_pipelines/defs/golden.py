@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.defs.families import AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import workflow_revisions
@@ -19,10 +20,6 @@ from eval_pipelines.stages import golden
 from eval_pipelines.stages.golden_report import report_markdown, report_metadata
 from eval_pipelines.storage.workflows import revision_row
 
-GROUP = "golden"
-KINDS = {"duckdb", "python"}
-OWNERS = ["team:eval-pipelines"]
-TAGS = {"evaluation_kind": "golden"}
 SETS_TAG = "eval_pipelines/golden_sets"
 FILE_TAG = "eval_pipelines/workflow_file"
 WORKFLOW_TAG = "eval_pipelines/workflow"
@@ -33,19 +30,9 @@ HOW_TO_CREATE = (
 )
 
 
-def _common(description: str) -> dict[str, Any]:
-    return {
-        "partitions_def": workflow_revisions,
-        "group_name": GROUP,
-        "kinds": KINDS,
-        "owners": OWNERS,
-        "tags": TAGS,
-        "description": f"{description}\n\n{HOW_TO_CREATE}",
-    }
-
-
-def _refusal(error: Exception) -> dg.Failure:
-    return dg.Failure(description=str(error), allow_retries=False)
+FAMILY = AssetFamily(workflow_revisions, "golden", "golden", HOW_TO_CREATE)
+_common = FAMILY.options
+_refusal = refusal
 
 
 @dg.asset(

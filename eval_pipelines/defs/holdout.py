@@ -17,6 +17,7 @@ import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, NotFoundError
 from eval_pipelines.core.stats import INSUFFICIENT
+from eval_pipelines.defs.families import AssetFamily, refusal
 from eval_pipelines.defs.holdout_tables import (
     CANDIDATES_SCHEMA,
     EVAL_REPORTS_SCHEMA,
@@ -37,10 +38,6 @@ from eval_pipelines.stages import holdout
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage
 from eval_pipelines.storage.warehouse import transaction
 
-GROUP = "holdout"
-KINDS = {"duckdb", "python"}
-OWNERS = ["team:eval-pipelines"]
-TAGS = {"evaluation_kind": "holdout"}
 HOW_TO_CREATE = (
     "Partitions are holdout evaluations, created with `eval-pipelines eval holdout CASE "
     "--variants-file FILE` (or `api.start_holdout_eval`), which stores the spec and adds the "
@@ -50,20 +47,9 @@ HOW_TO_CREATE = (
 )
 
 
-def _common(description: str, kinds: set[str] = KINDS) -> dict[str, Any]:
-    return {
-        "partitions_def": holdout_evaluations,
-        "group_name": GROUP,
-        "kinds": kinds,
-        "owners": OWNERS,
-        "tags": TAGS,
-        "description": f"{description}\n\n{HOW_TO_CREATE}",
-    }
-
-
-def _stage_failure(error: Exception) -> dg.Failure:
-    """Refusals read as one clear sentence in the UI, not a stack trace."""
-    return dg.Failure(description=str(error), allow_retries=False)
+FAMILY = AssetFamily(holdout_evaluations, "holdout", "holdout", HOW_TO_CREATE)
+_common = FAMILY.options
+_stage_failure = refusal
 
 
 @dg.asset(

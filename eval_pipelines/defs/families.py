@@ -1,0 +1,35 @@
+"""What every asset of one evaluation kind shares: its partitions, group, owners, tags and
+kinds, and the sentence saying how its partitions are made (each asset's description ends
+with it, so the UI says where a partition comes from)."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+OWNERS = ["team:eval-pipelines"]
+KINDS = frozenset({"duckdb", "python"})
+
+
+@dataclass(frozen=True)
+class AssetFamily:
+    partitions_def: dg.PartitionsDefinition
+    group_name: str
+    evaluation_kind: str
+    how_to_create: str
+
+    def options(self, description: str, kinds: set[str] | None = None) -> dict[str, Any]:
+        """Keyword arguments of ``dg.asset`` for an asset of this family."""
+        return {
+            "partitions_def": self.partitions_def,
+            "group_name": self.group_name,
+            "kinds": set(kinds if kinds is not None else KINDS),
+            "owners": OWNERS,
+            "tags": {"evaluation_kind": self.evaluation_kind},
+            "description": f"{description}\n\n{self.how_to_create}",
+        }
+
+
+def refusal(error: Exception, metadata: dict[str, Any] | None = None) -> dg.Failure:
+    """A refusal reads as one clear sentence in the UI, not a stack trace, and is not retried."""
+    return dg.Failure(description=str(error), allow_retries=False, metadata=metadata)
