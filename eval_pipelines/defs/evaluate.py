@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.defs.families import AssetFamily, refusal
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import query_evaluations
@@ -113,6 +114,9 @@ def evaluate_result(
     except (NotFoundError, ConflictError, InputError) as error:
         raise _refusal(error) from None
     sources = [s.to_json() for s in outcome.sources]
+    with warehouse.connect(read_only=True) as conn:
+        stored = storage.load_query(conn, eval_id)
+    setup = evaluate.setup_lines(parse_query(stored.document), stored.folds)
     # Numeric metadata under the metric's own name is plotted across materialisations.
     plotted = {
         name: value
@@ -122,7 +126,7 @@ def evaluate_result(
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(
-                evaluate.report_markdown(eval_id, outcome.metrics, outcome.result, sources)
+                evaluate.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
             ),
             **plotted,
             "n": int(outcome.metrics.get("n") or 0),

@@ -177,15 +177,47 @@ def headline(metrics: Mapping[str, float | int | None]) -> str:
     return f"n = {format_value(metrics.get('n'))}"
 
 
+def setup_lines(query: Query, folds: int | None) -> list[str]:
+    """What was evaluated and how, besides the data: the experiment, the target, the
+    evidence and the config (so two reports say what differs between them)."""
+    if folds:
+        experiment = f"{folds}-fold sweep (each fold a hold-out; every row tested once)"
+    elif query.holdout:
+        experiment = "hold-out (`test`: the test rows are hidden from training)"
+    else:
+        experiment = "resubstitution (`testSource`: training is the whole table)"
+    evidence = ", ".join(
+        f"`{b.key}`" + (f" ← `{b.source}`" if b.source and b.source != b.key else "")
+        if b.source
+        else f"`{b.key}` = {b.literal!r}"
+        for b in query.bindings
+    )
+    target = query.target + (".$feature" if query.feature_target else "")
+    if query.kind == "predict":
+        config = f"profile `{query.profile}`, calibrate {str(query.calibrate).lower()}"
+    else:
+        config = f"model `{query.estimator}`" + (
+            f", k {query.k}" if query.estimator == "knn" else ""
+        )
+    return [
+        f"- experiment: {experiment}",
+        f"- {query.kind} `{target}` from {evidence or 'no evidence (the baseline alone)'}",
+        f"- config: {config}; maxTime {query.max_time:g} s",
+    ]
+
+
 def report_markdown(
     eval_id: str,
     metrics: Mapping[str, float | int | None],
     result: Mapping[str, Any],
     sources: list[dict[str, Any]],
+    setup: list[str] | None = None,
 ) -> str:
-    """The evaluation as markdown: the headline, every scalar metric, the message, the
-    sources it read."""
-    lines = [f"# {headline(metrics)}", ""]
+    """The evaluation as markdown: the headline, what was evaluated, every scalar metric, the
+    message, the sources it read."""
+    lines = [f"### {headline(metrics)}", ""]
+    if setup:
+        lines += [*setup, ""]
     if result.get("truncated"):
         lines += [
             f"**Truncated**: hit maxTime after {format_value(metrics.get('n'))} of "

@@ -117,9 +117,12 @@ def test_a_query_partition_materialises_its_result_with_plotted_metrics(workdir:
         ]
         report = meta["report"].value
         assert report.splitlines()[0] == (
-            f"# accuracy {oracle.metrics['accuracy']:.4f} vs baseAccuracy "
+            f"### accuracy {oracle.metrics['accuracy']:.4f} vs baseAccuracy "
             f"{oracle.metrics['baseAccuracy']:.4f} (n = 20)"
         )
+        # The report says what was evaluated besides the data: experiment, target, config.
+        assert "- experiment: hold-out" in report
+        assert "- config: profile `group`, calibrate false; maxTime 300 s" in report
         assert "| accuracy |" in report and "| logLoss |" in report
         check = check_of(result)
         assert check.check_name == NOT_TRUNCATED
@@ -139,7 +142,7 @@ def test_an_estimate_report_opens_with_mae_against_the_baseline(workdir: Path) -
         assert result.success
         meta = metadata_of(result, "evaluate_result")
         assert meta["report"].value.startswith(
-            f"# mae {meta['mae'].value:.4f} vs baselineMae {meta['baselineMae'].value:.4f}"
+            f"### mae {meta['mae'].value:.4f} vs baselineMae {meta['baselineMae'].value:.4f}"
         )
 
 
