@@ -97,8 +97,10 @@ def evaluate_query(
 @dg.asset(
     **_common(
         "The query run against its tables (one engine pass, or the average of a k-fold "
-        "sweep): every scalar metric as plotted metadata, n, truncation, the sources read and "
-        "a report headed by the model against its baseline. Row in `query_results`."
+        "sweep): every scalar metric as plotted metadata (keyed `metric @ table.target/hash`: "
+        "only evaluations of the same tables, target and test rows share a plot), truncation, "
+        "the sources read and a report headed by the model against its baseline. Row in "
+        "`query_results`."
     ),
     deps=[evaluate_query],
     metadata=table_metadata("query_results", QUERY_RESULTS_SCHEMA),
@@ -116,10 +118,14 @@ def evaluate_result(
     sources = [s.to_json() for s in outcome.sources]
     with warehouse.connect(read_only=True) as conn:
         stored = storage.load_query(conn, eval_id)
-    setup = evaluate.setup_lines(parse_query(stored.document), stored.folds)
-    # Numeric metadata under the metric's own name is plotted across materialisations.
+    query = parse_query(stored.document)
+    setup = evaluate.setup_lines(query, stored.folds)
+    comparable = evaluate.comparable_as(query, stored.folds, sources)
+    setup.append(f"- comparable as `{comparable}` (plots key each metric by it)")
+    # Numeric metadata is plotted across materialisations; the key carries what makes two
+    # evaluations comparable, so a plot never mixes different tables, targets or test rows.
     plotted = {
-        name: value
+        f"{name} @ {comparable}": value
         for name, value in outcome.metrics.items()
         if isinstance(value, int | float) and not isinstance(value, bool)
     }
@@ -129,7 +135,7 @@ def evaluate_result(
                 evaluate.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
             ),
             **plotted,
-            "n": int(outcome.metrics.get("n") or 0),
+            "comparable_as": comparable,
             "truncated": outcome.truncated,
             "sources": dg.MetadataValue.json(sources),
             "elapsed_seconds": round(outcome.elapsed_seconds, 3),

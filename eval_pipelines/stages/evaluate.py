@@ -177,6 +177,23 @@ def headline(metrics: Mapping[str, float | int | None]) -> str:
     return f"n = {format_value(metrics.get('n'))}"
 
 
+def comparable_as(query: Query, folds: int | None, sources: list[dict[str, Any]]) -> str:
+    """What a plotted metric is comparable across: the same tables at the same versions, the
+    same scope, target and test rows (selector or test source and fold count). Evidence,
+    config and maxTime may differ: they are what a user compares. Reads like
+    ``cars.Origin/1a2b3c4d``."""
+    identity = {
+        "sources": sorted((s["name"], s["kind"], s["version"]) for s in sources),
+        "scope": [query.scope.table, list(query.scope.filters)],
+        "kind": query.kind,
+        "target": [query.target, query.feature_target],
+        "test": query.document.get("test"),
+        "testSource": query.document.get("testSource"),
+        "folds": folds,
+    }
+    return f"{query.scope.table}.{query.target}/{hash_json(identity, length=8)}"
+
+
 def setup_lines(query: Query, folds: int | None) -> list[str]:
     """What was evaluated and how, besides the data: the experiment, the target, the
     evidence and the config (so two reports say what differs between them)."""

@@ -102,15 +102,20 @@ def test_a_query_partition_materialises_its_result_with_plotted_metrics(workdir:
         assert (query["kind"].value, query["target"].value) == ("predict", "category")
         assert query["sources"].value == [{"name": "products", "kind": "table", "version": version}]
         meta = metadata_of(result, "evaluate_result")
-        # Every scalar metric as a number (what the UI plots), whatever the query selected.
+        # Every scalar metric as a number (what the UI plots), whatever the query selected,
+        # keyed by what makes evaluations comparable (table, target, test rows, versions).
+        comparable = meta["comparable_as"].value
+        assert comparable.startswith("products.category/")
         for name, value in oracle.metrics.items():
+            key = f"{name} @ {comparable}"
             if value is None:
-                assert name not in meta
+                assert key not in meta
                 continue
             kind = dg.IntMetadataValue if isinstance(value, int) else dg.FloatMetadataValue
-            assert isinstance(meta[name], kind), name
-            assert meta[name].value == pytest.approx(value), name
-        assert meta["n"].value == 20
+            assert isinstance(meta[key], kind), name
+            assert meta[key].value == pytest.approx(value), name
+            assert name not in meta  # never an unkeyed plot mixing other evaluations
+        assert meta[f"n @ {comparable}"].value == 20
         assert meta["truncated"].value is False
         assert meta["sources"].value == [
             {"name": "products", "kind": "table", "version": version, "rows": 100}
@@ -141,8 +146,10 @@ def test_an_estimate_report_opens_with_mae_against_the_baseline(workdir: Path) -
         result = materialize(instance, eval_id)
         assert result.success
         meta = metadata_of(result, "evaluate_result")
+        key = meta["comparable_as"].value
         assert meta["report"].value.startswith(
-            f"### mae {meta['mae'].value:.4f} vs baselineMae {meta['baselineMae'].value:.4f}"
+            f"### mae {meta[f'mae @ {key}'].value:.4f} vs "
+            f"baselineMae {meta[f'baselineMae @ {key}'].value:.4f}"
         )
 
 
@@ -154,7 +161,8 @@ def test_materialising_again_replaces_the_result(workdir: Path) -> None:
         second = materialize(instance, eval_id)
         assert first.success and second.success
         assert metadata_of(first, "evaluate_query")["folds"].value == 5
-        assert metadata_of(second, "evaluate_result")["n"].value == 100  # every row once
+        meta = metadata_of(second, "evaluate_result")
+        assert meta[f"n @ {meta['comparable_as'].value}"].value == 100  # every row once
     assert stored_rows(eval_id) == [(eval_id, second.run_id)]
 
 
