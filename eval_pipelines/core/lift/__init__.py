@@ -1,0 +1,1 @@
+"""Live lift: deterministic exposure-arm assignment and the arm-typed exemplar path."""
