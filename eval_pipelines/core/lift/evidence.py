@@ -1,0 +1,308 @@
+"""Staged evidence for a lift: three distinct types, so a weaker one never reads as a stronger.
+
+A candidate becomes a confirmed improvement only through a live confirmation (specification
+004, "How a lift is proven"). Offline screening (our replay on a disjoint split) and
+application CI (the customer's own harness) are evidence of other things: a screening pass
+is not a live result, and a passed CI check is not a live confirmation. Each stage is its own
+frozen class with a fixed :class:`EvidenceKind`; the kind of a value is decided by its class
+(a subclass keeps its parent's kind whatever it declares), :func:`require_kind` refuses any
+other stage, and :func:`confirmed_improvement` is true for one thing only: a live
+confirmation whose lift verdict is superior.
+
+A confirmation in progress is bound to a :class:`Baseline` (application head, application
+config, exposure epoch). A deploy, rollback or epoch change under it does not become the
+result: :func:`check_baseline` invalidates the open confirmation with a named reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar
+
+from eval_pipelines.core.lift.lift import SUPERIOR, LiftResult
+
+__all__ = [
+    "CONFIRMED",
+    "CONFIRMATION_STATUSES",
+    "INVALIDATED",
+    "INVALIDATION_REASONS",
+    "OPEN",
+    "ApplicationCI",
+    "Baseline",
+    "Confirmation",
+    "Evidence",
+    "EvidenceKind",
+    "LiveConfirmation",
+    "OfflineScreening",
+    "WeakerEvidenceError",
+    "check_baseline",
+    "confirmed_improvement",
+    "evidence_kind",
+    "require_kind",
+]
+
+
+class EvidenceKind(IntEnum):
+    """The stages of evidence, weakest first."""
+
+    OFFLINE_SCREENING = 1
+    APPLICATION_CI = 2
+    LIVE_CONFIRMATION = 3
+
+
+# What each stage is not, in the words of specification 004.
+_NOT = {
+    EvidenceKind.OFFLINE_SCREENING: "a screening pass is not a live result",
+    EvidenceKind.APPLICATION_CI: "a passed CI check is not a live confirmation",
+    EvidenceKind.LIVE_CONFIRMATION: "a live confirmation is its own stage",
+}
+
+
+class WeakerEvidenceError(ValueError):
+    """Evidence of one stage was presented where another stage is required."""
+
+    def __init__(self, given: EvidenceKind, required: EvidenceKind) -> None:
+        self.given = given
+        self.required = required
+        relation = "weaker than" if given < required else "not"
+        super().__init__(
+            f"{given.name.lower()} evidence is {relation} {required.name.lower()} evidence: "
+            f"{_NOT[given]}"
+        )
+
+
+@dataclass(frozen=True)
+class OfflineScreening:
+    """Stage 1: our replay of the candidate against the baseline on a disjoint split.
+
+    Attributes
+    ----------
+    eval_id
+        The offline evaluation.
+    candidate, baseline
+        What was compared.
+    level
+        The verdict word the offline comparison read (e.g. ``better``), or None when it read
+        none.
+    difference
+        Candidate minus baseline, or None below the minimum sample.
+    interval
+        ``(low, high)`` of the difference, or None with it.
+    n
+        Records compared.
+    """
+
+    kind: ClassVar[EvidenceKind] = EvidenceKind.OFFLINE_SCREENING
+
+    eval_id: str
+    candidate: str
+    baseline: str
+    level: str | None
+    difference: float | None
+    interval: tuple[float, float] | None
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"n={self.n}: must be at least 0")
+        if self.interval is not None:
+            low, high = self.interval
+            if math.isnan(low) or math.isnan(high) or low > high:
+                raise ValueError(f"interval={self.interval}: need low <= high")
+            object.__setattr__(self, "interval", (float(low), float(high)))
+
+
+@dataclass(frozen=True)
+class ApplicationCI:
+    """Stage 2: the customer's own test or replay harness, in their CI, on real app code.
+
+    Attributes
+    ----------
+    revision
+        The application revision the check ran on.
+    passed
+        Whether the check passed: evidence the app still works, not that the model improved.
+    score
+        The harness's score, when it reports one.
+    golden_run_ids
+        The golden runs the check replayed.
+    """
+
+    kind: ClassVar[EvidenceKind] = EvidenceKind.APPLICATION_CI
+
+    revision: str
+    passed: bool
+    score: float | None
+    golden_run_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "golden_run_ids", tuple(self.golden_run_ids))
+
+
+@dataclass(frozen=True)
+class LiveConfirmation:
+    """Stage 3: a randomized live contrast of the treated arm against the lever holdout.
+
+    Attributes
+    ----------
+    claim_id
+        The improvement claim under confirmation.
+    lift
+        The :func:`~eval_pipelines.core.lift.lift.live_lift` result that decides it.
+    """
+
+    kind: ClassVar[EvidenceKind] = EvidenceKind.LIVE_CONFIRMATION
+
+    claim_id: str
+    lift: LiftResult
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lift, LiftResult):
+            raise TypeError(
+                f"lift: a live confirmation holds a LiftResult, got {type(self.lift).__name__} "
+                "(weaker evidence cannot be wrapped as a live result)"
+            )
+
+
+Evidence = OfflineScreening | ApplicationCI | LiveConfirmation
+
+# Checked in this order: the class decides the kind, not the attribute.
+_KINDS: tuple[tuple[type, EvidenceKind], ...] = (
+    (OfflineScreening, EvidenceKind.OFFLINE_SCREENING),
+    (ApplicationCI, EvidenceKind.APPLICATION_CI),
+    (LiveConfirmation, EvidenceKind.LIVE_CONFIRMATION),
+)
+
+
+def evidence_kind(evidence: object) -> EvidenceKind:
+    """The stage of ``evidence``, decided by its class.
+
+    Raises
+    ------
+    TypeError
+        When ``evidence`` is none of the three stages.
+    """
+    for cls, kind in _KINDS:
+        if isinstance(evidence, cls):
+            return kind
+    raise TypeError(
+        f"{type(evidence).__name__} is not staged evidence "
+        "(OfflineScreening, ApplicationCI or LiveConfirmation)"
+    )
+
+
+def require_kind(evidence: object, kind: EvidenceKind) -> None:
+    """Refuse ``evidence`` unless it is of stage ``kind``.
+
+    Raises
+    ------
+    WeakerEvidenceError
+        When the evidence is of another stage (the message names both; a weaker stage is
+        never accepted for a stronger, nor a stronger relabelled as a weaker).
+    TypeError
+        When ``evidence`` is not staged evidence at all.
+    """
+    given = evidence_kind(evidence)
+    required = EvidenceKind(kind)
+    if given != required:
+        raise WeakerEvidenceError(given, required)
+
+
+def confirmed_improvement(evidence: object) -> bool:
+    """True only for a :class:`LiveConfirmation` whose lift verdict is superior.
+
+    A screening pass, a passed CI check, a merged pull request or a deploy is never a measured
+    improvement; nor is a live lift that is parked, insufficient, not established or inferior.
+    """
+    return isinstance(evidence, LiveConfirmation) and evidence.lift.verdict == SUPERIOR
+
+
+OPEN = "open"
+CONFIRMED = "confirmed"
+INVALIDATED = "invalidated"
+CONFIRMATION_STATUSES = (OPEN, CONFIRMED, INVALIDATED)
+
+#: Why an open confirmation was invalidated (:func:`check_baseline` tests the epoch first).
+INVALIDATION_REASONS = ("stale_head", "app_config_changed", "epoch_changed")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a confirmation is bound to: the application head and config, and the epoch."""
+
+    head: str
+    app_config: str
+    epoch: str
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A live confirmation's state.
+
+    Attributes
+    ----------
+    claim_id
+        The claim under confirmation.
+    baseline
+        The baseline it was opened against.
+    status
+        ``open``, ``confirmed`` or ``invalidated``.
+    reason
+        For ``invalidated``, one of :data:`INVALIDATION_REASONS`; otherwise None.
+    """
+
+    claim_id: str
+    baseline: Baseline
+    status: str = OPEN
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in CONFIRMATION_STATUSES:
+            raise ValueError(
+                f"status={self.status!r}: must be one of {', '.join(CONFIRMATION_STATUSES)}"
+            )
+        if self.status == INVALIDATED:
+            if self.reason not in INVALIDATION_REASONS:
+                raise ValueError(
+                    f"reason={self.reason!r}: an invalidated confirmation names one of "
+                    f"{', '.join(INVALIDATION_REASONS)}"
+                )
+        elif self.reason is not None:
+            raise ValueError(f"reason={self.reason!r}: only an invalidated confirmation has one")
+
+
+def check_baseline(confirmation: Confirmation, current: Baseline) -> Confirmation:
+    """The confirmation after comparing its bound baseline with the current one.
+
+    Parameters
+    ----------
+    confirmation
+        The confirmation to check.
+    current
+        The application head, config and exposure epoch now in force.
+
+    Returns
+    -------
+    Confirmation
+        An open confirmation whose baseline changed is invalidated with a named reason:
+        ``epoch_changed`` when the epoch moved (whatever else did: arm membership may have
+        moved with it), else ``stale_head`` when the application head moved, else
+        ``app_config_changed``. An unchanged baseline keeps it open; a confirmed or
+        invalidated confirmation is returned unchanged (a later deploy does not undo a
+        result, nor revive an invalidated one).
+    """
+    if confirmation.status != OPEN:
+        return confirmation
+    bound = confirmation.baseline
+    if current.epoch != bound.epoch:
+        reason = "epoch_changed"
+    elif current.head != bound.head:
+        reason = "stale_head"
+    elif current.app_config != bound.app_config:
+        reason = "app_config_changed"
+    else:
+        return confirmation
+    return dataclasses.replace(confirmation, status=INVALIDATED, reason=reason)

@@ -1,0 +1,474 @@
+"""Live lift: the treated arm against the lever holdout, read only through an A/A-checked
+interval.
+
+A live confirmation serves the candidate to the ``treated`` arm and the frozen baseline to the
+``lever_holdout`` slice. :func:`live_lift` compares the two arms' resolved outcomes with the
+two-sample cluster bootstrap of :mod:`eval_pipelines.core.stats.aa`, after checking that the
+same instrument, run on random halves of the control arm, does not find differences where
+there are none (the A/A check). The verdict follows the quality bar of specification 004:
+``superior`` only when the interval's lower bound is above zero; ``parked`` when the A/A
+check failed (no lift is read at all); ``insufficient_evidence`` below the minimum sample.
+The minimum detectable effect is reported beside it as a power diagnostic and never decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.lift.assignment import ExposureArm
+from eval_pipelines.core.lift.rollup import _validated
+from eval_pipelines.core.stats.aa import AACheck, UnpairedDifference, aa_check, unpaired_difference
+from eval_pipelines.core.stats.lift_power import (
+    interval_standard_error,
+    minimum_detectable_effect_from_se,
+)
+from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N
+from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE, verdict
+
+__all__ = [
+    "CONTROL_ARM",
+    "INFERIOR",
+    "INSUFFICIENT",
+    "MDE_ALPHA",
+    "MDE_POWER",
+    "NOT_ESTABLISHED",
+    "PARKED",
+    "SUPERIOR",
+    "TREATED_ARM",
+    "ArmSummary",
+    "LiftResult",
+    "live_lift",
+]
+
+SUPERIOR = "superior"
+NOT_ESTABLISHED = "not_established"
+INFERIOR = "inferior"
+PARKED = "parked"
+
+#: The arm served the candidate, and the arm served the frozen baseline beside it.
+TREATED_ARM = ExposureArm.TREATED.value
+CONTROL_ARM = ExposureArm.LEVER_HOLDOUT.value
+
+#: The minimum detectable effect is reported at this two-sided level and power.
+MDE_ALPHA = 0.05
+MDE_POWER = 0.80
+
+# The one verdict rule of core.stats, renamed in the words of a lift.
+_LIFT_WORDS = {
+    BETTER: SUPERIOR,
+    WORSE: INFERIOR,
+    NO_DETECTABLE_DIFFERENCE: NOT_ESTABLISHED,
+    INSUFFICIENT: INSUFFICIENT,
+}
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """Raw counts of one arm in the lift's scope and epoch.
+
+    Attributes
+    ----------
+    arm
+        ``treated`` or ``lever_holdout``.
+    total
+        Rows (claim outcomes), resolved or not.
+    resolved
+        Rows with an outcome: the rows the lift scores.
+    successes
+        Resolved rows whose outcome is true.
+    censored
+        Unresolved rows: counted, never scored.
+    censored_share
+        ``censored / total``, or None when the arm has no rows.
+    clusters
+        Distinct cluster tokens among the arm's rows, censored ones included (the bootstrap
+        resamples the clusters of the resolved rows: :attr:`UnpairedDifference.clusters_a`).
+    """
+
+    arm: str
+    total: int
+    resolved: int
+    successes: int
+    censored: int
+    censored_share: float | None
+    clusters: int
+
+    def to_json(self) -> dict[str, Any]:
+        share = None if self.censored_share is None else round(self.censored_share, 6)
+        return {
+            "arm": self.arm,
+            "total": self.total,
+            "resolved": self.resolved,
+            "successes": self.successes,
+            "censored": self.censored,
+            "censoredShare": share,
+            "clusters": self.clusters,
+        }
+
+
+@dataclass(frozen=True)
+class LiftResult:
+    """The live lift of one scope in one epoch: treated minus lever holdout.
+
+    Attributes
+    ----------
+    workspace_id, claim_type, situation_class, source
+        The scope; None means every value in the workspace.
+    epoch
+        The one exposure epoch compared.
+    treated, control
+        Counts of the ``treated`` and ``lever_holdout`` arms.
+    aa
+        The A/A check: the control arm's resolved outcomes on random halves of its clusters,
+        through the same bootstrap as the lift. It must pass before any lift is read.
+    difference
+        Treated success rate minus control success rate with its two-sample cluster-bootstrap
+        interval (side A is the control, side B the treated arm). None when parked.
+    verdict
+        :data:`PARKED` when the A/A check failed; :data:`INSUFFICIENT` when either arm has
+        fewer than ``MIN_N`` resolved rows or clusters, or the A/A check could not run on
+        every split; otherwise :data:`SUPERIOR` only when the interval's lower bound is above
+        zero, :data:`INFERIOR` when its upper bound is below zero, else
+        :data:`NOT_ESTABLISHED`.
+    mde
+        Minimum detectable effect at 80% power and 5% two-sided, from the bootstrap standard
+        error: a power diagnostic, never the verdict. None without an interval, or when the
+        interval is a single point.
+    message
+        The result in plain words: scope, interval, n, and what the verdict does not mean.
+    mixed_clusters
+        Cluster tokens seen in more than one arm in the scope and epoch: mixed artifacts,
+        ineligible to anchor a contrast, left out of both arms.
+    """
+
+    workspace_id: str
+    claim_type: str | None
+    situation_class: str | None
+    source: str | None
+    epoch: str
+    treated: ArmSummary
+    control: ArmSummary
+    aa: AACheck
+    difference: UnpairedDifference | None
+    verdict: str
+    mde: float | None
+    message: str
+    mixed_clusters: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase, figures rounded to 6 decimals; the lift always as an interval with its n
+        (``insufficient_evidence`` in place of a number below the minimum sample)."""
+        return {
+            "workspaceId": self.workspace_id,
+            "claimType": self.claim_type,
+            "situationClass": self.situation_class,
+            "source": self.source,
+            "epoch": self.epoch,
+            "treated": self.treated.to_json(),
+            "control": self.control.to_json(),
+            "aa": self.aa.to_json(),
+            "difference": _difference_json(self.difference),
+            "verdict": self.verdict,
+            "mde": None if self.mde is None else round(self.mde, 6),
+            "message": self.message,
+            "mixedClusters": self.mixed_clusters,
+        }
+
+
+def live_lift(
+    events: pl.DataFrame,
+    *,
+    workspace_id: str,
+    epoch: str,
+    claim_type: str | None = None,
+    situation_class: str | None = None,
+    source: str | None = None,
+    rng: int | np.random.Generator,
+    n_resamples: int = 2000,
+    aa_splits: int = 20,
+) -> LiftResult:
+    """The lift of the treated arm over the lever holdout in one scope and epoch.
+
+    Parameters
+    ----------
+    events
+        One row per claim outcome (the columns of
+        :data:`~eval_pipelines.core.lift.rollup.EVENT_COLUMNS`); any arms, epochs and
+        workspaces.
+    workspace_id
+        The workspace compared.
+    epoch
+        The exposure epoch compared. Only its rows are read: observations of another epoch
+        come from another experiment and are never pooled with these.
+    claim_type, situation_class, source
+        Narrow the scope to one value each; None takes every value.
+    rng
+        An int seed or a :class:`numpy.random.Generator` (required: the result must be
+        reproducible). The A/A check uses the first generator spawned from
+        ``numpy.random.default_rng(rng)``, the lift's bootstrap the second.
+    n_resamples
+        Bootstrap resamples per side, for the lift and every A/A split alike.
+    aa_splits
+        Seeded random halves of the A/A check (specification 004: 20).
+
+    Returns
+    -------
+    LiftResult
+
+    Raises
+    ------
+    InputError
+        (a ``ValueError``) when the scope holds no events of ``epoch`` (the message lists the
+        epochs it does hold), or the events are malformed (see
+        :func:`~eval_pipelines.core.lift.rollup.rollup`).
+
+    Notes
+    -----
+    Only ``treated`` and ``lever_holdout`` rows are compared; the standing holdout,
+    ``pre_lever`` and ``imported`` rows of the scope are not read. Censored (unresolved) rows
+    are counted in each arm's summary and not scored. A cluster token found in more than one
+    arm is a mixed artifact: its rows are left out of both arms and counted in
+    :attr:`LiftResult.mixed_clusters`.
+
+    The A/A check (:func:`~eval_pipelines.core.stats.aa.aa_check`) splits the control arm's
+    clusters into random halves ``aa_splits`` times and compares them with the same
+    bootstrap; more than 10% of splits declaring a difference means the interval is too
+    narrow for these data, and the instrument is parked: no difference is computed. A check
+    with a split whose half had fewer than ``MIN_N`` resolved rows or clusters passes only
+    vacuously, so the verdict then reads ``insufficient_evidence``.
+
+    The lift is the difference of the arms' ratio estimators (resolved successes over
+    resolved rows) with the percentile interval of the two-sample cluster bootstrap
+    (:func:`~eval_pipelines.core.stats.aa.unpaired_difference`), and the verdict the one
+    rule of :func:`~eval_pipelines.core.stats.verdict.verdict`. The minimum detectable
+    effect is ``2.8`` standard errors, the standard error read off the interval's width
+    (:func:`~eval_pipelines.core.stats.lift_power.interval_standard_error`).
+
+    References
+    ----------
+    .. [1] Specification 004, "The quality bar: superiority" and "How a lift is proven".
+    .. [2] R. Kohavi, D. Tang and Y. Xu, "Trustworthy Online Controlled Experiments",
+           Cambridge University Press (2020), chapter 19 (the A/A test).
+    """
+    if rng is None or isinstance(rng, bool):
+        raise ValueError(f"rng={rng!r}: must be an int seed or a numpy Generator (seeded)")
+    frame = _validated(events)
+    scope = {
+        "workspace_id": workspace_id,
+        "claim_type": claim_type,
+        "situation_class": situation_class,
+        "source": source,
+    }
+    for column, value in scope.items():
+        if value is not None:
+            frame = frame.filter(pl.col(column) == value)
+    epochs = sorted(frame.get_column("exposure_epoch").unique().to_list())
+    if epoch not in epochs:
+        held = ", ".join(epochs) if epochs else "none"
+        raise InputError(
+            "epoch",
+            epoch,
+            f"no events of this epoch in {_scope_words(scope)} (epochs held: {held})",
+        )
+    frame = frame.filter(pl.col("exposure_epoch") == epoch)
+    mixed = _mixed_clusters(frame)
+    frame = frame.filter(
+        pl.col("exposure_arm").is_in([TREATED_ARM, CONTROL_ARM]) & ~pl.col("cluster").is_in(mixed)
+    )
+
+    treated_rows = frame.filter(pl.col("exposure_arm") == TREATED_ARM)
+    control_rows = frame.filter(pl.col("exposure_arm") == CONTROL_ARM)
+    treated, control = _summary(TREATED_ARM, treated_rows), _summary(CONTROL_ARM, control_rows)
+    control_right, control_clusters = _scored(control_rows)
+    treated_right, treated_clusters = _scored(treated_rows)
+
+    aa_rng, lift_rng = np.random.default_rng(rng).spawn(2)
+    aa = aa_check(
+        control_right,
+        control_right,
+        control_clusters,
+        splits=aa_splits,
+        n_resamples=n_resamples,
+        rng=aa_rng,
+    )
+    difference: UnpairedDifference | None = None
+    mde: float | None = None
+    if not aa.passed:
+        word = PARKED
+    else:
+        difference = unpaired_difference(
+            control_right,
+            treated_right,
+            a_clusters=control_clusters,
+            b_clusters=treated_clusters,
+            n_resamples=n_resamples,
+            rng=lift_rng,
+        )
+        word = _LIFT_WORDS[verdict(difference)]
+        if not aa.sufficient:
+            word = INSUFFICIENT
+        if difference.interval is not None:
+            se = interval_standard_error(difference.interval)
+            if se > 0.0:
+                mde = minimum_detectable_effect_from_se(se, alpha=MDE_ALPHA, power=MDE_POWER)
+    result = LiftResult(
+        workspace_id=workspace_id,
+        claim_type=claim_type,
+        situation_class=situation_class,
+        source=source,
+        epoch=epoch,
+        treated=treated,
+        control=control,
+        aa=aa,
+        difference=difference,
+        verdict=word,
+        mde=mde,
+        message="",
+        mixed_clusters=len(mixed),
+    )
+    return dataclasses.replace(result, message=_message(result))
+
+
+def _mixed_clusters(frame: pl.DataFrame) -> list[str]:
+    """Cluster tokens whose rows disagree on their arm (any two arms)."""
+    arms = frame.group_by("cluster").agg(pl.col("exposure_arm").n_unique().alias("arms"))
+    return sorted(arms.filter(pl.col("arms") > 1).get_column("cluster").to_list())
+
+
+def _summary(arm: str, rows: pl.DataFrame) -> ArmSummary:
+    total = rows.height
+    resolved = total - rows.get_column("outcome").null_count()
+    return ArmSummary(
+        arm=arm,
+        total=total,
+        resolved=resolved,
+        successes=int(rows.get_column("outcome").sum() or 0),
+        censored=total - resolved,
+        censored_share=(total - resolved) / total if total else None,
+        clusters=rows.get_column("cluster").n_unique(),
+    )
+
+
+def _scored(rows: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Resolved outcomes and their cluster tokens: censored rows are not scored."""
+    resolved = rows.filter(pl.col("outcome").is_not_null())
+    return (
+        resolved.get_column("outcome").to_numpy().astype(np.bool_),
+        resolved.get_column("cluster").to_numpy(),
+    )
+
+
+def _difference_json(difference: UnpairedDifference | None) -> dict[str, Any] | None:
+    if difference is None:
+        return None
+    interval = difference.interval
+    return {
+        "estimate": INSUFFICIENT if difference.estimate is None else round(difference.estimate, 6),
+        "interval": None if interval is None else [round(interval.low, 6), round(interval.high, 6)],
+        "confidenceLevel": difference.confidence_level,
+        "treated": {
+            "n": difference.n_b,
+            "clusters": difference.clusters_b,
+            "successes": difference.right_b,
+        },
+        "control": {
+            "n": difference.n_a,
+            "clusters": difference.clusters_a,
+            "successes": difference.right_a,
+        },
+        "nResamples": difference.n_resamples,
+        "method": difference.method,
+    }
+
+
+def _scope_words(scope: dict[str, str | None]) -> str:
+    named = {
+        "claim_type": "claim type",
+        "situation_class": "situation class",
+        "source": "source",
+    }
+    parts = [f"workspace {scope['workspace_id']}"]
+    for column, words in named.items():
+        value = scope[column]
+        parts.append(f"{words} {value}" if value is not None else f"every {words}")
+    return ", ".join(parts)
+
+
+def _arm_words(summary: ArmSummary) -> str:
+    # Below the minimum sample a rate is not a number: the words say so, the counts stay.
+    enough = summary.resolved >= MIN_N
+    rate = f"{summary.successes / summary.resolved:.3f}" if enough else INSUFFICIENT
+    share = "" if summary.censored_share is None else f", {summary.censored_share:.0%} censored"
+    return (
+        f"{summary.arm} {rate} ({summary.successes} of {summary.resolved} resolved, "
+        f"{summary.clusters} clusters{share})"
+    )
+
+
+def _message(result: LiftResult) -> str:
+    scope = _scope_words(
+        {
+            "workspace_id": result.workspace_id,
+            "claim_type": result.claim_type,
+            "situation_class": result.situation_class,
+            "source": result.source,
+        }
+    )
+    head = f"Live lift, {scope}, epoch {result.epoch}: "
+    arms = f"{_arm_words(result.treated)}; {_arm_words(result.control)}."
+    aa = result.aa
+    mixed = (
+        f" {result.mixed_clusters} mixed clusters (rows in more than one arm) were left out."
+        if result.mixed_clusters
+        else ""
+    )
+    if result.verdict == PARKED:
+        return (
+            f"{head}parked. The A/A check failed: {aa.false_positives} of {aa.splits} random "
+            f"halves of the {CONTROL_ARM} arm declared a difference "
+            f"({aa.false_positive_rate:.0%}, above {aa.max_false_positive_rate:.0%}): the "
+            "instrument's interval is too narrow for these data, so the instrument is parked "
+            f"and no lift is read. {arms}{mixed}"
+        )
+    difference = result.difference
+    interval = None if difference is None else difference.interval
+    if interval is None or difference is None or difference.estimate is None:
+        return (
+            f"{head}{INSUFFICIENT}: each arm needs at least {MIN_N} resolved outcomes in at "
+            f"least {MIN_N} clusters. {arms} No lift has been established yet; this does not "
+            f"imply a lift.{mixed}"
+        )
+    lift = (
+        f"lift {difference.estimate:+.3f}, {interval.confidence_level:.0%} interval "
+        f"[{interval.low:+.3f}, {interval.high:+.3f}], n = {difference.n_b} treated and "
+        f"{difference.n_a} {CONTROL_ARM} resolved outcomes"
+    )
+    mde = (
+        f" Minimum detectable effect {result.mde:.3f} at {MDE_POWER:.0%} power (a power "
+        "diagnostic, not the verdict)."
+        if result.mde is not None
+        else ""
+    )
+    if result.verdict == INSUFFICIENT:
+        return (
+            f"{head}{INSUFFICIENT}: the A/A check could not run on every split "
+            f"({aa.insufficient_splits} of {aa.splits} splits of the {CONTROL_ARM} arm had a "
+            f"half with fewer than {MIN_N} resolved outcomes or clusters), so the instrument "
+            f"is unchecked and no lift is read; collect more {CONTROL_ARM} traffic. {arms} "
+            f"This does not imply a lift.{mixed}"
+        )
+    meaning = {
+        SUPERIOR: "superior: the interval's lower bound is above zero",
+        INFERIOR: "inferior: the interval's upper bound is below zero, the treated arm is worse",
+        NOT_ESTABLISHED: "no lift established: the interval contains zero",
+    }[result.verdict]
+    return (
+        f"{head}{meaning}; {lift}. {arms}{mde} A/A check passed ({aa.false_positives} of "
+        f"{aa.splits} halves declared a difference).{mixed}"
+    )
