@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
 	@$(BIN)/python -m eval_pipelines.instance
 
-demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, then the invoice workflow's golden-set gate
+demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift, then the invoice workflow's golden-set gate
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \
 		--tree data/demo/icd10cm_tree.parquet --target-depth 3,4 --replace
 	$(CLI) memo add icd10cm --file data/demo/memo_pregnancy.yaml
@@ -32,6 +32,12 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, then the i
 	$(CLI) table load cars --file data/tables/cars.parquet
 	$(CLI) evaluate --file data/demo/queries/cars_mpg.json
 	$(CLI) evaluate --file data/demo/queries/cars_origin.json
+	@echo "--- live lift (spec 004): a simulated week with a true lift of +0.06, assigned, ingested, reported"
+	$(CLI) lift settings --workspace demo-ws --fraction 0.10 --lever memo-v2
+	$(BIN)/python -m eval_pipelines.lift_demo data/lift/demo_week.jsonl --true-lift 0.06
+	$(CLI) lift ingest data/lift/demo_week.jsonl
+	$(CLI) lift report
+	$(CLI) lift ledger
 	@echo "--- golden set gate: a small extract workflow (invoice2data) and its golden set"
 	$(CLI) workflow save supplier_invoices --file data/workflows/supplier_invoices.yaml
 	$(CLI) golden create invoices-gate --workflow supplier_invoices --gate
@@ -57,4 +63,4 @@ bench: install  ## benchmarks/holdout.py: figures quoted in the README
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/indexes data/tables
+	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/indexes data/tables data/lift

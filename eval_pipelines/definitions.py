@@ -9,6 +9,14 @@ from eval_pipelines.defs.golden_automation import nightly_gating_runs, workflow_
 from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
 from eval_pipelines.defs.holdout_checks import holdout_checks
 from eval_pipelines.defs.io_managers import TransientPickleIOManager
+from eval_pipelines.defs.lift import (
+    daily_lift_report,
+    lift_assets,
+    lift_checks,
+    lift_ingest_job,
+    lift_log_sensor,
+    lift_report_job,
+)
 from eval_pipelines.defs.resources import WarehouseResource
 
 # In-process execution: on 2 cores a whole evaluation runs in ~5 s in one process against
@@ -19,11 +27,11 @@ from eval_pipelines.defs.resources import WarehouseResource
 EXECUTOR = dg.in_process_executor
 
 defs = dg.Definitions(
-    assets=[*holdout_assets, *golden_assets, *evaluate_assets],
-    asset_checks=[*holdout_checks, *golden_checks, *evaluate_checks],
-    jobs=[holdout_eval_job, golden_gate_job, evaluate_query_job],
-    sensors=[workflow_revision_sensor],
-    schedules=[nightly_gating_runs],
+    assets=[*holdout_assets, *golden_assets, *evaluate_assets, *lift_assets],
+    asset_checks=[*holdout_checks, *golden_checks, *evaluate_checks, *lift_checks],
+    jobs=[holdout_eval_job, golden_gate_job, evaluate_query_job, lift_ingest_job, lift_report_job],
+    sensors=[workflow_revision_sensor, lift_log_sensor],
+    schedules=[nightly_gating_runs, daily_lift_report],
     resources={"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()},
     executor=EXECUTOR,
 )

@@ -9,6 +9,8 @@ WAREHOUSE_ENV = "EVAL_PIPELINES_WAREHOUSE"
 INDEX_DIR_ENV = "EVAL_PIPELINES_INDEX_DIR"
 THREADS_ENV = "EVAL_PIPELINES_THREADS"
 WORKFLOWS_DIR_ENV = "EVAL_PIPELINES_WORKFLOWS_DIR"
+LIFT_INBOX_ENV = "EVAL_PIPELINES_LIFT_INBOX"
+DEFAULT_LIFT_INBOX = Path("data") / "lift" / "inbox"
 DEFAULT_WAREHOUSE = Path("data") / "warehouse.duckdb"
 DEFAULT_WORKFLOWS_DIR = Path("data") / "workflows"
 
@@ -33,3 +35,9 @@ def thread_count() -> int:
 def workflows_dir() -> Path:
     """Committed workflow files: ``$EVAL_PIPELINES_WORKFLOWS_DIR`` or ``data/workflows``."""
     return Path(os.environ.get(WORKFLOWS_DIR_ENV) or DEFAULT_WORKFLOWS_DIR).absolute()
+
+
+def lift_inbox() -> Path:
+    """The folder the lift sensor watches for log files: ``$EVAL_PIPELINES_LIFT_INBOX`` or
+    ``data/lift/inbox``."""
+    return Path(os.environ.get(LIFT_INBOX_ENV) or DEFAULT_LIFT_INBOX).absolute()

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from eval_pipelines.cli import cases, evaluate, golden, holdout, memo, tables, workflows
+from eval_pipelines.cli import cases, evaluate, golden, holdout, lift, memo, tables, workflows
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_BUSY = 0, 1, 2, 3, 4
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     workflows.add_commands(groups)
     golden.add_commands(groups)
     tables.add_commands(groups)
+    lift.add_commands(groups)
     evaluate.add_commands(groups)
     return parser
 

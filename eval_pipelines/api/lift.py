@@ -1,0 +1,238 @@
+"""Live lift (spec 004): assign requests, set a workspace's holdout, ingest logs, read the
+report and the ledger.
+
+``assign`` is the serving-side library call (no Dagster, no warehouse needed when the config
+is given). ``ingest`` and ``report`` run the Dagster jobs ``lift_ingest_job`` and
+``lift_report_job`` in this process, so every ingest and report is a run in the instance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.lift.assignment import (
+    DEFAULT_HOLDOUT_FRACTION,
+    LiftConfig,
+    Message,
+    Request,
+    assign,
+    check_fraction,
+)
+from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+
+DEFAULT_EPOCH = "e1"
+
+
+def _open(warehouse: Path | str | None, *, read_only: bool = False, create: bool = False) -> Any:
+    return connect(
+        resolve_warehouse(warehouse),
+        read_only=read_only,
+        create=create,
+        wait_seconds=CLI_WAIT_SECONDS,
+    )
+
+
+def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> storage.Settings | None:
+    path = resolve_warehouse(warehouse)
+    if not path.exists():
+        return None
+    with _open(warehouse, read_only=True) as conn:
+        return storage.settings(conn, workspace_id)
+
+
+def config_for(
+    workspace_id: str,
+    *,
+    epoch: str | None = None,
+    holdout_fraction: float | None = None,
+    lever: str | None = None,
+    lever_holdout_share: float | None = None,
+    warehouse: Path | str | None = None,
+) -> LiftConfig:
+    """The workspace's stored settings (``lift settings``), each overridden when given."""
+    stored = _stored_settings(workspace_id, warehouse)
+    return LiftConfig(
+        workspace_id=workspace_id,
+        epoch=epoch or (stored.epoch if stored else DEFAULT_EPOCH),
+        holdout_fraction=holdout_fraction
+        if holdout_fraction is not None
+        else (stored.holdout_fraction if stored else DEFAULT_HOLDOUT_FRACTION),
+        lever=lever if lever is not None else (stored.lever if stored else None),
+        lever_holdout_share=lever_holdout_share
+        if lever_holdout_share is not None
+        else (stored.lever_holdout_share if stored else 0.5),
+    )
+
+
+def assign_request(request: dict[str, Any], config: LiftConfig) -> dict[str, Any]:
+    """The arm of one request (``{workspace_id, artifact_key?, trace_id?, messages?,
+    request_id?}``, messages as ``[{role, content}]``)."""
+    messages = request.get("messages") or []
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        raise InputError("messages", messages, "must be a list of {role, content} strings")
+    assigned = assign(
+        Request(
+            workspace_id=str(request.get("workspace_id", config.workspace_id)),
+            artifact_key=request.get("artifact_key"),
+            trace_id=request.get("trace_id"),
+            messages=tuple(Message(m["role"], m["content"]) for m in messages),
+            request_id=request.get("request_id"),
+        ),
+        config,
+    )
+    return {
+        "arm": str(assigned.arm),
+        "epoch": assigned.epoch,
+        "cluster": assigned.cluster,
+        "keySource": assigned.key_source,
+        "bucket": assigned.bucket,
+        "holdoutFraction": config.holdout_fraction,
+        "lever": config.lever,
+    }
+
+
+def _next_epoch(epoch: str) -> str:
+    digits = epoch.lstrip("e")
+    return f"e{int(digits) + 1}" if epoch.startswith("e") and digits.isdigit() else f"{epoch}+1"
+
+
+def set_settings(
+    workspace_id: str,
+    *,
+    holdout_fraction: float | None = None,
+    lever: str | None = None,
+    clear_lever: bool = False,
+    lever_holdout_share: float | None = None,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
+    starts a new exposure epoch, so observations of two splits are never pooled."""
+    if holdout_fraction is not None:
+        check_fraction(holdout_fraction)
+    if lever_holdout_share is not None or lever is not None:
+        LiftConfig(
+            workspace_id,
+            DEFAULT_EPOCH,
+            lever=lever or "check",
+            lever_holdout_share=(lever_holdout_share if lever_holdout_share is not None else 0.5),
+        )  # refuses a bad lever or share before anything is opened
+    with _open(warehouse, create=True) as conn, transaction(conn):
+        stored = storage.settings(conn, workspace_id)
+        before = stored or storage.Settings(
+            workspace_id, DEFAULT_HOLDOUT_FRACTION, DEFAULT_EPOCH, None, 0.5
+        )
+        after = storage.Settings(
+            workspace_id,
+            holdout_fraction if holdout_fraction is not None else before.holdout_fraction,
+            before.epoch,
+            None if clear_lever else (lever if lever is not None else before.lever),
+            lever_holdout_share if lever_holdout_share is not None else before.lever_holdout_share,
+        )
+        LiftConfig(
+            workspace_id,
+            after.epoch,
+            after.holdout_fraction,
+            after.lever,
+            after.lever_holdout_share,
+        )  # validates
+        changed = stored is not None and (
+            after.holdout_fraction,
+            after.lever,
+            after.lever_holdout_share,
+        ) != (before.holdout_fraction, before.lever, before.lever_holdout_share)
+        if changed:
+            after = storage.Settings(
+                workspace_id,
+                after.holdout_fraction,
+                _next_epoch(before.epoch),
+                after.lever,
+                after.lever_holdout_share,
+            )
+        storage.save_settings(conn, after)
+    return {**after.to_json(), "newEpoch": changed}
+
+
+def _run(job_name: str, run_config: dict[str, Any] | None = None) -> Any:
+    from eval_pipelines.definitions import defs
+    from eval_pipelines.defs.lift import QUIET_CONSOLE
+    from eval_pipelines.instance import dagster_instance
+
+    return defs.resolve_job_def(job_name).execute_in_process(
+        instance=dagster_instance(),
+        run_config={**QUIET_CONSOLE, **(run_config or {})},
+        raise_on_error=False,
+        tags={"eval_pipelines/kind": "lift"},
+    )
+
+
+def _failure(result: Any) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            return error.message.strip().splitlines()[-1] if error.message.strip() else "failed"
+    return "the run failed; see it in the Dagster UI"
+
+
+def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+    """Validate and store one log file (a run of ``lift_ingest_job``). A bad file is refused
+    whole, naming each bad line (InputError); nothing of it is kept."""
+    from eval_pipelines.core.lift.logs import read_log, validate_log
+    from eval_pipelines.stages.lift import SUFFIXES
+
+    _same_warehouse(warehouse)
+    source = Path(path).absolute()
+    validate_log(read_log(source), kind=SUFFIXES.get(source.suffix.lower(), "jsonl"))
+    with _open(warehouse, create=True):
+        pass  # the run opens the warehouse without creating it; a valid first log may
+    result = _run(
+        "lift_ingest_job", {"ops": {"ingest_lift_log": {"config": {"path": str(source)}}}}
+    )
+    if not result.success:
+        raise EvalFailed(f"ingest of {source} failed: {_failure(result)}")
+    return {**result.output_for_node("ingest_lift_log"), "runId": result.run_id}
+
+
+def report(*, warehouse: Path | str | None = None) -> dict[str, Any]:
+    """Recompute every scope's lift and the ledger (a run of ``lift_report_job``)."""
+    _same_warehouse(warehouse)
+    result = _run("lift_report_job")
+    if not result.success:
+        raise EvalFailed(f"lift report failed: {_failure(result)}")
+    with _open(warehouse, read_only=True) as conn:
+        stored = storage.latest_report(conn)
+    if stored is None:
+        raise EvalFailed("the lift report run stored no report")
+    content, markdown = stored
+    return {**content, "markdown": markdown, "runId": result.run_id}
+
+
+def ledger(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+    """Every claim with its scope, interval, n, status, and the offline difference beside it."""
+    from eval_pipelines.stages.lift import claim_json
+
+    if not resolve_warehouse(warehouse).exists():
+        return []
+    with _open(warehouse, read_only=True) as conn:
+        return [claim_json(c) for c in storage.claims(conn)]
+
+
+def _same_warehouse(warehouse: Path | str | None) -> None:
+    """Runs read ``$EVAL_PIPELINES_WAREHOUSE``: another file given here would not be the one
+    they write."""
+    from eval_pipelines import settings
+
+    if warehouse is not None and resolve_warehouse(warehouse) != settings.warehouse_path():
+        raise InputError(
+            "--warehouse",
+            str(warehouse),
+            "lift runs read $EVAL_PIPELINES_WAREHOUSE; set it to this file instead",
+        )

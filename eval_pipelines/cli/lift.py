@@ -1,0 +1,183 @@
+"""``eval-pipelines lift assign | settings | ingest | report | ledger`` (spec 004)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.cli.output import print_json
+from eval_pipelines.core.errors import InputError
+
+
+def _messages(path: str | None) -> list[dict[str, Any]]:
+    if path is None:
+        return []
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise InputError("--messages", path, f"must be a JSON file of messages: {error}") from None
+    if isinstance(value, dict):
+        value = value.get("messages")
+    if not isinstance(value, list):
+        raise InputError("--messages", path, "must hold a list of {role, content} messages")
+    return value
+
+
+def cmd_assign(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+
+    config = lift.config_for(
+        args.workspace,
+        epoch=args.epoch,
+        holdout_fraction=args.fraction,
+        lever=args.lever,
+        lever_holdout_share=args.lever_share,
+        warehouse=args.warehouse,
+    )
+    request = {
+        "workspace_id": args.workspace,
+        "artifact_key": args.artifact,
+        "trace_id": args.trace,
+        "messages": _messages(args.messages),
+        "request_id": args.request_id,
+    }
+    assigned = lift.assign_request(request, config)
+    if args.json:
+        print_json(assigned)
+    else:
+        print(
+            f"{assigned['arm']} (epoch {assigned['epoch']}, bucket {assigned['bucket']} of "
+            f"10000, holdout {assigned['holdoutFraction']:.0%}, keyed on {assigned['keySource']}: "
+            f"{assigned['cluster']})",
+            flush=True,
+        )
+    return 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+
+    settings = lift.set_settings(
+        args.workspace,
+        holdout_fraction=args.fraction,
+        lever=args.lever,
+        clear_lever=args.no_lever,
+        lever_holdout_share=args.lever_share,
+        warehouse=args.warehouse,
+    )
+    if args.json:
+        print_json(settings)
+    else:
+        epoch = (
+            f"{settings['epoch']} (new: the split changed)"
+            if settings["newEpoch"]
+            else settings["epoch"]
+        )
+        print(
+            f"workspace {settings['workspaceId']}: holdout {settings['holdoutFraction']:.0%}, "
+            f"lever {settings['lever'] or 'none'} (lever_holdout share "
+            f"{settings['leverHoldoutShare']:.0%}), epoch {epoch}",
+            flush=True,
+        )
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+
+    ingested = lift.ingest(args.file, warehouse=args.warehouse)
+    if args.json:
+        print_json(ingested)
+    else:
+        state = "ingested" if ingested["new"] else "already ingested (same content): unchanged"
+        days = ingested["days"]
+        span = f"{days[0]} .. {days[-1]}" if days else "no day"
+        print(
+            f"{ingested['path']}: {state}; {ingested['rows']} rows over {len(days)} days "
+            f"({span}); mixed artifacts {ingested['mixedArtifacts']} (left out of every lift)",
+            flush=True,
+        )
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+
+    report = lift.report(warehouse=args.warehouse)
+    if args.json:
+        print_json({k: v for k, v in report.items() if k != "markdown"})
+    else:
+        print(report["markdown"], flush=True)
+    return 0
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+    from eval_pipelines.stages.lift import claim_line
+    from eval_pipelines.storage.lift import claims
+    from eval_pipelines.storage.warehouse import connect
+
+    if args.json:
+        print_json(lift.ledger(warehouse=args.warehouse))
+        return 0
+    rows = lift.ledger(warehouse=args.warehouse)
+    if not rows:
+        print("the lift ledger is empty: ingest logs, then `eval-pipelines lift report`")
+        return 0
+    from eval_pipelines.api._shared import resolve_warehouse
+
+    with connect(resolve_warehouse(args.warehouse), read_only=True) as conn:
+        for claim in claims(conn):
+            print(claim_line(claim), flush=True)
+    return 0
+
+
+def add_commands(groups: argparse._SubParsersAction) -> None:
+    lift = groups.add_parser(
+        "lift", help="live lift: assignment, log ingest, lift report and ledger (spec 004)"
+    ).add_subparsers(dest="command", required=True)
+
+    assign = lift.add_parser(
+        "assign",
+        help="the exposure arm of one request (deterministic: FNV-1a bucket of workspace and "
+        "cluster key)",
+    )
+    assign.add_argument("--workspace", required=True)
+    assign.add_argument("--artifact", default=None, help="artifact key (first precedence)")
+    assign.add_argument("--trace", default=None, help="trace id")
+    assign.add_argument(
+        "--messages", default=None, metavar="FILE", help="JSON list of {role, content}"
+    )
+    assign.add_argument("--request-id", default=None, help="used only without a user message")
+    assign.add_argument("--epoch", default=None)
+    assign.add_argument("--fraction", type=float, default=None, help="holdout, 0.05-0.30")
+    assign.add_argument("--lever", default=None)
+    assign.add_argument("--lever-share", type=float, default=None)
+    assign.add_argument("--json", action="store_true")
+    assign.set_defaults(func=cmd_assign)
+
+    settings = lift.add_parser(
+        "settings", help="a workspace's standing holdout and lever (a change starts an epoch)"
+    )
+    settings.add_argument("--workspace", required=True)
+    settings.add_argument("--fraction", type=float, default=None, help="0.05-0.30")
+    settings.add_argument("--lever", default=None)
+    settings.add_argument("--no-lever", action="store_true")
+    settings.add_argument("--lever-share", type=float, default=None)
+    settings.add_argument("--json", action="store_true")
+    settings.set_defaults(func=cmd_settings)
+
+    ingest = lift.add_parser("ingest", help="validate and store one log file (whole or nothing)")
+    ingest.add_argument("file")
+    ingest.add_argument("--json", action="store_true")
+    ingest.set_defaults(func=cmd_ingest)
+
+    report = lift.add_parser("report", help="every scope's lift, after its A/A check")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
+
+    ledger = lift.add_parser("ledger", help="each claim with its scope, interval and n")
+    ledger.add_argument("--json", action="store_true")
+    ledger.set_defaults(func=cmd_ledger)

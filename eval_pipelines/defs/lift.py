@@ -1,0 +1,213 @@
+"""Live lift in Dagster (spec 004): the ingested logs as a daily-partitioned asset, the lift
+report with its A/A gate check, a job that ingests one log file, a sensor on the inbox folder
+and a daily schedule for the report."""
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from eval_pipelines import settings
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.lift.logs import SUFFIXES
+from eval_pipelines.defs.families import KINDS, OWNERS, refusal
+from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.instance import DUCKDB_POOL
+from eval_pipelines.stages import lift as stage
+from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage.warehouse import transaction
+
+GROUP = "live_lift"
+TAGS = {"evaluation_kind": "lift"}
+LIFT_LOGS = dg.AssetKey("lift_logs")
+AA_GATE = "aa_gate"
+SENSOR_INTERVAL_SECONDS = 30
+FILES_PER_TICK = 20
+# Logs from this day on have a partition (a day before it is refused at ingest).
+FIRST_DAY = "2020-01-01"
+
+lift_days = dg.DailyPartitionsDefinition(start_date=FIRST_DAY)
+
+
+def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "rows": summary["rows"],
+        **{f"rows/{arm}": count for arm, count in summary["rows_by_arm"].items()},
+        "censored": summary["censored"],
+        "censored_share": summary["censored_share"],
+        "epochs": ", ".join(summary["epochs"]) or "—",
+        "workspaces": ", ".join(summary["workspaces"]) or "—",
+    }
+
+
+@dg.asset(
+    partitions_def=lift_days,
+    group_name=GROUP,
+    kinds=set(KINDS),
+    owners=OWNERS,
+    tags=TAGS,
+    pool=DUCKDB_POOL,
+    description="One day of ingested exposure/outcome logs (`eval-pipelines lift ingest FILE`, "
+    "or a file dropped into the inbox the `lift_log_sensor` watches): rows per arm, epochs and "
+    "the censored share; materialising a day recounts its cells (workspace x claim type x "
+    "situation class x arm x source, per epoch) from the stored rows.",
+)
+def lift_logs(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    day = date.fromisoformat(context.partition_key)
+    with warehouse.connect() as conn, transaction(conn):
+        stage.refresh_days(conn, [day])
+        summary = stage.day_summary(conn, day)
+    return dg.MaterializeResult(metadata=_day_metadata(summary))
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=set(KINDS),
+    owners=OWNERS,
+    tags=TAGS,
+    pool=DUCKDB_POOL,
+    deps=[LIFT_LOGS],
+    description="Every scope's live lift (treated against lever_holdout, per workspace, claim "
+    "type and exposure epoch; never pooled), read only after its A/A check; the lift ledger "
+    "updated (a changed baseline invalidates an open confirmation by name), the offline "
+    "screening of the same candidate beside each claim. Markdown report; numbers plotted "
+    "per claim.",
+)
+def lift_report(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    with warehouse.connect() as conn, transaction(conn):
+        report, claims = stage.build_report(conn)
+        markdown = stage.report_markdown(report, claims)
+        storage.save_report(conn, context.run_id, context.run_id, report, markdown)
+    plotted: dict[str, Any] = {}
+    for claim in claims:
+        # Keyed by claim (workspace/claim type/epoch/candidate): a plot never pools scopes.
+        if claim.estimate is not None:
+            plotted[f"lift @ {claim.claim_id}"] = claim.estimate
+        if claim.low is not None:
+            plotted[f"lift_low @ {claim.claim_id}"] = claim.low
+        plotted[f"n_treated @ {claim.claim_id}"] = claim.n_treated
+    return dg.MaterializeResult(
+        metadata={
+            "report": dg.MetadataValue.md(markdown),
+            "claims": len(claims),
+            "confirmed": sum(c.status == "confirmed" for c in claims),
+            "parked": sum(c.status == "parked" for c in claims),
+            **plotted,
+        }
+    )
+
+
+@dg.asset_check(asset=lift_report, name=AA_GATE, blocking=False)
+def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """Before any lift is read, its A/A check (K = 20 seeded halves of the control arm) must
+    pass with a false-positive rate of at most 0.10; a scope that fails is parked."""
+    with warehouse.connect(read_only=True) as conn:
+        claims = storage.claims(conn)
+    parked = [c.claim_id for c in claims if c.status == "parked"]
+    return dg.AssetCheckResult(
+        passed=not parked,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=(
+            f"parked (A/A failed): {', '.join(parked)}" if parked else "every A/A check passed"
+        ),
+        metadata={"scopes": len(claims), "parked": len(parked)},
+    )
+
+
+class IngestConfig(dg.Config):
+    path: str
+
+
+@dg.op(pool=DUCKDB_POOL)
+def ingest_lift_log(
+    context: dg.OpExecutionContext, config: IngestConfig, warehouse: WarehouseResource
+) -> dict[str, Any]:
+    """Validate one log file and store it whole (or refuse it, naming each bad line); each day
+    it touches is reported as a materialisation of `lift_logs`."""
+    try:
+        with warehouse.connect() as conn:
+            ingested = stage.ingest_file(conn, config.path)
+            summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
+    except InputError as error:
+        raise refusal(error) from None
+    for day, summary in summaries.items():
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key=LIFT_LOGS,
+                partition=day.isoformat(),
+                metadata={**_day_metadata(summary), "file": ingested.path},
+            )
+        )
+    return ingested.to_json()
+
+
+# `lift ingest` and `lift report` run these jobs in their own process and print a short
+# answer: the run's console lines would bury it. The event log in the instance keeps everything.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dg.job(description="Ingest one exposure/outcome log file (`lift ingest`, or the inbox sensor).")
+def lift_ingest_job() -> None:
+    ingest_lift_log()
+
+
+lift_report_job = dg.define_asset_job(
+    "lift_report_job",
+    selection=dg.AssetSelection.assets(lift_report),
+    config=QUIET_CONSOLE,
+    description="The live-lift report, its ledger and its A/A gate check.",
+)
+
+
+def inbox_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+
+
+@dg.sensor(
+    job=lift_ingest_job,
+    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="A log file dropped into the inbox ($EVAL_PIPELINES_LIFT_INBOX, default "
+    "data/lift/inbox) is ingested once (run key: its name, size and modification time).",
+)
+def lift_log_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    files = inbox_files(settings.lift_inbox())
+    if not files:
+        return dg.SkipReason(f"no log file in {settings.lift_inbox()}")
+    requests = []
+    for path in files[:FILES_PER_TICK]:
+        stat = path.stat()
+        requests.append(
+            dg.RunRequest(
+                run_key=f"lift-log:{path.name}:{stat.st_size}:{stat.st_mtime_ns}",
+                run_config={"ops": {"ingest_lift_log": {"config": {"path": str(path)}}}},
+                tags={"eval_pipelines/lift_file": path.name},
+            )
+        )
+    return dg.SensorResult(run_requests=requests)
+
+
+@dg.schedule(
+    job=lift_report_job,
+    cron_schedule="0 6 * * *",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Daily: the live-lift report over every ingested day.",
+)
+def daily_lift_report(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    day = (
+        context.scheduled_execution_time.strftime("%Y-%m-%d")
+        if context.scheduled_execution_time
+        else "now"
+    )
+    return dg.RunRequest(run_key=f"lift-report:{day}")
+
+
+lift_assets = [lift_logs, lift_report]
+lift_checks = [aa_gate]

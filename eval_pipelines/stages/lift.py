@@ -1,0 +1,400 @@
+"""Live lift over the warehouse: ingest a log file whole or not at all, count each day's cells,
+and build the lift report and ledger (spec 004).
+
+Every lift is treated against lever_holdout within one exposure epoch, after its A/A check;
+arms and epochs are never pooled. A claim's confirmation is bound to the baseline it opened
+under: a new epoch, baseline head or application config invalidates an open one by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from eval_pipelines.core.lift.evidence import Baseline, Confirmation, check_baseline
+from eval_pipelines.core.lift.lift import PARKED, SUPERIOR, LiftResult, live_lift
+from eval_pipelines.core.lift.logs import SUFFIXES, mixed_artifacts, read_log, validate_log
+from eval_pipelines.core.lift.rollup import rollup
+from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage.warehouse import transaction
+
+ARM_ORDER = ("treated", "lever_holdout", "holdout", "pre_lever", "imported")
+
+
+def file_id_of(path: Path) -> str:
+    """Content hash of a log file: the same file ingested twice is one file."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Ingested:
+    file_id: str
+    path: str
+    rows: int
+    days: tuple[date, ...]
+    new: bool
+    mixed_artifacts: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fileId": self.file_id,
+            "path": self.path,
+            "rows": self.rows,
+            "days": [d.isoformat() for d in self.days],
+            "new": self.new,
+            "mixedArtifacts": self.mixed_artifacts,
+        }
+
+
+def day_cells(events: pl.DataFrame) -> pl.DataFrame:
+    """Per cell (workspace x claim type x situation class x arm x source) and epoch: rows,
+    resolved, successes, censored (unresolved) and clusters. Arms are group keys: never pooled."""
+    return (
+        events.group_by(
+            "workspace_id",
+            "claim_type",
+            "situation_class",
+            "exposure_arm",
+            "source",
+            "exposure_epoch",
+        )
+        .agg(
+            total=pl.len().cast(pl.Int64),
+            resolved=pl.col("outcome").is_not_null().sum().cast(pl.Int64),
+            successes=pl.col("outcome").fill_null(False).sum().cast(pl.Int64),
+            censored=pl.col("outcome").is_null().sum().cast(pl.Int64),
+            clusters=pl.col("cluster").n_unique().cast(pl.Int64),
+        )
+        .sort("workspace_id", "claim_type", "situation_class", "exposure_arm", "source")
+    )
+
+
+def refresh_days(conn: duckdb.DuckDBPyConnection, days: Iterable[date]) -> None:
+    """Recount the cells of ``days`` from the stored rows (inside a transaction)."""
+    for day in days:
+        storage.replace_day_cells(conn, day, day_cells(storage.events(conn, day=day)))
+
+
+def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path | str) -> Ingested:
+    """Validate the whole file, then store it in one transaction (nothing of a bad file is
+    kept; the same content again changes nothing)."""
+    path = Path(path).absolute()
+    frame = read_log(path)
+    events = validate_log(frame, kind=SUFFIXES[path.suffix.lower()])
+    file_id = file_id_of(path)
+    days = tuple(sorted(set(events.get_column("day").to_list())))
+    mixed = mixed_artifacts(events).height
+    with transaction(conn):
+        if storage.file_ingested(conn, file_id):
+            return Ingested(file_id, str(path), events.height, days, False, mixed)
+        storage.insert_file(conn, file_id, str(path), events)
+        refresh_days(conn, days)
+    return Ingested(file_id, str(path), events.height, days, True, mixed)
+
+
+def day_summary(conn: duckdb.DuckDBPyConnection, day: date) -> dict[str, Any]:
+    """What one day's partition holds: rows per arm and epoch, censored share."""
+    events = storage.events(conn, day=day)
+    arms = dict(events.group_by("exposure_arm").len().iter_rows()) if events.height else {}
+    censored = int(events.get_column("outcome").is_null().sum()) if events.height else 0
+    return {
+        "rows": events.height,
+        "rows_by_arm": {arm: int(arms.get(arm, 0)) for arm in ARM_ORDER},
+        "epochs": sorted(set(events.get_column("exposure_epoch").to_list())),
+        "workspaces": sorted(set(events.get_column("workspace_id").to_list())),
+        "censored": censored,
+        "censored_share": round(censored / events.height, 4) if events.height else None,
+    }
+
+
+@dataclass(frozen=True)
+class Scope:
+    workspace_id: str
+    claim_type: str
+    epoch: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.workspace_id}/{self.claim_type}/{self.epoch}"
+
+
+def _scopes(events: pl.DataFrame) -> list[Scope]:
+    contrasted = events.filter(pl.col("exposure_arm").is_in(["treated", "lever_holdout"]))
+    keys = (
+        contrasted.select("workspace_id", "claim_type", "exposure_epoch")
+        .unique()
+        .sort("workspace_id", "claim_type", "exposure_epoch")
+    )
+    return [Scope(*row) for row in keys.iter_rows()]
+
+
+def _newest_epoch(events: pl.DataFrame, workspace_id: str) -> str:
+    rows = events.filter(pl.col("workspace_id") == workspace_id).sort("ts")
+    return str(rows.get_column("exposure_epoch")[-1])
+
+
+def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
+    """The baseline control rows were served under: their first (bound) or last (current)
+    head and application config."""
+    control = rows.filter(pl.col("exposure_arm") == "lever_holdout").sort("ts")
+    pick = 0 if first else -1
+
+    def value(column: str) -> str:
+        known = control.get_column(column).drop_nulls()
+        return str(known[pick]) if len(known) else ""
+
+    return Baseline(head=value("baseline_head"), app_config=value("app_config"), epoch=epoch)
+
+
+def offline_screening(conn: duckdb.DuckDBPyConnection, candidate: str | None) -> dict | None:
+    """The newest holdout evaluation that screened ``candidate`` (a variant of that name):
+    its difference at the first target level, interval and n, to set beside the live lift."""
+    if not candidate:
+        return None
+    rows = conn.execute(
+        "SELECT r.eval_id, r.report_json FROM eval_reports r JOIN evaluations e "
+        "ON e.eval_id = r.eval_id WHERE e.kind = 'holdout' ORDER BY r.created_at DESC"
+    ).fetchall()
+    import json
+
+    for eval_id, text in rows:
+        report = json.loads(text)
+        for comparison in report.get("comparisons", []):
+            if comparison.get("candidate") != candidate:
+                continue
+            depth = str((report.get("targetDepth") or [None])[0])
+            level = comparison.get("levels", {}).get(depth)
+            if level is None:
+                continue
+            interval = level.get("interval")
+            return {
+                "kind": "offline_screening",
+                "evalId": eval_id,
+                "baseline": comparison.get("baseline"),
+                "candidate": candidate,
+                "level": depth,
+                "difference": level.get("difference"),
+                "interval": interval if isinstance(interval, list) else None,
+                "n": level.get("pairs"),
+                "verdict": level.get("verdict"),
+            }
+    return None
+
+
+def _claim(
+    conn: duckdb.DuckDBPyConnection,
+    scope: Scope,
+    result: LiftResult,
+    rows: pl.DataFrame,
+    newest_epoch: str,
+    now: datetime,
+) -> storage.Claim:
+    treated = rows.filter(pl.col("exposure_arm") == "treated")
+    candidates = treated.get_column("candidate").drop_nulls()
+    candidate = str(candidates.mode().sort()[0]) if len(candidates) else None
+    claim_id = f"{scope.label}/{candidate or 'lever'}"
+    existing = storage.claim(conn, claim_id)
+    bound = (
+        Baseline(existing.baseline_head or "", existing.app_config or "", scope.epoch)
+        if existing is not None
+        else _baseline(rows, scope.epoch, first=True)
+    )
+    current = _baseline(rows, newest_epoch, first=False)
+    current = Baseline(
+        current.head or bound.head, current.app_config or bound.app_config, newest_epoch
+    )
+    if existing is not None and existing.status == "invalidated":
+        status, reason = "invalidated", existing.reason
+    else:
+        confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
+        if confirmation.status == "invalidated":
+            status, reason = "invalidated", confirmation.reason
+        elif result.verdict == PARKED:
+            status, reason = "parked", "the A/A check failed: the instrument is parked"
+        elif result.verdict == SUPERIOR:
+            status, reason = "confirmed", None
+        else:
+            status, reason = "open", None
+    difference = result.difference
+    interval = difference.interval if difference is not None else None
+    return storage.Claim(
+        claim_id=claim_id,
+        workspace_id=scope.workspace_id,
+        claim_type=scope.claim_type,
+        epoch=scope.epoch,
+        candidate=candidate,
+        status=status,
+        reason=reason,
+        verdict=result.verdict,
+        estimate=difference.estimate if difference is not None else None,
+        low=interval.low if interval is not None else None,
+        high=interval.high if interval is not None else None,
+        mde=result.mde,
+        n_treated=result.treated.resolved,
+        n_control=result.control.resolved,
+        clusters_treated=result.treated.clusters,
+        clusters_control=result.control.clusters,
+        aa=result.to_json().get("aa", {}),
+        baseline_head=bound.head or None,
+        app_config=bound.app_config or None,
+        offline=offline_screening(conn, candidate),
+        lift=result.to_json(),
+        opened_at=existing.opened_at if existing is not None else now,
+        updated_at=now,
+    )
+
+
+def build_report(
+    conn: duckdb.DuckDBPyConnection, *, seed: int = 0, n_resamples: int = 2000
+) -> tuple[dict[str, Any], list[storage.Claim]]:
+    """Every scope's lift (per workspace, claim type and epoch), with its rollup cells; the
+    ledger updated (inside the caller's transaction). Mixed artifacts are left out."""
+    events = storage.events(conn)
+    mixed = mixed_artifacts(events) if events.height else pl.DataFrame({"artifact_key": []})
+    is_mixed = pl.col("artifact_key").is_in(mixed.get_column("artifact_key").implode())
+    eligible = events.filter(~is_mixed.fill_null(False))
+    now = datetime.now(UTC).replace(tzinfo=None)
+    claims: list[storage.Claim] = []
+    scopes_json: list[dict[str, Any]] = []
+    for scope in _scopes(eligible):
+        rows = eligible.filter(
+            (pl.col("workspace_id") == scope.workspace_id)
+            & (pl.col("claim_type") == scope.claim_type)
+            & (pl.col("exposure_epoch") == scope.epoch)
+        )
+        result = live_lift(
+            rows,
+            workspace_id=scope.workspace_id,
+            claim_type=scope.claim_type,
+            epoch=scope.epoch,
+            rng=seed,
+            n_resamples=n_resamples,
+        )
+        claim = _claim(conn, scope, result, rows, _newest_epoch(eligible, scope.workspace_id), now)
+        storage.save_claim(conn, claim)
+        claims.append(claim)
+        cells = [c.to_json() for c in rollup(rows, epoch=scope.epoch)]
+        scopes_json.append({"scope": scope.label, "claimId": claim.claim_id, "cells": cells})
+    report = {
+        "rows": events.height,
+        "mixedArtifacts": mixed.height,
+        "rowsLeftOutAsMixed": events.height - eligible.height,
+        "claims": [claim_json(c) for c in claims],
+        "scopes": scopes_json,
+    }
+    return report, claims
+
+
+def claim_json(claim: storage.Claim) -> dict[str, Any]:
+    """A ledger row as the CLI and API show it: scope, interval and n always together."""
+    return {
+        "claimId": claim.claim_id,
+        "workspaceId": claim.workspace_id,
+        "claimType": claim.claim_type,
+        "epoch": claim.epoch,
+        "candidate": claim.candidate,
+        "evidence": "live_confirmation",
+        "status": claim.status,
+        "reason": claim.reason,
+        "verdict": claim.verdict,
+        "difference": claim.estimate,
+        "interval": [claim.low, claim.high] if claim.low is not None else None,
+        "nTreated": claim.n_treated,
+        "nControl": claim.n_control,
+        "clustersTreated": claim.clusters_treated,
+        "clustersControl": claim.clusters_control,
+        "mde": claim.mde,
+        "aa": claim.aa,
+        "baseline": {"head": claim.baseline_head, "appConfig": claim.app_config},
+        "offline": claim.offline,
+        "openedAt": claim.opened_at.isoformat(),
+        "updatedAt": claim.updated_at.isoformat(),
+    }
+
+
+def _signed(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.3f}"
+
+
+def claim_line(claim: storage.Claim) -> str:
+    """One ledger line: the claim with its scope, interval and n nearby (never a bare number)."""
+    interval = (
+        f"[{claim.low:+.3f}, {claim.high:+.3f}]"
+        if claim.low is not None and claim.high is not None
+        else "no interval"
+    )
+    status = claim.status + (f" ({claim.reason})" if claim.reason else "")
+    offline = claim.offline
+    beside = (
+        f"; offline {_signed(offline.get('difference'))} "
+        f"(eval {offline['evalId']}, n {offline.get('n')})"
+        if offline
+        else "; no offline screening of this candidate"
+    )
+    return (
+        f"{claim.claim_id}: treated − lever_holdout {_signed(claim.estimate)} {interval}, "
+        f"n {claim.n_treated} vs {claim.n_control} ({claim.clusters_treated} vs "
+        f"{claim.clusters_control} clusters), verdict {claim.verdict}, {status}{beside}"
+    )
+
+
+def report_markdown(report: dict[str, Any], claims: list[storage.Claim]) -> str:
+    """The report: each claim (scope, interval, n, verdict, A/A, MDE, offline beside), then
+    each scope's cells (counts and censored share per arm, never pooled)."""
+    lines = ["### Live lift", ""]
+    if not claims:
+        lines.append("No scope has treated or lever_holdout traffic yet: no lift is claimed.")
+    for claim in claims:
+        lines.append(f"- {claim_line(claim)}")
+        aa = claim.aa or {}
+        if aa:
+            outcome = "passed" if aa.get("passed") else "FAILED: the instrument is parked"
+            lines.append(
+                f"  - A/A: {aa.get('falsePositives')} of {aa.get('splits')} seeded halves of "
+                f"the control arm read a difference (limit "
+                f"{aa.get('maxFalsePositiveRate')} of them): {outcome}"
+            )
+        if claim.mde is not None:
+            lines.append(
+                f"  - MDE {claim.mde:.3f} at 80% power (a power diagnostic, not the verdict)"
+            )
+    if report.get("mixedArtifacts"):
+        lines.append(
+            f"\n{report['mixedArtifacts']} mixed artifacts ({report['rowsLeftOutAsMixed']} rows) "
+            "left out: their requests disagree on their arm."
+        )
+    for scope in report.get("scopes", []):
+        lines += ["", f"#### Cells of {scope['scope']}", ""]
+        lines += [
+            "| situation | arm | source | resolved | successes | rate | censored share |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for cell in scope["cells"]:
+            lines.append(
+                f"| {cell['situationClass']} | {cell['exposureArm']} | {cell['source']} | "
+                f"{cell['resolved']} | {cell['successes']} | {_rate(cell['rate'])} | "
+                f"{cell['censoredShare']:.3f} |"
+            )
+    lines += [
+        "",
+        "_A lift is claimed only when the interval's lower bound is above zero, within one "
+        "epoch, after the A/A check passed; collecting or insufficient_evidence does not imply "
+        "a lift._",
+    ]
+    return "\n".join(lines)
+
+
+def _rate(rate: Any) -> str:
+    if isinstance(rate, dict):
+        value, interval = rate.get("value"), rate.get("interval")
+        if isinstance(value, int | float) and isinstance(interval, list):
+            return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+        return str(value)
+    return str(rate)

@@ -1,0 +1,237 @@
+"""Live lift storage: ingested log files and their rows, per-day cell counts, each workspace's
+holdout settings, the lift ledger and the reports."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from eval_pipelines.storage.frames import insert_frame, query_frame
+
+EVENT_COLUMNS = (
+    "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
+    "claim_type, situation_class, source, outcome, artifact_key, candidate, baseline_head, "
+    "app_config"
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def file_ingested(conn: duckdb.DuckDBPyConnection, file_id: str) -> bool:
+    row = conn.execute("SELECT count(*) FROM lift_files WHERE file_id = ?", [file_id]).fetchone()
+    return bool(row and row[0])
+
+
+def insert_file(
+    conn: duckdb.DuckDBPyConnection, file_id: str, path: str, events: pl.DataFrame
+) -> None:
+    """Store a validated file's rows (call inside a transaction)."""
+    days = events.get_column("day")
+    conn.execute(
+        "INSERT INTO lift_files VALUES (?, ?, ?, ?, ?, ?)",
+        [file_id, path, events.height, days.min(), days.max(), _now()],
+    )
+    frame = events.with_columns(
+        file_id=pl.lit(file_id),
+        ts=pl.col("timestamp").dt.replace_time_zone(None),
+        line=pl.col("line").cast(pl.Int64),
+    )
+    insert_frame(
+        conn,
+        f"INSERT INTO lift_events ({EVENT_COLUMNS}) SELECT {EVENT_COLUMNS} FROM incoming_frame",
+        frame.select(EVENT_COLUMNS.split(", ")),
+    )
+
+
+def events(
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    day: date | None = None,
+    workspace_id: str | None = None,
+) -> pl.DataFrame:
+    """Stored rows (all, or one day's, or one workspace's), in time order."""
+    return query_frame(
+        conn,
+        f"SELECT {EVENT_COLUMNS} FROM lift_events "
+        "WHERE (?::DATE IS NULL OR day = ?::DATE) AND (?::VARCHAR IS NULL OR workspace_id = ?) "
+        "ORDER BY ts, file_id, line",
+        [day, day, workspace_id, workspace_id],
+    )
+
+
+def days(conn: duckdb.DuckDBPyConnection) -> list[date]:
+    rows = conn.execute("SELECT DISTINCT day FROM lift_events ORDER BY day").fetchall()
+    return [row[0] for row in rows]
+
+
+def replace_day_cells(conn: duckdb.DuckDBPyConnection, day: date, cells: pl.DataFrame) -> None:
+    """The day's per-cell counts, replacing any earlier ones (call inside a transaction)."""
+    conn.execute("DELETE FROM lift_day_cells WHERE day = ?", [day])
+    insert_frame(
+        conn,
+        "INSERT INTO lift_day_cells SELECT day, workspace_id, claim_type, situation_class, "
+        "exposure_arm, source, exposure_epoch, total, resolved, successes, censored, clusters "
+        "FROM incoming_frame",
+        cells.with_columns(day=pl.lit(day)),
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A workspace's standing-holdout settings (an owner's choice within [5%, 30%])."""
+
+    workspace_id: str
+    holdout_fraction: float
+    epoch: str
+    lever: str | None
+    lever_holdout_share: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspaceId": self.workspace_id,
+            "holdoutFraction": self.holdout_fraction,
+            "epoch": self.epoch,
+            "lever": self.lever,
+            "leverHoldoutShare": self.lever_holdout_share,
+        }
+
+
+def settings(conn: duckdb.DuckDBPyConnection, workspace_id: str) -> Settings | None:
+    row = conn.execute(
+        "SELECT workspace_id, holdout_fraction, epoch, lever, lever_holdout_share "
+        "FROM lift_settings WHERE workspace_id = ?",
+        [workspace_id],
+    ).fetchone()
+    return Settings(*row) if row else None
+
+
+def save_settings(conn: duckdb.DuckDBPyConnection, value: Settings) -> None:
+    conn.execute("DELETE FROM lift_settings WHERE workspace_id = ?", [value.workspace_id])
+    conn.execute(
+        "INSERT INTO lift_settings VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            value.workspace_id,
+            value.holdout_fraction,
+            value.epoch,
+            value.lever,
+            value.lever_holdout_share,
+            _now(),
+        ],
+    )
+
+
+CLAIM_COLUMNS = (
+    "claim_id, workspace_id, claim_type, epoch, candidate, status, reason, verdict, estimate, "
+    "low, high, mde, n_treated, n_control, clusters_treated, clusters_control, aa_json, "
+    "baseline_head, app_config, offline_json, lift_json, opened_at, updated_at"
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the lift ledger."""
+
+    claim_id: str
+    workspace_id: str
+    claim_type: str
+    epoch: str
+    candidate: str | None
+    status: str
+    reason: str | None
+    verdict: str
+    estimate: float | None
+    low: float | None
+    high: float | None
+    mde: float | None
+    n_treated: int
+    n_control: int
+    clusters_treated: int
+    clusters_control: int
+    aa: dict[str, Any]
+    baseline_head: str | None
+    app_config: str | None
+    offline: dict[str, Any] | None
+    lift: dict[str, Any]
+    opened_at: datetime
+    updated_at: datetime
+
+
+def claims(conn: duckdb.DuckDBPyConnection) -> list[Claim]:
+    rows = conn.execute(
+        f"SELECT {CLAIM_COLUMNS} FROM lift_claims ORDER BY workspace_id, claim_type, epoch, "
+        "claim_id"
+    ).fetchall()
+    out = []
+    for row in rows:
+        values = list(row)
+        values[16] = json.loads(values[16])
+        values[19] = json.loads(values[19]) if values[19] else None
+        values[20] = json.loads(values[20])
+        out.append(Claim(*values))
+    return out
+
+
+def claim(conn: duckdb.DuckDBPyConnection, claim_id: str) -> Claim | None:
+    return next((c for c in claims(conn) if c.claim_id == claim_id), None)
+
+
+def save_claim(conn: duckdb.DuckDBPyConnection, value: Claim) -> None:
+    """Insert or replace a ledger row (keeps its opening time)."""
+    conn.execute("DELETE FROM lift_claims WHERE claim_id = ?", [value.claim_id])
+    conn.execute(
+        f"INSERT INTO lift_claims ({CLAIM_COLUMNS}) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            value.claim_id,
+            value.workspace_id,
+            value.claim_type,
+            value.epoch,
+            value.candidate,
+            value.status,
+            value.reason,
+            value.verdict,
+            value.estimate,
+            value.low,
+            value.high,
+            value.mde,
+            value.n_treated,
+            value.n_control,
+            value.clusters_treated,
+            value.clusters_control,
+            json.dumps(value.aa),
+            value.baseline_head,
+            value.app_config,
+            json.dumps(value.offline) if value.offline is not None else None,
+            json.dumps(value.lift),
+            value.opened_at,
+            value.updated_at,
+        ],
+    )
+
+
+def save_report(
+    conn: duckdb.DuckDBPyConnection,
+    report_id: str,
+    run_id: str | None,
+    report: dict[str, Any],
+    markdown: str,
+) -> None:
+    conn.execute("DELETE FROM lift_reports WHERE report_id = ?", [report_id])
+    conn.execute(
+        "INSERT INTO lift_reports VALUES (?, ?, ?, ?, ?)",
+        [report_id, run_id, json.dumps(report), markdown, _now()],
+    )
+
+
+def latest_report(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, Any], str] | None:
+    row = conn.execute(
+        "SELECT report_json, markdown FROM lift_reports ORDER BY created_at DESC LIMIT 1"
+    ).fetchone()
+    return (json.loads(row[0]), row[1]) if row else None

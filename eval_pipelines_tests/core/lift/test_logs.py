@@ -1,0 +1,97 @@
+"""Log validation: a file is taken whole or refused with every bad line named."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.lift.logs import mixed_artifacts, read_log, validate_log
+
+
+def row(i: int, **changes: Any) -> dict[str, Any]:
+    base = {
+        "timestamp": f"2026-11-2{3 + i % 2}T10:00:00Z",
+        "request_id": f"r{i}",
+        "workspace_id": "ws",
+        "cluster": f"trace-{i // 2}",
+        "exposure_arm": "treated" if i % 2 else "lever_holdout",
+        "exposure_epoch": "e1",
+        "claim_type": "coding",
+        "situation_class": "single",
+        "source": "declared",
+        "outcome": None if i % 5 == 0 else bool(i % 3),
+    }
+    return {**base, **changes}
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_good_log_is_typed_with_its_lines_and_days(tmp_path: Path) -> None:
+    events = validate_log(read_log(write(tmp_path / "a.jsonl", [row(i) for i in range(6)])))
+    assert events.get_column("line").to_list() == [1, 2, 3, 4, 5, 6]
+    assert events.get_column("day").to_list()[:2] == [date(2026, 11, 23), date(2026, 11, 24)]
+    assert events.schema["timestamp"] == pl.Datetime("us", "UTC")
+    assert events.get_column("outcome").null_count() == 2  # unresolved: censored, kept
+    assert {"artifact_key", "candidate", "baseline_head", "app_config"} <= set(events.columns)
+
+
+def test_a_timestamp_with_an_offset_is_read_as_utc(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.jsonl", [row(0, timestamp="2026-11-23T23:30:00-02:00")])
+    events = validate_log(read_log(path))
+    assert events.get_column("day").to_list() == [date(2026, 11, 24)]
+
+
+def test_every_bad_line_is_named_and_nothing_passes(tmp_path: Path) -> None:
+    rows = [row(i) for i in range(8)]
+    rows[1]["exposure_arm"] = "holdot"
+    rows[2]["timestamp"] = "yesterday"
+    rows[3]["request_id"] = "r4"
+    rows[5]["source"] = "guessed"
+    rows[6]["outcome"] = "yes"
+    with pytest.raises(InputError) as raised:
+        validate_log(read_log(write(tmp_path / "bad.jsonl", rows)))
+    message = str(raised.value)
+    assert "line 2: exposure_arm='holdot': must be one of treated" in message
+    assert "line 3: timestamp='yesterday': must be ISO 8601" in message
+    assert "line 4: request_id='r4': must be unique in the file" in message
+    assert "line 6: source='guessed'" in message
+    assert "outcome='yes': must be true, false or null" in message
+    assert message.endswith("(nothing was ingested)")
+
+
+def test_a_missing_column_and_an_unknown_file_type_are_refused(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in row(0).items() if k != "cluster"}]
+    with pytest.raises(InputError, match="cluster.*required column is missing"):
+        validate_log(read_log(write(tmp_path / "a.jsonl", rows)))
+    with pytest.raises(InputError, match="unsupported log type"):
+        read_log(write(tmp_path / "a.csv", [row(0)]))
+
+
+def test_parquet_logs_name_rows(tmp_path: Path) -> None:
+    path = tmp_path / "a.parquet"
+    rows = [row(i) for i in range(3)]
+    rows[2]["exposure_arm"] = "control"
+    pl.DataFrame(rows).write_parquet(path)
+    with pytest.raises(InputError, match="row 3: exposure_arm='control'"):
+        validate_log(read_log(path), kind="parquet")
+
+
+def test_an_artifact_whose_requests_disagree_is_mixed() -> None:
+    frame = pl.DataFrame(
+        {
+            "artifact_key": ["a1", "a1", "a2", "a2", None],
+            "exposure_arm": ["treated", "holdout", "treated", "treated", "holdout"],
+        }
+    )
+    mixed = mixed_artifacts(frame)
+    assert mixed.get_column("artifact_key").to_list() == ["a1"]
+    assert mixed.get_column("arms").to_list() == [["holdout", "treated"]]

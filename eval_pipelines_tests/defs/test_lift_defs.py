@@ -1,0 +1,120 @@
+"""The live-lift definitions with real materialisations: a day of logs, the report and its A/A
+gate, the ingest job (a bad file fails it and stores nothing), the inbox sensor evaluated with
+``build_sensor_context`` and the daily schedule."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipelines import settings
+from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.defs.lift import (
+    aa_gate,
+    daily_lift_report,
+    lift_ingest_job,
+    lift_log_sensor,
+    lift_logs,
+    lift_report,
+)
+from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage.warehouse import connect
+from eval_pipelines_tests.lift_traffic import write_log
+
+LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
+RESOURCES = {"warehouse": WarehouseResource()}
+
+
+@pytest.fixture
+def ingested(workdir: Path) -> Path:
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
+    lift.ingest(log)
+    return log
+
+
+def test_a_day_of_logs_materialises_with_rows_per_arm(ingested: Path) -> None:
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [lift_logs], instance=instance, partition_key="2026-11-24", resources=RESOURCES
+        )
+        assert result.success
+        (event,) = result.get_asset_materialization_events()
+        meta = event.materialization.metadata
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        day = storage.events(conn, day=date(2026, 11, 24))
+    assert meta["rows"].value == day.height
+    for arm in ("treated", "lever_holdout", "holdout"):
+        expected = day.filter(exposure_arm=arm).height
+        assert meta[f"rows/{arm}"].value == expected and expected > 0
+    assert meta["epochs"].value == "e1"
+
+
+def test_the_report_materialises_with_its_aa_gate(ingested: Path) -> None:
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([lift_report, aa_gate], instance=instance, resources=RESOURCES)
+        assert result.success
+        (event,) = result.get_asset_materialization_events()
+        meta = event.materialization.metadata
+        (check,) = result.get_asset_check_evaluations()
+    claim = "ws/invoice_coding/e1/memo-v2"
+    assert meta["confirmed"].value == 1 and meta["parked"].value == 0
+    assert meta[f"lift @ {claim}"].value > meta[f"lift_low @ {claim}"].value > 0
+    assert "superior" in meta["report"].value
+    assert check.check_name == "aa_gate" and check.passed
+
+
+def test_the_ingest_job_refuses_a_bad_file_and_stores_nothing(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    good = write_log(workdir / "good.jsonl", LEVER, true_lift=0.0, days=1)
+    lift.ingest(good)  # the warehouse exists; now a bad file through the job itself
+    bad = workdir / "bad.jsonl"
+    bad.write_text(good.read_text().replace('"declared"', '"guessed"', 1))
+    with dg.instance_for_test() as instance:
+        result = lift_ingest_job.execute_in_process(
+            instance=instance,
+            run_config={"ops": {"ingest_lift_log": {"config": {"path": str(bad)}}}},
+            resources=RESOURCES,
+            raise_on_error=False,
+        )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "line 1: source='guessed'" in str(failure.step_failure_data.error.message)  # type: ignore[union-attr]
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        files = conn.execute("SELECT count(*) FROM lift_files").fetchone()
+    assert files == (1,)
+
+
+def test_the_sensor_requests_one_ingest_per_dropped_file(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = workdir / "inbox"
+    monkeypatch.setenv(settings.LIFT_INBOX_ENV, str(inbox))
+    with dg.instance_for_test() as instance:
+        with dg.build_sensor_context(instance=instance) as context:
+            assert isinstance(lift_log_sensor(context), dg.SkipReason)
+        inbox.mkdir()
+        log = write_log(inbox / "day.jsonl", LEVER, true_lift=0.0, days=1)
+        (inbox / "notes.txt").write_text("not a log")
+        with dg.build_sensor_context(instance=instance) as context:
+            result = lift_log_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.run_requests or []
+    stat = log.stat()
+    assert request.run_key == f"lift-log:day.jsonl:{stat.st_size}:{stat.st_mtime_ns}"
+    assert request.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(log)
+
+
+def test_the_daily_schedule_requests_one_report_a_day() -> None:
+    with dg.instance_for_test() as instance:
+        with dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
+        ) as context:
+            request = daily_lift_report(context)
+    assert isinstance(request, dg.RunRequest) and request.run_key == "lift-report:2026-12-01"

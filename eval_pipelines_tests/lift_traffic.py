@@ -1,0 +1,38 @@
+"""Simulated live traffic for the lift tests: a log file written through the real assignment
+library with a known true lift."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.core.lift.simulate import simulate_traffic
+
+FIRST_DAY = date(2026, 11, 23)
+
+
+def write_log(
+    path: Path,
+    config: LiftConfig,
+    *,
+    true_lift: float,
+    days: int = 7,
+    first_day: date = FIRST_DAY,
+    conversations_per_day: int = 300,
+    seed: int = 1,
+    **options: Any,
+) -> Path:
+    rows = simulate_traffic(
+        config,
+        days=[first_day + timedelta(days=d) for d in range(days)],
+        conversations_per_day=conversations_per_day,
+        base_rate=0.6,
+        true_lift=true_lift,
+        rng=seed,
+        **options,
+    )
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

@@ -1,0 +1,91 @@
+"""``eval-pipelines lift ...`` as a user types it: the published vectors, one-line refusals
+(exit 2), and the demo path from a log to a verdict."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.test_cli_tables import cli
+
+VECTORS = json.loads(
+    (resources.files("eval_pipelines.core.lift") / "vectors.json").read_text(encoding="utf-8")
+)
+
+
+def test_assign_reproduces_the_published_bucket_vectors(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for vector in VECTORS["bucket"]["vectors"]:
+        code, out, err = cli(
+            capsys,
+            "lift",
+            "assign",
+            "--workspace",
+            vector["workspace_id"],
+            "--trace",
+            vector["cluster_key"],
+            "--json",
+        )
+        assert code == 0, err
+        assigned = json.loads(out)
+        assert assigned["bucket"] == vector["bucket"]
+        assert assigned["arm"] == vector["arm_at_10_percent"]
+    assert not (workdir / "warehouse.duckdb").exists()  # assignment needs no warehouse
+
+
+def test_assign_keys_an_untagged_conversation_on_its_opening(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vector = VECTORS["conversation"]["vectors"][0]
+    messages = workdir / "messages.json"
+    messages.write_text(json.dumps([{"role": r, "content": c} for r, c in vector["messages"]]))
+    code, out, _ = cli(
+        capsys,
+        "lift",
+        "assign",
+        "--workspace",
+        vector["workspace_id"],
+        "--messages",
+        messages,
+        "--json",
+    )
+    assert code == 0
+    assert json.loads(out)["cluster"] == vector["token"]
+    assert json.loads(out)["keySource"] == "conversation"
+
+
+def test_refusals_are_one_line_with_exit_2(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = cli(capsys, "lift", "settings", "--workspace", "ws", "--fraction", "0.4")
+    assert code == 2 and err.count("\n") == 1 and "holdout_fraction=0.4" in err
+    code, _, err = cli(capsys, "lift", "assign", "--workspace", "ws")
+    assert code == 2 and "nothing to key on" in err
+    log = write_log(workdir / "bad.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
+    log.write_text(log.read_text().replace('"e1"', '""', 1))
+    code, _, err = cli(capsys, "lift", "ingest", log)
+    assert code == 2 and err.count("\n") == 1
+    assert "line 1: exposure_epoch='': must not be empty" in err
+    assert not (workdir / "warehouse.duckdb").exists()
+
+
+def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "lift", "settings", "--workspace", "ws", "--lever", "memo-v2")
+    assert code == 0 and "epoch e1" in out
+    log = write_log(
+        workdir / "week.jsonl", LiftConfig("ws", "e1", lever="memo-v2"), true_lift=0.08, seed=4
+    )
+    code, out, err = cli(capsys, "lift", "ingest", log)
+    assert code == 0, err
+    assert "ingested; 5119 rows over 7 days (2026-11-23 .. 2026-11-29)" in out
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0 and "verdict superior, confirmed" in out and "A/A: " in out
+    code, out, _ = cli(capsys, "lift", "ledger")
+    assert out.startswith("ws/invoice_coding/e1/memo-v2: treated − lever_holdout +0.0")
+    assert "n " in out and "clusters" in out and "no offline screening" in out
