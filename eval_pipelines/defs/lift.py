@@ -12,6 +12,8 @@ from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.logs import SUFFIXES
 from eval_pipelines.defs.families import KINDS, OWNERS, refusal
+from eval_pipelines.defs.holdout_tables import table_metadata
+from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.stages import lift as stage
@@ -48,6 +50,7 @@ def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:
     owners=OWNERS,
     tags=TAGS,
     pool=DUCKDB_POOL,
+    metadata=table_metadata("lift_day_cells", LIFT_DAY_CELLS_SCHEMA),
     description="One day of ingested exposure/outcome logs (`eval-pipelines lift ingest FILE`, "
     "or a file dropped into the inbox the `lift_log_sensor` watches): rows per arm, epochs and "
     "the censored share; materialising a day recounts its cells (workspace x claim type x "
@@ -70,11 +73,12 @@ def lift_logs(
     tags=TAGS,
     pool=DUCKDB_POOL,
     deps=[LIFT_LOGS],
+    metadata=table_metadata("lift_claims", LIFT_CLAIMS_SCHEMA),
     description="Every scope's live lift (treated against lever_holdout, per workspace, claim "
     "type and exposure epoch; never pooled), read only after its A/A check; the lift ledger "
     "updated (a changed baseline invalidates an open confirmation by name), the offline "
     "screening of the same candidate beside each claim. Markdown report; numbers plotted "
-    "per claim.",
+    "per claim. Its rows come from `eval-pipelines lift ingest FILE` (or the inbox sensor).",
 )
 def lift_report(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource

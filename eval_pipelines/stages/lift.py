@@ -358,8 +358,8 @@ def report_markdown(report: dict[str, Any], claims: list[storage.Claim]) -> str:
             outcome = "passed" if aa.get("passed") else "FAILED: the instrument is parked"
             lines.append(
                 f"  - A/A: {aa.get('falsePositives')} of {aa.get('splits')} seeded halves of "
-                f"the control arm read a difference (limit "
-                f"{aa.get('maxFalsePositiveRate')} of them): {outcome}"
+                f"the control arm read a difference (at most "
+                f"{float(aa.get('maxFalsePositiveRate') or 0):.0%} may): {outcome}"
             )
         if claim.mde is not None:
             lines.append(

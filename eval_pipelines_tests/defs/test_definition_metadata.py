@@ -10,7 +10,7 @@ import duckdb
 import yaml
 
 from eval_pipelines.definitions import defs
-from eval_pipelines.defs import golden_tables, holdout_tables
+from eval_pipelines.defs import evaluate, golden_tables, holdout_tables, lift_tables
 from eval_pipelines.runs import LOCATION_NAME
 from eval_pipelines.storage.warehouse import connect
 
@@ -21,11 +21,11 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
     with connect(tmp_path / "w.duckdb", create=True) as conn:
         schemas = {
             name.removesuffix("_SCHEMA").lower(): value
-            for module in (holdout_tables, golden_tables)
+            for module in (holdout_tables, golden_tables, lift_tables, evaluate)
             for name, value in vars(module).items()
             if name.endswith("_SCHEMA") and isinstance(value, dg.TableSchema)
         }
-        assert len(schemas) == 10
+        assert len(schemas) == 14
         for table, schema in schemas.items():
             columns = conn.execute(
                 "SELECT column_name, data_type FROM information_schema.columns "
@@ -45,6 +45,7 @@ def test_every_asset_has_its_table_owner_tags_and_how_to_create_partitions() -> 
             "holdout": "eval-pipelines eval holdout",
             "golden": "workflow save",
             "query": "eval-pipelines evaluate",
+            "lift": "lift ingest",
         }
         assert how_to_create[str(kind)] in (spec.description or "")
         if key.path[-1] not in ("evidence_index", "golden_report"):
