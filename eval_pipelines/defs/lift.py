@@ -10,7 +10,7 @@ import dagster as dg
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.lift.logs import SUFFIXES
+from eval_pipelines.core.lift.logs import FIRST_DAY, SUFFIXES
 from eval_pipelines.defs.families import KINDS, OWNERS, refusal
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
@@ -27,9 +27,7 @@ AA_GATE = "aa_gate"
 SENSOR_INTERVAL_SECONDS = 30
 FILES_PER_TICK = 20
 # Logs from this day on have a partition (a day before it is refused at ingest).
-FIRST_DAY = "2020-01-01"
-
-lift_days = dg.DailyPartitionsDefinition(start_date=FIRST_DAY)
+lift_days = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat())
 
 
 def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:

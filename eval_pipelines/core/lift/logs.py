@@ -26,6 +26,7 @@ column                required  what
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ REQUIRED = (
 OPTIONAL = ("artifact_key", "candidate", "baseline_head", "app_config")
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 ERRORS_SHOWN = 10
+# The first day the daily partitions cover: an older row has no partition to land in.
+FIRST_DAY = date(2020, 1, 1)
 _RULES = {"not_nullable": "must be present", "field_uniqueness": "must be unique in the file"}
 _TEXT = tuple(c for c in REQUIRED if c not in ("timestamp", "outcome"))
 
@@ -157,6 +160,12 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
     )
     for row in unparsed.head(ERRORS_SHOWN).iter_rows(named=True):
         problems.append((row["__row"], "timestamp", row["timestamp"], "must be ISO 8601"))
+    early = frame.with_row_index("__row").filter(
+        typed.get_column("timestamp").dt.date() < FIRST_DAY
+    )
+    for row in early.head(ERRORS_SHOWN).iter_rows(named=True):
+        rule = f"must be on or after {FIRST_DAY.isoformat()}, the first day lift partitions cover"
+        problems.append((row["__row"], "timestamp", row["timestamp"], rule))
     return typed, problems
 
 

@@ -57,6 +57,7 @@ def test_every_bad_line_is_named_and_nothing_passes(tmp_path: Path) -> None:
     rows[3]["request_id"] = "r4"
     rows[5]["source"] = "guessed"
     rows[6]["outcome"] = "yes"
+    rows[7]["timestamp"] = "2019-12-31T23:00:00Z"
     with pytest.raises(InputError) as raised:
         validate_log(read_log(write(tmp_path / "bad.jsonl", rows)))
     message = str(raised.value)
@@ -65,6 +66,7 @@ def test_every_bad_line_is_named_and_nothing_passes(tmp_path: Path) -> None:
     assert "line 4: request_id='r4': must be unique in the file" in message
     assert "line 6: source='guessed'" in message
     assert "outcome='yes': must be true, false or null" in message
+    assert "line 8: timestamp='2019-12-31T23:00:00Z': must be on or after 2020-01-01" in message
     assert message.endswith("(nothing was ingested)")
 
 
