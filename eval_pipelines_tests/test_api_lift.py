@@ -155,3 +155,22 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
     assert offline["candidate"] == "memo-v2" and offline["baseline"] == "baseline"
     assert offline["difference"] == level["difference"] and offline["n"] == level["pairs"]
     assert claim["evidence"] == "live_confirmation"  # the two kinds side by side, never merged
+
+
+def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    lift.ingest(write_log(workdir / "e1.jsonl", LEVER, true_lift=0.08, seed=4))
+    (confirmed,) = lift.report()["claims"]
+    assert confirmed["status"] == "confirmed"
+    epoch = lift.set_settings("ws", holdout_fraction=0.20)["epoch"]
+    assert epoch == "e2"
+    # The new epoch's rows carry the same dates as the old ones: time alone cannot say which
+    # epoch is current; the workspace's settings do.
+    newer = LiftConfig("ws", epoch, 0.20, lever="memo-v2")
+    lift.ingest(write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2))
+    claims = {c["epoch"]: c for c in lift.report()["claims"]}
+    assert claims["e1"] == {**confirmed, "updatedAt": claims["e1"]["updatedAt"]}
+    assert claims["e1"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
+    assert claims["e2"]["status"] == "open" and claims["e2"]["reason"] is None

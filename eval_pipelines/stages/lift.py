@@ -26,6 +26,8 @@ from eval_pipelines.storage import lift as storage
 from eval_pipelines.storage.warehouse import transaction
 
 ARM_ORDER = ("treated", "lever_holdout", "holdout", "pre_lever", "imported")
+# Ledger statuses that are final: later reports do not reopen or re-read them.
+SETTLED = ("confirmed", "invalidated")
 
 
 def file_id_of(path: Path) -> str:
@@ -135,7 +137,12 @@ def _scopes(events: pl.DataFrame) -> list[Scope]:
     return [Scope(*row) for row in keys.iter_rows()]
 
 
-def _newest_epoch(events: pl.DataFrame, workspace_id: str) -> str:
+def _current_epoch(conn: duckdb.DuckDBPyConnection, events: pl.DataFrame, workspace_id: str) -> str:
+    """The workspace's epoch now: its settings' (``lift settings``), else the epoch of its
+    latest row."""
+    stored = storage.settings(conn, workspace_id)
+    if stored is not None:
+        return stored.epoch
     rows = events.filter(pl.col("workspace_id") == workspace_id).sort("ts")
     return str(rows.get_column("exposure_epoch")[-1])
 
@@ -210,18 +217,17 @@ def _claim(
     current = Baseline(
         current.head or bound.head, current.app_config or bound.app_config, newest_epoch
     )
-    if existing is not None and existing.status == "invalidated":
-        status, reason = "invalidated", existing.reason
+    if existing is not None and existing.status in SETTLED:
+        return existing  # a confirmed or invalidated claim is history: kept as it was settled
+    confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
+    if confirmation.status == "invalidated":
+        status, reason = "invalidated", confirmation.reason
+    elif result.verdict == PARKED:
+        status, reason = "parked", "the A/A check failed: the instrument is parked"
+    elif result.verdict == SUPERIOR:
+        status, reason = "confirmed", None
     else:
-        confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
-        if confirmation.status == "invalidated":
-            status, reason = "invalidated", confirmation.reason
-        elif result.verdict == PARKED:
-            status, reason = "parked", "the A/A check failed: the instrument is parked"
-        elif result.verdict == SUPERIOR:
-            status, reason = "confirmed", None
-        else:
-            status, reason = "open", None
+        status, reason = "open", None
     difference = result.difference
     interval = difference.interval if difference is not None else None
     return storage.Claim(
@@ -277,7 +283,8 @@ def build_report(
             rng=seed,
             n_resamples=n_resamples,
         )
-        claim = _claim(conn, scope, result, rows, _newest_epoch(eligible, scope.workspace_id), now)
+        current_epoch = _current_epoch(conn, eligible, scope.workspace_id)
+        claim = _claim(conn, scope, result, rows, current_epoch, now)
         storage.save_claim(conn, claim)
         claims.append(claim)
         cells = [c.to_json() for c in rollup(rows, epoch=scope.epoch)]
