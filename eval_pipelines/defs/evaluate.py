@@ -179,7 +179,6 @@ QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 evaluate_query_job = dg.define_asset_job(
     "evaluate_query_job",
     selection=dg.AssetSelection.assets(*evaluate_assets),
-    partitions_def=query_evaluations,
     tags={KIND_TAG: "query"},
     config=QUIET_CONSOLE,
     description="Evaluate one stored query (spec 003) on the table versions it pins and store "

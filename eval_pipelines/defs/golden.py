@@ -166,7 +166,6 @@ golden_checks = [activation_gate]
 golden_gate_job = dg.define_asset_job(
     "golden_gate",
     selection=dg.AssetSelection.assets(*golden_assets),
-    partitions_def=workflow_revisions,
     tags={KIND_TAG: "golden"},
     description="Run the workflow's golden sets against one revision, report, and decide the "
     "activation gate (blocking check `activation_gate`).",

@@ -362,7 +362,6 @@ holdout_assets = [
 holdout_eval_job = dg.define_asset_job(
     "holdout_eval",
     selection=dg.AssetSelection.assets(*holdout_assets),
-    partitions_def=holdout_evaluations,
     tags={KIND_TAG: "holdout"},
     description="Sample, leave out, classify per variant, score and report one holdout "
     "evaluation (its asset checks included).",
