@@ -118,3 +118,10 @@ def test_the_daily_schedule_requests_one_report_a_day() -> None:
         ) as context:
             request = daily_lift_report(context)
     assert isinstance(request, dg.RunRequest) and request.run_key == "lift-report:2026-12-01"
+
+
+def test_today_has_a_partition_so_a_log_of_the_day_so_far_lands_in_it() -> None:
+    from eval_pipelines.defs.lift import lift_days
+
+    today = datetime.now(UTC).date().isoformat()
+    assert lift_days.get_last_partition_key() == today

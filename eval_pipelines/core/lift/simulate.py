@@ -46,7 +46,8 @@ def simulate_traffic(
     for day in days:
         start = datetime(day.year, day.month, day.day, tzinfo=UTC)
         for i in range(conversations_per_day):
-            at = start + timedelta(seconds=int(generator.integers(0, 86_400)))
+            # Conversations start before 23:00, so all their turns fall on their own day.
+            at = start + timedelta(seconds=int(generator.integers(0, 82_800)))
             untagged = generator.random() < UNTAGGED_SHARE
             turns = int(generator.integers(1, 5))
             effect = generator.normal(0.0, cluster_sd)
