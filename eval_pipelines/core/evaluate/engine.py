@@ -307,13 +307,21 @@ def run_folds(
         "tested": tested,
         "everyRowOnce": tested == scope.n_rows and not truncated,
     }
+    # Each fold's own message (rows skipped, unseen values, calibration) stays visible at the
+    # top, named by fold, so the averages never hide what was left out.
+    notes = [
+        f"fold {r}: {fold['message']}" for r, fold in enumerate(fold_results) if fold.get("message")
+    ]
     if truncated:
         result["truncated"] = True
         result["requested"] = scope.n_rows
-        result["message"] = (
+        notes.insert(
+            0,
             f"The sweep hit the {query.max_time:g}s time limit in fold {len(fold_results) - 1} "
-            f"of {folds}; the averages cover the folds run. Raise maxTime or sweep fewer rows."
+            f"of {folds}; the averages cover the folds run. Raise maxTime or sweep fewer rows.",
         )
+    if notes:
+        result["message"] = " ".join(notes)
     return EvaluateOutcome(result, averaged, resolver.refs(), deadline.elapsed(), truncated)
 
 

@@ -161,16 +161,21 @@ def test_train_samples_say_which_experiment_ran() -> None:
 
 
 def test_a_five_fold_sweep_tests_every_row_exactly_once() -> None:
-    frame = products(403)
+    # Row 2 has no category: fold 2 tests it, cannot score it, and says so.
+    frame = products(403).with_columns(
+        category=pl.when(pl.int_range(0, 403) == 2).then(None).otherwise(pl.col("category"))
+    )
     outcome = run_folds(
         query(test={"$index": {"$mod": [5, 2]}}, select=["n", "accuracy"]),
         resolver(products=frame),
         folds=5,
     )
     folds = outcome.result["folds"]
-    assert len(folds) == 5 and sum(f["n"] for f in folds) == 403
+    assert len(folds) == 5 and sum(f["n"] for f in folds) == 402
     assert outcome.result["coverage"] == {"rows": 403, "tested": 403, "everyRowOnce": True}
     assert outcome.result["accuracy"] == pytest.approx(np.mean([f["accuracy"] for f in folds]))
+    # Each fold's message is kept at the top, named by its fold.
+    assert "fold 2: 1 of 81 test rows have no value for 'category'" in outcome.result["message"]
     with pytest.raises(InputError, match="5-fold sweep"):
         run_folds(query(), resolver(products=frame), folds=5)
 
