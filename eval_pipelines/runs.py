@@ -247,17 +247,38 @@ def execute_inline(
 ) -> tuple[str, bool]:
     """Run the kind's job for the partition in this process (tests, ``launch="inline"``),
     tagged as :func:`submit` tags its runs; returns the run id and whether it succeeded."""
-    from eval_pipelines.definitions import defs
-
     register_partition(instance, kind, key)
-    result = defs.resolve_job_def(kind.job_name).execute_in_process(
-        instance=instance,
+    result = execute_job(
+        instance,
+        kind.job_name,
         partition_key=key,
         run_id=run_id,
-        raise_on_error=False,
         tags={EVAL_TAG: key, KIND_TAG: kind.name, **(tags or {})},
     )
     return result.run_id, result.success
+
+
+def execute_job(
+    instance: DagsterInstance,
+    job_name: str,
+    *,
+    partition_key: str | None = None,
+    run_id: str | None = None,
+    run_config: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
+) -> Any:
+    """Run a job of the definitions in this process, recorded in ``instance`` like any run;
+    returns Dagster's in-process result (never raises for a failed step)."""
+    from eval_pipelines.definitions import defs
+
+    return defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance,
+        partition_key=partition_key,
+        run_id=run_id,
+        run_config=run_config,
+        raise_on_error=False,
+        tags=tags,
+    )
 
 
 def uses_run_queue(instance: DagsterInstance) -> bool:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipelines import settings
+from eval_pipelines.core.errors import InputError
 
 
 class EvalFailed(RuntimeError):
@@ -19,3 +20,15 @@ class EvalFailed(RuntimeError):
 def resolve_warehouse(warehouse: Path | str | None) -> Path:
     """An explicit warehouse path, else ``$EVAL_PIPELINES_WAREHOUSE`` or the default."""
     return Path(warehouse).absolute() if warehouse else settings.warehouse_path()
+
+
+def require_run_warehouse(warehouse: Path | str | None) -> None:
+    """Runs read the warehouse the definitions' resource names (``$EVAL_PIPELINES_WAREHOUSE``
+    or the default): refuse another one rather than store where the run cannot see it."""
+    given, run_reads = resolve_warehouse(warehouse), settings.warehouse_path()
+    if given.resolve() != run_reads.resolve():
+        raise InputError(
+            "warehouse",
+            str(given),
+            f"the run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at this file instead",
+        )

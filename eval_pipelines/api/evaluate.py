@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines import settings
-from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.engine import check_query
 from eval_pipelines.core.evaluate.query import parse_query
@@ -44,22 +43,33 @@ def _open(warehouse: Path | str | None, *, read_only: bool = False) -> Any:
     return connect(resolve_warehouse(warehouse), read_only=read_only, wait_seconds=CLI_WAIT_SECONDS)
 
 
+def parse_query_text(text: str, *, field: str = "query", value: Any = None) -> dict[str, Any]:
+    """A query document from JSON text; a refusal names ``field`` and ``value`` (default the
+    text itself)."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            field,
+            text if value is None else value,
+            f"is not valid JSON: {error.msg} (line {error.lineno})",
+        ) from None
+    return _query_object(document)
+
+
+def _query_object(document: Any) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise InputError("query", document, "must be a JSON object (spec 003)")
+    return document
+
+
 def read_query(query: Mapping[str, Any] | str | Path) -> dict[str, Any]:
     """The query document: a mapping, JSON text, or the path of a JSON file."""
     if isinstance(query, Mapping):
         return dict(query)
     if isinstance(query, str) and query.lstrip().startswith("{"):
-        try:
-            document = json.loads(query)
-        except json.JSONDecodeError as error:
-            raise InputError(
-                "query", query, f"is not valid JSON: {error.msg} (line {error.lineno})"
-            ) from None
-    else:
-        document = read_json(query, "--file")
-    if not isinstance(document, dict):
-        raise InputError("query", document, "must be a JSON object (spec 003)")
-    return document
+        return parse_query_text(query)
+    return _query_object(read_json(query, "--file"))
 
 
 def _response(
@@ -107,7 +117,7 @@ def evaluate(
     """
     if launch not in LAUNCH_MODES:
         raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
-    _require_run_warehouse(warehouse)
+    require_run_warehouse(warehouse)
     parsed = parse_query(read_query(query))
     folds = stage.validate_folds(folds)
     with _open(warehouse) as conn, transaction(conn):
@@ -142,20 +152,6 @@ def evaluate(
             f"evaluation {eval_id}: run {run_id} succeeded without storing its result", state
         )
     return _response(stored, result, cached=False)
-
-
-def _require_run_warehouse(warehouse: Path | str | None) -> None:
-    """The run reads the warehouse the definitions' resource names (``$EVAL_PIPELINES_WAREHOUSE``
-    or the default): refuse another one rather than store the query where the run cannot
-    see it."""
-    given, run_reads = resolve_warehouse(warehouse), settings.warehouse_path()
-    if given.resolve() != run_reads.resolve():
-        raise InputError(
-            "warehouse",
-            str(given),
-            f"the evaluation's run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at "
-            "this file instead",
-        )
 
 
 def _launch(eval_id: str, launch: str, run_id: str, timeout: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
@@ -160,26 +160,23 @@ def set_settings(
 
 
 def _run(job_name: str, run_config: dict[str, Any] | None = None) -> Any:
-    from eval_pipelines.definitions import defs
-    from eval_pipelines.defs.lift import QUIET_CONSOLE
+    from eval_pipelines import runs
+    from eval_pipelines.defs.families import QUIET_CONSOLE
     from eval_pipelines.instance import dagster_instance
 
-    return defs.resolve_job_def(job_name).execute_in_process(
-        instance=dagster_instance(),
+    return runs.execute_job(
+        dagster_instance(),
+        job_name,
         run_config={**QUIET_CONSOLE, **(run_config or {})},
-        raise_on_error=False,
-        tags={"eval_pipelines/kind": "lift"},
+        tags={runs.KIND_TAG: "lift"},
     )
 
 
 def _failure(result: Any) -> str:
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            while error.cause is not None:
-                error = error.cause
-            return error.message.strip().splitlines()[-1] if error.message.strip() else "failed"
-    return "the run failed; see it in the Dagster UI"
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    return runs.failure_reason(dagster_instance(), result.run_id) or "see the run in the UI"
 
 
 def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
@@ -188,7 +185,7 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str
     from eval_pipelines.core.lift.logs import read_log, validate_log
     from eval_pipelines.stages.lift import SUFFIXES
 
-    _same_warehouse(warehouse)
+    require_run_warehouse(warehouse)
     source = Path(path).absolute()
     validate_log(read_log(source), kind=SUFFIXES.get(source.suffix.lower(), "jsonl"))
     with _open(warehouse, create=True):
@@ -203,7 +200,7 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str
 
 def report(*, warehouse: Path | str | None = None) -> dict[str, Any]:
     """Recompute every scope's lift and the ledger (a run of ``lift_report_job``)."""
-    _same_warehouse(warehouse)
+    require_run_warehouse(warehouse)
     result = _run("lift_report_job")
     if not result.success:
         raise EvalFailed(f"lift report failed: {_failure(result)}")
@@ -223,16 +220,3 @@ def ledger(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
         return []
     with _open(warehouse, read_only=True) as conn:
         return [claim_json(c) for c in storage.claims(conn)]
-
-
-def _same_warehouse(warehouse: Path | str | None) -> None:
-    """Runs read ``$EVAL_PIPELINES_WAREHOUSE``: another file given here would not be the one
-    they write."""
-    from eval_pipelines import settings
-
-    if warehouse is not None and resolve_warehouse(warehouse) != settings.warehouse_path():
-        raise InputError(
-            "--warehouse",
-            str(warehouse),
-            "lift runs read $EVAL_PIPELINES_WAREHOUSE; set it to this file instead",
-        )

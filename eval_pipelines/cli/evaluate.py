@@ -4,31 +4,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from eval_pipelines.cli.output import print_json
-from eval_pipelines.core.errors import InputError
 
 
 def _read_document(path: str) -> dict[str, Any]:
     """The query from a file, or from stdin for ``-``."""
-    from eval_pipelines.api.evaluate import read_query
+    from eval_pipelines.api.evaluate import parse_query_text, read_query
 
     if path != "-":
         return read_query(Path(path))
-    text = sys.stdin.read()
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            "--file", "-", f"stdin is not valid JSON: {error.msg} (line {error.lineno})"
-        ) from None
-    if not isinstance(document, dict):
-        raise InputError("query", document, "must be a JSON object (spec 003)")
-    return document
+    return parse_query_text(sys.stdin.read(), field="--file", value="- (stdin)")
 
 
 def response_003(response: dict[str, Any]) -> dict[str, Any]:

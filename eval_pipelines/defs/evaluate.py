@@ -11,7 +11,7 @@ import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.defs.families import AssetFamily, refusal
+from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
@@ -171,10 +171,6 @@ def evaluate_not_truncated(
 evaluate_assets = [evaluate_query, evaluate_result]
 evaluate_checks = [evaluate_not_truncated]
 
-# `eval-pipelines evaluate` runs the job in its own process and answers JSON: the run's console
-# lines (every event, a stack trace for a refused query) would bury that answer on the
-# terminal. The event log the UI shows is written to the instance whatever this level says.
-QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 evaluate_query_job = dg.define_asset_job(
     "evaluate_query_job",

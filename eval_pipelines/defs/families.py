@@ -9,6 +9,10 @@ import dagster as dg
 
 OWNERS = ["team:eval-pipelines"]
 KINDS = frozenset({"duckdb", "python"})
+# Jobs the CLI runs in its own process (`evaluate`, `lift ingest`, `lift report`) answer on the
+# terminal: the run's console lines (every event, a stack trace for a refusal) would bury that
+# answer. The event log the UI shows is written to the instance whatever this level says.
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import dagster as dg
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.logs import FIRST_DAY, SUFFIXES
-from eval_pipelines.defs.families import KINDS, OWNERS, refusal
+from eval_pipelines.defs.families import KINDS, OWNERS, QUIET_CONSOLE, refusal
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.resources import WarehouseResource
@@ -147,11 +147,6 @@ def ingest_lift_log(
             )
         )
     return ingested.to_json()
-
-
-# `lift ingest` and `lift report` run these jobs in their own process and print a short
-# answer: the run's console lines would bury it. The event log in the instance keeps everything.
-QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dg.job(description="Ingest one exposure/outcome log file (`lift ingest`, or the inbox sensor).")
