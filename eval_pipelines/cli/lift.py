@@ -116,21 +116,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
     from eval_pipelines.stages.lift import claim_line
-    from eval_pipelines.storage.lift import claims
-    from eval_pipelines.storage.warehouse import connect
 
-    if args.json:
-        print_json(lift.ledger(warehouse=args.warehouse))
-        return 0
     rows = lift.ledger(warehouse=args.warehouse)
+    if args.json:
+        print_json(rows)
+        return 0
     if not rows:
         print("the lift ledger is empty: ingest logs, then `eval-pipelines lift report`")
-        return 0
-    from eval_pipelines.api._shared import resolve_warehouse
-
-    with connect(resolve_warehouse(args.warehouse), read_only=True) as conn:
-        for claim in claims(conn):
-            print(claim_line(claim), flush=True)
+    for row in rows:
+        print(claim_line(row), flush=True)
     return 0
 
 

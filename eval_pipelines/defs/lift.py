@@ -84,7 +84,7 @@ def lift_report(
 ) -> dg.MaterializeResult:
     with warehouse.connect() as conn, transaction(conn):
         report, claims = stage.build_report(conn)
-        markdown = stage.report_markdown(report, claims)
+        markdown = stage.report_markdown(report)
         storage.save_report(conn, context.run_id, context.run_id, report, markdown)
     plotted: dict[str, Any] = {}
     for claim in claims:

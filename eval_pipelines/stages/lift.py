@@ -21,7 +21,8 @@ import polars as pl
 from eval_pipelines.core.lift.evidence import Baseline, Confirmation, check_baseline
 from eval_pipelines.core.lift.lift import PARKED, SUPERIOR, LiftResult, live_lift
 from eval_pipelines.core.lift.logs import SUFFIXES, mixed_artifacts, read_log, validate_log
-from eval_pipelines.core.lift.rollup import rollup
+from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
+from eval_pipelines.storage import evaluations
 from eval_pipelines.storage import lift as storage
 from eval_pipelines.storage.warehouse import transaction
 
@@ -55,27 +56,25 @@ class Ingested:
         }
 
 
+DAY_CELL_COUNTS = ("total", "resolved", "successes", "censored", "clusters")
+
+
 def day_cells(events: pl.DataFrame) -> pl.DataFrame:
     """Per cell (workspace x claim type x situation class x arm x source) and epoch: rows,
-    resolved, successes, censored (unresolved) and clusters. Arms are group keys: never pooled."""
-    return (
-        events.group_by(
-            "workspace_id",
-            "claim_type",
-            "situation_class",
-            "exposure_arm",
-            "source",
-            "exposure_epoch",
-        )
-        .agg(
-            total=pl.len().cast(pl.Int64),
-            resolved=pl.col("outcome").is_not_null().sum().cast(pl.Int64),
-            successes=pl.col("outcome").fill_null(False).sum().cast(pl.Int64),
-            censored=pl.col("outcome").is_null().sum().cast(pl.Int64),
-            clusters=pl.col("cluster").n_unique().cast(pl.Int64),
-        )
-        .sort("workspace_id", "claim_type", "situation_class", "exposure_arm", "source")
-    )
+    resolved, successes, censored (unresolved) and clusters; the rollup's own cells, one
+    epoch at a time, so the stored counts are the report's. Arms are group keys: never pooled."""
+    epochs = sorted(set(events.get_column("exposure_epoch").to_list()))
+    rows = [
+        {
+            **{key: getattr(cell, key) for key in CELL_KEYS},
+            "exposure_epoch": cell.epoch,
+            **{count: getattr(cell, count) for count in DAY_CELL_COUNTS},
+        }
+        for epoch in epochs
+        for cell in rollup(events, epoch=epoch)
+    ]
+    schema = {key: pl.String for key in (*CELL_KEYS, "exposure_epoch")}
+    return pl.DataFrame(rows, schema={**schema, **dict.fromkeys(DAY_CELL_COUNTS, pl.Int64)})
 
 
 def refresh_days(conn: duckdb.DuckDBPyConnection, days: Iterable[date]) -> None:
@@ -160,19 +159,15 @@ def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
     return Baseline(head=value("baseline_head"), app_config=value("app_config"), epoch=epoch)
 
 
-def offline_screening(conn: duckdb.DuckDBPyConnection, candidate: str | None) -> dict | None:
-    """The newest holdout evaluation that screened ``candidate`` (a variant of that name):
-    its difference at the first target level, interval and n, to set beside the live lift."""
+def offline_screening(
+    reports: list[tuple[str, dict[str, Any]]], candidate: str | None
+) -> dict[str, Any] | None:
+    """The newest holdout evaluation in ``reports`` (newest first) that screened
+    ``candidate`` (a variant of that name): its difference at the first target level,
+    interval and n, to set beside the live lift."""
     if not candidate:
         return None
-    rows = conn.execute(
-        "SELECT r.eval_id, r.report_json FROM eval_reports r JOIN evaluations e "
-        "ON e.eval_id = r.eval_id WHERE e.kind = 'holdout' ORDER BY r.created_at DESC"
-    ).fetchall()
-    import json
-
-    for eval_id, text in rows:
-        report = json.loads(text)
+    for eval_id, report in reports:
         for comparison in report.get("comparisons", []):
             if comparison.get("candidate") != candidate:
                 continue
@@ -202,6 +197,7 @@ def _claim(
     rows: pl.DataFrame,
     newest_epoch: str,
     now: datetime,
+    screenings: list[tuple[str, dict[str, Any]]],
 ) -> storage.Claim:
     treated = rows.filter(pl.col("exposure_arm") == "treated")
     candidates = treated.get_column("candidate").drop_nulls()
@@ -250,7 +246,7 @@ def _claim(
         aa=result.to_json().get("aa", {}),
         baseline_head=bound.head or None,
         app_config=bound.app_config or None,
-        offline=offline_screening(conn, candidate),
+        offline=offline_screening(screenings, candidate),
         lift=result.to_json(),
         opened_at=existing.opened_at if existing is not None else now,
         updated_at=now,
@@ -267,6 +263,7 @@ def build_report(
     is_mixed = pl.col("artifact_key").is_in(mixed.get_column("artifact_key").implode())
     eligible = events.filter(~is_mixed.fill_null(False))
     now = datetime.now(UTC).replace(tzinfo=None)
+    screenings = evaluations.reports_newest_first(conn, "holdout")  # read once per report
     claims: list[storage.Claim] = []
     scopes_json: list[dict[str, Any]] = []
     for scope in _scopes(eligible):
@@ -284,7 +281,7 @@ def build_report(
             n_resamples=n_resamples,
         )
         current_epoch = _current_epoch(conn, eligible, scope.workspace_id)
-        claim = _claim(conn, scope, result, rows, current_epoch, now)
+        claim = _claim(conn, scope, result, rows, current_epoch, now, screenings)
         storage.save_claim(conn, claim)
         claims.append(claim)
         cells = [c.to_json() for c in rollup(rows, epoch=scope.epoch)]
@@ -330,15 +327,15 @@ def _signed(value: float | None) -> str:
     return "—" if value is None else f"{value:+.3f}"
 
 
-def claim_line(claim: storage.Claim) -> str:
-    """One ledger line: the claim with its scope, interval and n nearby (never a bare number)."""
+def claim_line(claim: dict[str, Any]) -> str:
+    """One ledger line (of a :func:`claim_json` row): the claim with its scope, interval and n
+    nearby (never a bare number)."""
+    low, high = claim["interval"] or (None, None)
     interval = (
-        f"[{claim.low:+.3f}, {claim.high:+.3f}]"
-        if claim.low is not None and claim.high is not None
-        else "no interval"
+        f"[{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else ("no interval")
     )
-    status = claim.status + (f" ({claim.reason})" if claim.reason else "")
-    offline = claim.offline
+    status = claim["status"] + (f" ({claim['reason']})" if claim["reason"] else "")
+    offline = claim["offline"]
     beside = (
         f"; offline {_signed(offline.get('difference'))} "
         f"(eval {offline['evalId']}, n {offline.get('n')})"
@@ -346,21 +343,22 @@ def claim_line(claim: storage.Claim) -> str:
         else "; no offline screening of this candidate"
     )
     return (
-        f"{claim.claim_id}: treated − lever_holdout {_signed(claim.estimate)} {interval}, "
-        f"n {claim.n_treated} vs {claim.n_control} ({claim.clusters_treated} vs "
-        f"{claim.clusters_control} clusters), verdict {claim.verdict}, {status}{beside}"
+        f"{claim['claimId']}: treated − lever_holdout {_signed(claim['difference'])} "
+        f"{interval}, n {claim['nTreated']} vs {claim['nControl']} "
+        f"({claim['clustersTreated']} vs {claim['clustersControl']} clusters), "
+        f"verdict {claim['verdict']}, {status}{beside}"
     )
 
 
-def report_markdown(report: dict[str, Any], claims: list[storage.Claim]) -> str:
+def report_markdown(report: dict[str, Any]) -> str:
     """The report: each claim (scope, interval, n, verdict, A/A, MDE, offline beside), then
     each scope's cells (counts and censored share per arm, never pooled)."""
     lines = ["### Live lift", ""]
-    if not claims:
+    if not report["claims"]:
         lines.append("No scope has treated or lever_holdout traffic yet: no lift is claimed.")
-    for claim in claims:
+    for claim in report["claims"]:
         lines.append(f"- {claim_line(claim)}")
-        aa = claim.aa or {}
+        aa = claim["aa"] or {}
         if aa:
             outcome = "passed" if aa.get("passed") else "FAILED: the instrument is parked"
             lines.append(
@@ -368,9 +366,9 @@ def report_markdown(report: dict[str, Any], claims: list[storage.Claim]) -> str:
                 f"the control arm read a difference (at most "
                 f"{float(aa.get('maxFalsePositiveRate') or 0):.0%} may): {outcome}"
             )
-        if claim.mde is not None:
+        if claim["mde"] is not None:
             lines.append(
-                f"  - MDE {claim.mde:.3f} at 80% power (a power diagnostic, not the verdict)"
+                f"  - MDE {claim['mde']:.3f} at 80% power (a power diagnostic, not the verdict)"
             )
     if report.get("mixedArtifacts"):
         lines.append(

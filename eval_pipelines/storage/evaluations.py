@@ -128,6 +128,16 @@ def load_report(conn: duckdb.DuckDBPyConnection, eval_id: str) -> StoredReport |
     )
 
 
+def reports_newest_first(conn: duckdb.DuckDBPyConnection, kind: str) -> list[tuple[str, dict]]:
+    """``(eval_id, report)`` of every stored report of one kind, newest first."""
+    rows = conn.execute(
+        "SELECT r.eval_id, r.report_json FROM eval_reports r JOIN evaluations e "
+        "ON e.eval_id = r.eval_id WHERE e.kind = ? ORDER BY r.created_at DESC",
+        [kind],
+    ).fetchall()
+    return [(eval_id, json.loads(text)) for eval_id, text in rows]
+
+
 def has_report(conn: duckdb.DuckDBPyConnection, eval_id: str) -> bool:
     row = conn.execute("SELECT count(*) FROM eval_reports WHERE eval_id = ?", [eval_id]).fetchone()
     return bool(row and row[0])

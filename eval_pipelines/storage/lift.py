@@ -163,23 +163,27 @@ class Claim:
     updated_at: datetime
 
 
+def _claim_of(row: tuple[Any, ...]) -> Claim:
+    values = list(row)
+    values[16] = json.loads(values[16])
+    values[19] = json.loads(values[19]) if values[19] else None
+    values[20] = json.loads(values[20])
+    return Claim(*values)
+
+
 def claims(conn: duckdb.DuckDBPyConnection) -> list[Claim]:
     rows = conn.execute(
         f"SELECT {CLAIM_COLUMNS} FROM lift_claims ORDER BY workspace_id, claim_type, epoch, "
         "claim_id"
     ).fetchall()
-    out = []
-    for row in rows:
-        values = list(row)
-        values[16] = json.loads(values[16])
-        values[19] = json.loads(values[19]) if values[19] else None
-        values[20] = json.loads(values[20])
-        out.append(Claim(*values))
-    return out
+    return [_claim_of(row) for row in rows]
 
 
 def claim(conn: duckdb.DuckDBPyConnection, claim_id: str) -> Claim | None:
-    return next((c for c in claims(conn) if c.claim_id == claim_id), None)
+    row = conn.execute(
+        f"SELECT {CLAIM_COLUMNS} FROM lift_claims WHERE claim_id = ?", [claim_id]
+    ).fetchone()
+    return _claim_of(row) if row else None
 
 
 def save_claim(conn: duckdb.DuckDBPyConnection, value: Claim) -> None:
