@@ -8,6 +8,7 @@ is given). ``ingest`` and ``report`` run the Dagster jobs ``lift_ingest_job`` an
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ from eval_pipelines.core.lift.assignment import (
     Message,
     Request,
     assign,
-    check_fraction,
 )
 from eval_pipelines.storage import lift as storage
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
@@ -114,47 +114,33 @@ def set_settings(
 ) -> dict[str, Any]:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
     starts a new exposure epoch, so observations of two splits are never pooled."""
-    if holdout_fraction is not None:
-        check_fraction(holdout_fraction)
-    if lever_holdout_share is not None or lever is not None:
-        LiftConfig(
-            workspace_id,
-            DEFAULT_EPOCH,
-            lever=lever or "check",
-            lever_holdout_share=(lever_holdout_share if lever_holdout_share is not None else 0.5),
-        )  # refuses a bad lever or share before anything is opened
+    # Every value given is checked (as a config would be) before anything is opened; the
+    # others come from the stored, already valid, settings.
+    LiftConfig(
+        workspace_id,
+        DEFAULT_EPOCH,
+        holdout_fraction if holdout_fraction is not None else DEFAULT_HOLDOUT_FRACTION,
+        lever,
+        lever_holdout_share if lever_holdout_share is not None else 0.5,
+    )
     with _open(warehouse, create=True) as conn, transaction(conn):
         stored = storage.settings(conn, workspace_id)
         before = stored or storage.Settings(
             workspace_id, DEFAULT_HOLDOUT_FRACTION, DEFAULT_EPOCH, None, 0.5
         )
-        after = storage.Settings(
-            workspace_id,
-            holdout_fraction if holdout_fraction is not None else before.holdout_fraction,
-            before.epoch,
-            None if clear_lever else (lever if lever is not None else before.lever),
-            lever_holdout_share if lever_holdout_share is not None else before.lever_holdout_share,
+        after = replace(
+            before,
+            holdout_fraction=holdout_fraction
+            if holdout_fraction is not None
+            else before.holdout_fraction,
+            lever=None if clear_lever else (lever if lever is not None else before.lever),
+            lever_holdout_share=lever_holdout_share
+            if lever_holdout_share is not None
+            else before.lever_holdout_share,
         )
-        LiftConfig(
-            workspace_id,
-            after.epoch,
-            after.holdout_fraction,
-            after.lever,
-            after.lever_holdout_share,
-        )  # validates
-        changed = stored is not None and (
-            after.holdout_fraction,
-            after.lever,
-            after.lever_holdout_share,
-        ) != (before.holdout_fraction, before.lever, before.lever_holdout_share)
+        changed = stored is not None and after != before
         if changed:
-            after = storage.Settings(
-                workspace_id,
-                after.holdout_fraction,
-                _next_epoch(before.epoch),
-                after.lever,
-                after.lever_holdout_share,
-            )
+            after = replace(after, epoch=_next_epoch(before.epoch))
         storage.save_settings(conn, after)
     return {**after.to_json(), "newEpoch": changed}
 
