@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import polars as pl
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.estimators import (
+    as_numbers,
     encode_evidence,
     fit_regression,
     has_estimate,
@@ -43,10 +43,6 @@ def check_target(query: Query, plan: Plan) -> None:
         )
 
 
-def _numbers(series: pl.Series) -> np.ndarray:
-    return series.cast(pl.Float64).fill_nan(None).to_numpy().astype(np.float64)
-
-
 def run_estimate(
     query: Query,
     plan: Plan,
@@ -56,9 +52,9 @@ def run_estimate(
 ) -> EstimateRun:
     check_target(query, plan)
     train_values, test_values = binding_values(query, plan)
-    target = _numbers(plan.scope.column(query.target, field="evaluate.estimate"))
+    target = as_numbers(plan.scope.column(query.target, field="evaluate.estimate"))
     train_rows = np.flatnonzero(plan.train_mask & np.isfinite(target))
-    truth = _numbers(
+    truth = as_numbers(
         plan.test_view.column(query.target, field="evaluate.estimate").gather(plan.test_positions)
     )
     kinds = [plan.scope.kind(b.key, field=f"evaluate.where.{b.key}") for b in query.bindings]

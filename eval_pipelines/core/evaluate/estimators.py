@@ -40,6 +40,11 @@ class EncodedEvidence:
     n_categories: tuple[int, ...]
 
 
+def as_numbers(series: pl.Series) -> np.ndarray:
+    """A numeric column as float64, null and NaN as NaN."""
+    return series.cast(pl.Float64).fill_nan(None).to_numpy().astype(np.float64)
+
+
 def encode_evidence(
     train: list[pl.Series], test: list[pl.Series], kinds: list[str]
 ) -> EncodedEvidence:
@@ -48,8 +53,7 @@ def encode_evidence(
     codes_train, codes_test, numbers_train, numbers_test, sizes = [], [], [], [], []
     for train_values, test_values, kind in zip(train, test, kinds, strict=True):
         if kind in ("integer", "float"):
-            a = train_values.cast(pl.Float64).fill_nan(None).to_numpy().astype(np.float64)
-            b = test_values.cast(pl.Float64).fill_nan(None).to_numpy().astype(np.float64)
+            a, b = as_numbers(train_values), as_numbers(test_values)
             sd = float(np.nanstd(a)) if np.isfinite(a).any() else 0.0
             scale = sd if sd > 0 else 1.0
             numbers_train.append(a / scale)
