@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -213,11 +214,22 @@ def test_thread_count_does_not_change_results(index: rt.TextIndex, queries: np.n
     assert empty.near_duplicate_indptr.tolist() == [0]
 
 
+def _mapped(array: np.ndarray) -> bool:
+    """Whether an array's memory belongs to a memory map (scipy may wrap it in views)."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return True
+        base = base.base
+    return isinstance(base, mmap.mmap)
+
+
 def test_save_and_load_round_trip(index: rt.TextIndex, tmp_path: Path) -> None:
-    path = tmp_path / "evidence.npz"
+    path = tmp_path / "evidence.tfidf"
     rt.save_text_index(index, path)
     rt.save_text_index(index, path)
-    assert [p.name for p in tmp_path.iterdir()] == ["evidence.npz"]
+    # The second save replaced the first: no staging or old directories are left behind.
+    assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]
     loaded = rt.load_text_index(path)
     assert loaded.n_docs == index.n_docs
     for name in ("docs", "postings"):
@@ -227,11 +239,77 @@ def test_save_and_load_round_trip(index: rt.TextIndex, tmp_path: Path) -> None:
         for field in ("data", "indices", "indptr"):
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
             assert getattr(a, field).dtype == getattr(b, field).dtype
+            # Views of read-only memory maps of the files, not copies.
+            assert _mapped(getattr(a, field))
+            assert not getattr(a, field).flags.writeable
+    assert loaded.feature_max is not None and index.feature_max is not None
+    np.testing.assert_array_equal(loaded.feature_max, index.feature_max)
+    assert loaded.nonnegative
     queries = np.arange(0, 3000, 97)
-    _assert_same(
-        rt.search(loaded, queries, k=5, near_duplicate_threshold=0.98),
-        rt.search(index, queries, k=5, near_duplicate_threshold=0.98),
-    )
+    for prune in (True, False):
+        _assert_same(
+            rt.search(loaded, queries, k=5, near_duplicate_threshold=0.98, prune=prune),
+            rt.search(index, queries, k=5, near_duplicate_threshold=0.98, prune=prune),
+        )
+
+
+def test_save_replaces_an_index_atomically(
+    index: rt.TextIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replacing an index swaps whole directories; a reader of the old one keeps it intact."""
+    small = rt.build_text_index(index.docs[:100])
+    path = tmp_path / "evidence.tfidf"
+    rt.save_text_index(small, path)
+    old = rt.load_text_index(path)
+    rt.save_text_index(index, path)
+    assert rt.load_text_index(path).n_docs == 3000
+    # The old maps still read the old (now unlinked) files.
+    assert old.n_docs == 100
+    np.testing.assert_array_equal(old.docs.data, small.docs.data)
+    # Without an atomic exchange the old directory is set aside before the rename.
+    monkeypatch.setattr(rt, "_exchange", lambda a, b: False)
+    rt.save_text_index(small, path)
+    assert rt.load_text_index(path).n_docs == 100
+    assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]
+
+
+def test_failed_save_leaves_the_old_index(
+    index: rt.TextIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "evidence.tfidf"
+    rt.save_text_index(index, path)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(rt, "_replace_directory", broken)
+    with pytest.raises(OSError, match="disk full"):
+        rt.save_text_index(rt.build_text_index(index.docs[:10]), path)
+    assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]
+    assert rt.load_text_index(path).n_docs == 3000
+
+
+def test_indexes_without_postings_round_trip(tmp_path: Path) -> None:
+    """Zero-length arrays are stored and mapped too (all-empty rows, or no rows at all)."""
+    for n_docs in (3, 0):
+        path = tmp_path / f"empty-{n_docs}.tfidf"
+        rt.save_text_index(rt.build_text_index(sp.csr_matrix((n_docs, 8), dtype=np.float32)), path)
+        loaded = rt.load_text_index(path)
+        assert loaded.n_docs == n_docs and loaded.docs.nnz == 0
+        result = rt.search(loaded, np.arange(n_docs), k=2, near_duplicate_threshold=0.9)
+        assert np.all(result.neighbours == -1)
+
+
+def test_loading_something_else_is_refused(tmp_path: Path) -> None:
+    old_format = tmp_path / "evidence.npz"
+    old_format.write_bytes(b"PK")
+    with pytest.raises(FileNotFoundError):
+        rt.load_text_index(old_format)
+    with pytest.raises(FileNotFoundError):
+        rt.load_text_index(tmp_path / "missing.tfidf")
+    (tmp_path / "empty.tfidf").mkdir()
+    with pytest.raises(FileNotFoundError):
+        rt.load_text_index(tmp_path / "empty.tfidf")
 
 
 def test_bad_arguments_are_refused(index: rt.TextIndex) -> None:

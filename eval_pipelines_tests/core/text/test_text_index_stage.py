@@ -1,0 +1,64 @@
+"""The stage-side index cache: built once, memory-mapped, reused in process, rebuilt safely."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval_pipelines.core.text import retrieval as rt
+from eval_pipelines.stages import text_index as ti
+from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> Iterator[None]:
+    ti.clear_index_cache()
+    yield
+    ti.clear_index_cache()
+
+
+def test_index_is_built_once_then_reused(tmp_path: Path) -> None:
+    texts = _synthetic_texts(500, seed=3)
+    first = ti.load_or_build_index(tmp_path, "case", "v1", texts)
+    assert first.built
+    assert first.path == tmp_path / "case-v1.tfidf" and first.path.is_dir()
+    # Even a fresh build is handed out memory-mapped, read-only.
+    assert not first.index.docs.data.flags.writeable
+    second = ti.load_or_build_index(tmp_path, "case", "v1", texts)
+    assert not second.built
+    assert second.index is first.index  # from the in-process cache, not reopened
+    ti.clear_index_cache()
+    third = ti.load_or_build_index(tmp_path, "case", "v1", texts)
+    assert not third.built and third.index is not first.index
+    queries = np.arange(0, 500, 9)
+    for a in (first, third):
+        np.testing.assert_array_equal(
+            rt.search(a.index, queries, k=5).neighbours,
+            rt.search(rt.build_text_index(a.index.docs), queries, k=5).neighbours,
+        )
+
+
+def test_a_rebuilt_index_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    texts = _synthetic_texts(300, seed=4)
+    cached = ti.load_or_build_index(tmp_path, "case", "v1", texts)
+    # Another process replaces the directory (same name, new contents).
+    rt.save_text_index(rt.build_text_index(cached.index.docs[:100]), cached.path)
+    reopened = ti.load_or_build_index(tmp_path, "case", "v1", texts[:100])
+    assert not reopened.built
+    assert reopened.index.n_docs == 100
+
+
+def test_old_npz_files_are_ignored_and_broken_directories_rebuilt(tmp_path: Path) -> None:
+    texts = _synthetic_texts(200, seed=5)
+    old = tmp_path / "case-v1.npz"
+    old.write_bytes(b"not an index")
+    assert ti.load_or_build_index(tmp_path, "case", "v1", texts).built
+    assert old.exists()
+    broken = tmp_path / "case-v2.tfidf"
+    broken.mkdir()
+    (broken / "shape.npy").write_bytes(b"garbage")
+    handle = ti.load_or_build_index(tmp_path, "case", "v2", texts)
+    assert handle.built and handle.index.n_docs == 200
