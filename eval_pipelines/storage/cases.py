@@ -16,7 +16,7 @@ import polars as pl
 
 from eval_pipelines.core.errors import NotFoundError
 from eval_pipelines.core.tree import CodeTree, tree_from_parent_links
-from eval_pipelines.storage.frames import insert_frame, query_frame
+from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,31 @@ def _has_tree_version(conn: duckdb.DuckDBPyConnection, case_id: str, version: st
     return bool(row and row[0])
 
 
+# Records registered with DuckDB at a time: each slice is converted to Arrow (a copy of its
+# strings) only while it is inserted, instead of the whole case at once.
+_INSERT_BATCH_ROWS = 500_000
+
+
+def _insert_records(conn: duckdb.DuckDBPyConnection, info: CaseInfo, records: pl.DataFrame) -> None:
+    """Append one records version's rows, a slice at a time, inside the caller's transaction.
+
+    The case id and version travel as query parameters rather than as two constant columns
+    of the frame (two more strings per record to build and convert).
+    """
+    columns = records.select("record_key", "text", "label", "label_node", "metadata")
+    for start in range(0, columns.height, _INSERT_BATCH_ROWS):
+        conn.register(INCOMING, columns.slice(start, _INSERT_BATCH_ROWS).to_arrow())
+        try:
+            conn.execute(
+                "INSERT INTO records (case_id, record_key, text, label, label_node, metadata, "
+                "records_version) SELECT ?, record_key, text, label, label_node, metadata, ? "
+                "FROM incoming_frame",
+                [info.case_id, info.records_version],
+            )
+        finally:
+            conn.unregister(INCOMING)
+
+
 def save_case(
     conn: duckdb.DuckDBPyConnection,
     info: CaseInfo,
@@ -83,21 +108,7 @@ def save_case(
                 now,
             ],
         )
-        insert_frame(
-            conn,
-            "INSERT INTO records (case_id, record_key, text, label, label_node, metadata, "
-            "records_version) SELECT case_id, record_key, text, label, label_node, metadata, "
-            "records_version FROM incoming_frame",
-            records.select(
-                pl.lit(info.case_id).alias("case_id"),
-                "record_key",
-                "text",
-                "label",
-                "label_node",
-                "metadata",
-                pl.lit(info.records_version).alias("records_version"),
-            ),
-        )
+        _insert_records(conn, info, records)
     new_tree = not _has_tree_version(conn, info.case_id, info.tree_version)
     if new_tree:
         conn.execute(

@@ -51,6 +51,10 @@ _PREFIX_CHAR = 3
 _SPACE = 32
 _CHAR_MIN_N = 3
 _CHAR_MAX_N = 5
+# Rows up to this length are insertion-sorted; longer ones radix-sorted (see _sort_row).
+_INSERTION_SORT_MAX = 24
+# Rows per parallel task of _sort_merge, which allocates its scratch once per task.
+_ROWS_PER_TASK = 256
 
 
 @dataclass(frozen=True)
@@ -249,60 +253,144 @@ def _fill_features(
                         w += 1
 
 
+@numba.njit(cache=True, inline="always")
+def _sort_row(
+    ids: np.ndarray, lo: int, hi: int, scratch: np.ndarray, histogram: np.ndarray
+) -> None:
+    """Sort ``ids[lo:hi]`` (non-negative) in place: insertion sort for short rows, else an
+    LSD radix sort on bytes (one counting pass for every digit, then one scatter per digit).
+
+    A row holds ~100-300 ids; a comparison sort mispredicts about every other branch there,
+    the radix sort has no data-dependent branches and was 3-4x faster on the demo texts.
+    """
+    n = hi - lo
+    if n <= _INSERTION_SORT_MAX:
+        for i in range(lo + 1, hi):
+            x = ids[i]
+            j = i - 1
+            while j >= lo and ids[j] > x:
+                ids[j + 1] = ids[j]
+                j -= 1
+            ids[j + 1] = x
+        return
+    n_digits = histogram.shape[0]
+    histogram[:, :] = 0
+    for i in range(lo, hi):
+        x = ids[i]
+        for d in range(n_digits):
+            histogram[d, (x >> (8 * d)) & 255] += 1
+    in_ids = True
+    for d in range(n_digits):
+        total = 0
+        for b in range(256):
+            count = histogram[d, b]
+            histogram[d, b] = total
+            total += count
+        shift = 8 * d
+        if in_ids:
+            for i in range(lo, hi):
+                x = ids[i]
+                b = (x >> shift) & 255
+                scratch[histogram[d, b]] = x
+                histogram[d, b] += 1
+        else:
+            for i in range(n):
+                x = scratch[i]
+                b = (x >> shift) & 255
+                ids[lo + histogram[d, b]] = x
+                histogram[d, b] += 1
+        in_ids = not in_ids
+    if not in_ids:
+        ids[lo:hi] = scratch[:n]
+
+
 @numba.njit(cache=True, parallel=True)
-def _sort_merge(starts: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sort each row's feature ids, merge repeats into sublinear TF, compact into CSR arrays."""
+def _sort_merge(
+    starts: np.ndarray, ids: np.ndarray, counts: np.ndarray, n_digits: int
+) -> np.ndarray:
+    """Sort each row's feature ids and merge repeats in place: the unique ids of a row move
+    to the front of its segment, their counts to the same places of ``counts``.
+
+    Returns the rows' starts in the merged layout (length n + 1, int64).
+    """
     n_rows = starts.shape[0] - 1
     n_unique = np.zeros(n_rows + 1, dtype=np.int64)
-    counts = np.empty(ids.shape[0], dtype=np.int32)
-    for row in numba.prange(n_rows):
-        lo = starts[row]
-        hi = starts[row + 1]
-        if hi == lo:
-            continue
-        ids[lo:hi] = np.sort(ids[lo:hi])
-        # In-place run-length merge: unique ids move to the front of the row's segment.
-        u = lo
-        counts[u] = 1
-        for i in range(lo + 1, hi):
-            if ids[i] == ids[u]:
-                counts[u] += 1
-            else:
-                u += 1
-                ids[u] = ids[i]
-                counts[u] = 1
-        n_unique[row + 1] = u - lo + 1
-    indptr = np.cumsum(n_unique)
-    indices = np.empty(indptr[n_rows], dtype=np.int32)
-    tf = np.empty(indptr[n_rows], dtype=np.float32)
-    for row in numba.prange(n_rows):
+    longest = 0
+    for row in range(n_rows):
+        longest = max(longest, starts[row + 1] - starts[row])
+    n_tasks = (n_rows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
+    for task in numba.prange(n_tasks):
+        # Scratch per task of rows rather than per row: an allocation per row costs as
+        # much as sorting it.
+        scratch = np.empty(longest, dtype=ids.dtype)
+        histogram = np.empty((n_digits, 256), dtype=np.int64)
+        for row in range(task * _ROWS_PER_TASK, min(n_rows, (task + 1) * _ROWS_PER_TASK)):
+            lo = starts[row]
+            hi = starts[row + 1]
+            if hi == lo:
+                continue
+            _sort_row(ids, lo, hi, scratch, histogram)
+            u = lo
+            counts[u] = 1
+            for i in range(lo + 1, hi):
+                if ids[i] == ids[u]:
+                    counts[u] += 1
+                else:
+                    u += 1
+                    ids[u] = ids[i]
+                    counts[u] = 1
+            n_unique[row + 1] = u - lo + 1
+    return np.cumsum(n_unique)
+
+
+@numba.njit(cache=True, parallel=True)
+def _compact(
+    starts: np.ndarray,
+    ids: np.ndarray,
+    counts: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    tf: np.ndarray,
+) -> None:
+    """Copy each row's merged ids to ``indices[indptr[row]:...]`` and their sublinear TF
+    (``1 + ln(count)``) to the same places of ``tf``."""
+    for row in numba.prange(starts.shape[0] - 1):
         src = starts[row]
         dst = indptr[row]
         for i in range(indptr[row + 1] - dst):
             indices[dst + i] = ids[src + i]
             tf[dst + i] = 1.0 + np.log(np.float64(counts[src + i]))
-    return indptr, indices, tf
+
+
+@numba.njit(cache=True)
+def _add_document_frequencies(df: np.ndarray, indices: np.ndarray) -> None:
+    """Add one to ``df`` per index: the document frequency, as indices are unique per row.
+
+    A plain loop: ``np.bincount`` first copies int32 indices to int64 and scans them twice
+    for their range, which made it 4x slower than this.
+    """
+    for i in range(indices.shape[0]):
+        df[indices[i]] += 1
 
 
 @numba.njit(cache=True, parallel=True)
 def _weight_rows(
-    indptr: np.ndarray, indices: np.ndarray, tf: np.ndarray, idf: np.ndarray
-) -> np.ndarray:
-    """TF times IDF, then divide each row by its L2 norm (all-zero rows stay zero)."""
+    indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, idf: np.ndarray
+) -> None:
+    """Turn ``values`` from TF into TF times IDF divided by the row's L2 norm, in place (rows
+    without features have no values)."""
     n_rows = indptr.shape[0] - 1
-    data = np.empty(tf.shape[0], dtype=np.float32)
     for row in numba.prange(n_rows):
         lo = indptr[row]
         hi = indptr[row + 1]
         norm = 0.0
         for i in range(lo, hi):
-            value = np.float64(tf[i]) * np.float64(idf[indices[i]])
+            value = np.float64(values[i]) * np.float64(idf[indices[i]])
             norm += value * value
         if norm > 0.0:
             scale = 1.0 / np.sqrt(norm)
             for i in range(lo, hi):
-                data[i] = np.float64(tf[i]) * np.float64(idf[indices[i]]) * scale
-    return data
+                values[i] = np.float64(values[i]) * np.float64(idf[indices[i]]) * scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,38 +415,86 @@ def _encode(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np
     return buf, offsets
 
 
+def _n_digits(n_features: int) -> int:
+    """Bytes the radix sort looks at: enough for feature ids below ``n_features``."""
+    return max(1, ((n_features - 1).bit_length() + 7) // 8)
+
+
+def _raw_feature_counts(texts: Sequence[str], batch_size: int) -> list[int]:
+    """Features of each batch of texts before repeats are merged (bounds on its nonzeros)."""
+    return [
+        int(_count_features(*_encode(texts[lo:hi]))[-1])
+        for lo, hi in _batches(len(texts), batch_size)
+    ]
+
+
+def _shrink(array: np.ndarray, size: int) -> np.ndarray:
+    """The first ``size`` items of an array this module allocated, giving the rest back.
+
+    Shrinking in place (``realloc``) frees the unused tail without copying what is kept;
+    an array that cannot be resized in place is sliced instead (its tail was never written,
+    so it holds no resident memory either way).
+    """
+    try:
+        array.resize(size, refcheck=False)
+    except ValueError:
+        return array[:size]
+    return array
+
+
+def _term_frequency_rows(
+    texts: Sequence[str], n_features: int, batch_size: int, df: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR arrays of texts: int64 indptr, int32 sorted unique indices, float32 sublinear TF.
+
+    Batches write straight into one pair of arrays sized by a first, cheap counting pass
+    (the merge can only shrink a row), so the nonzeros are held once: no per-batch parts
+    and no concatenation, which used to more than double the peak memory of a large corpus
+    (3.0 GB over a 1.2 GB matrix at 1M records, now 1.3 GB). With ``df``, each batch's
+    features are added to it (document frequencies).
+    """
+    n_digits = _n_digits(n_features)
+    raw_counts = _raw_feature_counts(texts, batch_size)
+    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+    indices = np.empty(sum(raw_counts), dtype=np.int32)
+    tf = np.empty(sum(raw_counts), dtype=np.float32)
+    # Scratch for the raw ids and their counts, reused by every batch: touching fresh pages
+    # costs about as much as filling them, so fresh arrays per batch were a third of the time.
+    raw_ids = np.empty(max(raw_counts, default=0), dtype=np.int32)
+    raw_counts_scratch = np.empty(raw_ids.shape[0], dtype=np.int32)
+    nnz = 0
+    for lo, hi in _batches(len(texts), batch_size):
+        buf, offsets = _encode(texts[lo:hi])
+        starts = _count_features(buf, offsets)
+        ids = raw_ids[: starts[-1]]
+        counts = raw_counts_scratch[: starts[-1]]
+        _fill_features(buf, offsets, starts, n_features - 1, ids)
+        rows = _sort_merge(starts, ids, counts, n_digits)
+        added = int(rows[-1])
+        _compact(starts, ids, counts, rows, indices[nnz : nnz + added], tf[nnz : nnz + added])
+        if df is not None:
+            _add_document_frequencies(df, indices[nnz : nnz + added])
+        indptr[lo + 1 : hi + 1] = rows[1:] + nnz
+        nnz += added
+    return indptr, _shrink(indices, nnz), _shrink(tf, nnz)
+
+
 def _term_frequencies(
     texts: Sequence[str], n_features: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR arrays (int64 indptr, int32 sorted unique indices, float32 sublinear TF) of texts."""
-    buf, offsets = _encode(texts)
-    starts = _count_features(buf, offsets)
-    ids = np.empty(starts[-1], dtype=np.int32)
-    _fill_features(buf, offsets, starts, n_features - 1, ids)
-    return _sort_merge(starts, ids)
+    return _term_frequency_rows(texts, n_features, max(1, len(texts)))
 
 
-def _to_csr(
-    indptrs: list[np.ndarray], indices: list[np.ndarray], data: list[np.ndarray], n_features: int
+def _csr(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_features: int
 ) -> sp.csr_matrix:
-    """Stack per-batch CSR arrays into one float32 matrix with int32 indices."""
-    n_rows = sum(p.shape[0] - 1 for p in indptrs)
-    nnz = sum(i.shape[0] for i in indices)
+    """A float32 CSR matrix over these arrays, with int32 indices while nnz allows it."""
     # scipy keeps indices and indptr in one dtype; int32 while nnz allows it halves the memory.
-    index_dtype = np.int32 if nnz < 2**31 else np.int64
-    indptr = np.zeros(n_rows + 1, dtype=index_dtype)
-    row = 0
-    base = 0
-    for part in indptrs:
-        n = part.shape[0] - 1
-        indptr[row + 1 : row + n + 1] = part[1:] + base
-        row += n
-        base += int(part[-1])
-    all_indices = np.concatenate(indices) if indices else np.zeros(0, dtype=np.int32)
-    all_data = np.concatenate(data) if data else np.zeros(0, dtype=np.float32)
+    index_dtype = np.int32 if indices.shape[0] < 2**31 else np.int64
     matrix = sp.csr_matrix(
-        (all_data, all_indices.astype(index_dtype, copy=False), indptr),
-        shape=(n_rows, n_features),
+        (data, indices.astype(index_dtype, copy=False), indptr.astype(index_dtype)),
+        shape=(indptr.shape[0] - 1, n_features),
         copy=False,
     )
     matrix.has_sorted_indices = True
@@ -395,20 +531,12 @@ def fit_transform(
         unique indices and L2-normalised rows (all-zero for texts without word bytes).
     """
     _check_n_features(n_features)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     df = np.zeros(n_features, dtype=np.int64)
-    for lo, hi in _batches(len(texts), batch_size):
-        indptr, indices, tf = _term_frequencies(texts[lo:hi], n_features)
-        # Indices are unique within a row, so a bincount is the document frequency.
-        df += np.bincount(indices, minlength=n_features)
-        parts.append((indptr, indices, tf))
+    indptr, indices, values = _term_frequency_rows(texts, n_features, batch_size, df)
     n_docs = len(texts)
     idf = (np.log((1.0 + n_docs) / (1.0 + df)) + 1.0).astype(np.float32)
-    model = TfidfModel(idf=idf, n_features=n_features)
-    data = []
-    for indptr, indices, tf in parts:
-        data.append(_weight_rows(indptr, indices, tf, idf))
-    return model, _to_csr([p[0] for p in parts], [p[1] for p in parts], data, n_features)
+    _weight_rows(indptr, indices, values, idf)
+    return TfidfModel(idf=idf, n_features=n_features), _csr(indptr, indices, values, n_features)
 
 
 def transform(
@@ -434,12 +562,6 @@ def transform(
     idf = np.ascontiguousarray(model.idf, dtype=np.float32)
     if idf.shape != (model.n_features,):
         raise ValueError(f"model.idf.shape={idf.shape}: must be ({model.n_features},)")
-    indptrs: list[np.ndarray] = []
-    indices_parts: list[np.ndarray] = []
-    data: list[np.ndarray] = []
-    for lo, hi in _batches(len(texts), batch_size):
-        indptr, indices, tf = _term_frequencies(texts[lo:hi], model.n_features)
-        indptrs.append(indptr)
-        indices_parts.append(indices)
-        data.append(_weight_rows(indptr, indices, tf, idf))
-    return _to_csr(indptrs, indices_parts, data, model.n_features)
+    indptr, indices, values = _term_frequency_rows(texts, model.n_features, batch_size)
+    _weight_rows(indptr, indices, values, idf)
+    return _csr(indptr, indices, values, model.n_features)
