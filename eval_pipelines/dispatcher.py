@@ -1,7 +1,9 @@
 """Start queued runs when no Dagster daemon is running: ``python -m eval_pipelines.dispatcher``.
 
-The CLI submits every run to the instance's queue. ``make dev`` runs the Dagster daemon, which
-dequeues them; without it, ``eval holdout`` starts this process in the background. It runs
+The CLI submits runs to the instance's queue (a client that waits for its run executes it itself
+when no daemon runs and a run slot is free: :func:`eval_pipelines.runs.create_inline_run`).
+``make dev`` runs the Dagster daemon, which dequeues them; without it, the CLI starts this
+process in the background whenever it leaves a run in the queue. It runs
 Dagster's own queued-run coordinator (same limits: ``max_concurrent_runs``, the pools), fails
 runs whose process died and frees their pool slots, and exits once the queue has been empty
 for a while or a real daemon shows up. One dispatcher at a time (a lock file in

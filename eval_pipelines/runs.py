@@ -1,11 +1,18 @@
-"""One run model for every kind of evaluation: submit, read the state, notice dead runs.
+"""One run model for every kind of evaluation: submit, execute here, read the state, notice
+dead runs.
 
-Every run is an ordinary Dagster run of the kind's job, created from the code location the
-UI shows (``eval_pipelines``) and submitted to the instance the way ``dagster job launch``
-does, so the UI can re-execute and terminate it and lists it with its job. With the
-QueuedRunCoordinator the run waits in the instance's queue: the daemon (``make dev``) starts
-it, or, when no daemon is running, the CLI's own dispatcher (:mod:`eval_pipelines.dispatcher`)
-does, with the same limits.
+Every run is an ordinary Dagster run of the kind's job, recorded in the instance with the
+origin of the code location the UI shows (``eval_pipelines``), so the UI lists it with its job
+and partition, can re-execute it and terminate it. It starts one of two ways:
+
+- submitted, the way ``dagster job launch`` does: with the QueuedRunCoordinator the run waits
+  in the instance's queue; the daemon (``make dev``) starts it, or, when no daemon is running,
+  the CLI's own dispatcher (:mod:`eval_pipelines.dispatcher`) does, with the same limits;
+- executed in the process that creates it (:func:`create_inline_run`, :func:`execute_run_here`:
+  the API's ``inline`` launch, and ``eval holdout --wait`` when no daemon runs and a run slot is
+  free). This skips the dispatcher, its code server and the run's own process, each of which
+  imports Dagster and the definitions again: about 6 s from submission to the run's start on
+  2 cores, for a caller that waits anyway.
 
 States (mapped once, here, from Dagster's run status): ``queued``, ``running``,
 ``succeeded``, ``failed``, ``canceled``.
@@ -13,11 +20,15 @@ States (mapped once, here, from Dagster's run status): ``queued``, ``running``,
 
 from __future__ import annotations
 
+import fcntl
+import gc
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +47,9 @@ if TYPE_CHECKING:
 
 LOCATION_NAME = "eval_pipelines"
 DEFINITIONS_MODULE = "eval_pipelines.definitions"
+DEFINITIONS_ATTRIBUTE = "defs"
+# The name Dagster gives the one repository of a Definitions object.
+SINGLE_REPOSITORY = "__repository__"
 EVAL_TAG = "eval_pipelines/eval_id"
 KIND_TAG = "eval_pipelines/kind"
 LAUNCHED_BY_TAG = "eval_pipelines/launched_by"
@@ -134,6 +148,20 @@ def _target() -> Any:
     )
 
 
+def _run_tags(
+    job_tags: Any, kind: EvaluationKind, eval_id: str, extra_tags: dict[str, str]
+) -> dict[str, str]:
+    """The tags every run of an evaluation carries, however it is started."""
+    return {
+        **job_tags,
+        PARTITION_TAG: eval_id,
+        EVAL_TAG: eval_id,
+        KIND_TAG: kind.name,
+        LAUNCHED_BY_TAG: "eval-pipelines",
+        **extra_tags,
+    }
+
+
 def _create_run(
     instance: DagsterInstance,
     location: Any,
@@ -149,14 +177,6 @@ def _create_run(
     plan = location.get_execution_plan(
         remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance
     )
-    tags = {
-        **remote_job.tags,
-        PARTITION_TAG: eval_id,
-        EVAL_TAG: eval_id,
-        KIND_TAG: kind.name,
-        LAUNCHED_BY_TAG: "eval-pipelines",
-        **extra_tags,
-    }
     return instance.create_run(
         job_name=remote_job.name,
         run_id=run_id,
@@ -167,7 +187,7 @@ def _create_run(
         status=None,
         root_run_id=None,
         parent_run_id=None,
-        tags=tags,
+        tags=_run_tags(remote_job.tags, kind, eval_id, extra_tags),
         job_snapshot=remote_job.job_snapshot,
         execution_plan_snapshot=plan.execution_plan_snapshot,
         parent_job_snapshot=remote_job.parent_job_snapshot,
@@ -177,6 +197,26 @@ def _create_run(
         asset_check_selection=None,
         asset_graph=repository.asset_graph,
     )
+
+
+@contextmanager
+def _start_lock(instance: DagsterInstance) -> Iterator[None]:
+    """Hold the instance's start lock: deciding to execute a run here and recording it as
+    starting is one step for every process, and so is putting a run in the queue.
+
+    Without it two CLIs could both see a free run slot and both start a run, or a run
+    submitted by one could be dequeued between another's look at the queue and its run
+    record, and more runs than ``max_concurrent_runs`` would run at once. It is held while a
+    run is recorded, a fraction of a second.
+    """
+    path = Path(instance.root_directory) / "eval_pipelines_start.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def submit(
@@ -201,24 +241,25 @@ def submit(
     if uses_run_queue(instance):
         if not daemon_running(instance):
             ensure_dispatcher(instance)  # it boots while this process creates the run
-        from dagster._core.remote_origin import (
-            InProcessCodeLocationOrigin,
-            RemoteJobOrigin,
-            RemoteRepositoryOrigin,
-        )
+        from dagster._core.remote_origin import InProcessCodeLocationOrigin
 
-        served = _target().create_origins()[0]
-
-        def served_origin(repository: Any, remote_job: Any) -> Any:
-            return RemoteJobOrigin(RemoteRepositoryOrigin(served, repository.name), remote_job.name)
-
+        served = _served_origin()
         local = InProcessCodeLocationOrigin(
             loadable_target_origin=served.loadable_target_origin, location_name=LOCATION_NAME
         )
         with local.create_location(instance) as location:
-            run = _create_run(instance, location, served_origin, kind, eval_id, run_id, tags or {})
-        # The queued-run coordinator records the run as queued and does not use a workspace.
-        submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
+            run = _create_run(
+                instance,
+                location,
+                lambda repository, remote_job: job_origin(remote_job.name, repository.name),
+                kind,
+                eval_id,
+                run_id,
+                tags or {},
+            )
+        with _start_lock(instance):
+            # The queued-run coordinator records the run as queued and uses no workspace.
+            submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
         dispatch_if_needed(instance)  # in case a dispatcher was just leaving
         return run_state(instance, submitted)
     with workspace(instance) as context:
@@ -237,6 +278,299 @@ def submit(
     return run_state(instance, submitted)
 
 
+def _served_origin() -> Any:
+    """The origin of the code location the daemon, the dispatcher and the UI serve."""
+    return _target().create_origins()[0]
+
+
+def job_origin(job_name: str, repository_name: str = SINGLE_REPOSITORY) -> Any:
+    """The job's origin in the served code location.
+
+    Parameters
+    ----------
+    job_name : str
+        A job of the definitions.
+    repository_name : str, optional
+        The repository holding it; a ``Definitions`` object has one, ``__repository__``.
+
+    Returns
+    -------
+    RemoteJobOrigin
+        What a run records so the UI can re-execute and terminate it.
+    """
+    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+
+    return RemoteJobOrigin(RemoteRepositoryOrigin(_served_origin(), repository_name), job_name)
+
+
+def _reconstructable_job(job_name: str) -> Any:
+    """The job as a run process reconstructs it: module, attribute and working directory."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    repository = ReconstructableRepository.for_module(
+        DEFINITIONS_MODULE, DEFINITIONS_ATTRIBUTE, working_directory=os.getcwd()
+    )
+    return repository.get_reconstructable_job(job_name)
+
+
+def run_slot_free(instance: DagsterInstance) -> bool:
+    """Whether this process may start a run now without going around the run queue.
+
+    Parameters
+    ----------
+    instance : DagsterInstance
+        The instance whose queue and limits apply.
+
+    Returns
+    -------
+    bool
+        True when nothing dequeues runs in this process's place (no Dagster daemon), nothing
+        waits in the queue (those runs come first) and fewer runs are active than
+        ``max_concurrent_runs``; always True without a run queue (every run starts at once).
+        False whenever tag concurrency limits are configured: only the queue enforces them.
+    """
+    from dagster._core.storage.dagster_run import ACTIVE_RUN_STATUSES
+
+    if not uses_run_queue(instance):
+        return True
+    if daemon_running(instance) or queued_runs(instance):
+        return False
+    # As the queue's daemon reads them: the ``concurrency`` settings over the coordinator's.
+    config = instance.get_concurrency_config().run_queue_config
+    if config is None:
+        return True
+    if config.tag_concurrency_limits:
+        return False
+    limit = config.max_concurrent_runs
+    active = instance.get_runs_count(filters=RunsFilter(statuses=ACTIVE_RUN_STATUSES))
+    return limit == -1 or active < limit
+
+
+def create_inline_run(
+    instance: DagsterInstance,
+    kind: EvaluationKind,
+    eval_id: str,
+    *,
+    run_id: str | None = None,
+    tags: dict[str, str] | None = None,
+    only_if_slot_free: bool = False,
+) -> DagsterRun | None:
+    """Record a run of the kind's job for the partition, to be executed by this process.
+
+    The run has the tags, origin and snapshots of a submitted run; it is created as
+    ``STARTING`` with this process's pid in its event log, so a dispatcher counts it against
+    ``max_concurrent_runs`` at once and :func:`reap_dead_runs` fails it should this process
+    die before it ends. Execute it with :func:`execute_run_here`.
+
+    Parameters
+    ----------
+    instance : DagsterInstance
+        Where the run is recorded.
+    kind : EvaluationKind
+        Which job, which dynamic partitions (the key is registered if new).
+    eval_id : str
+        The partition key.
+    run_id : str, optional
+        The run's id (one written to the warehouse beforehand); a new one by default.
+    tags : dict of str to str, optional
+        Tags added to those every run of an evaluation carries.
+    only_if_slot_free : bool, optional
+        Record the run only when :func:`run_slot_free` says so; the look and the record are
+        one step under the instance's start lock.
+
+    Returns
+    -------
+    DagsterRun or None
+        The run, or None when ``only_if_slot_free`` and no slot is free (submit it instead).
+    """
+    from dagster._core.events import EngineEventData
+
+    from eval_pipelines.defs.families import QUIET_CONSOLE
+
+    register_partition(instance, kind, eval_id)
+    reap_dead_runs(instance)
+    # Loading the definitions takes about a second: before the lock, not under it.
+    job = _reconstructable_job(kind.job_name)
+    definition = job.get_definition()
+    with _start_lock(instance):
+        if only_if_slot_free and not run_slot_free(instance):
+            return None
+        run = instance.create_run_for_job(
+            definition,
+            run_id=run_id,
+            # The run's console would print every event on this process's terminal; the
+            # event log the UI shows is complete whatever this level says.
+            run_config=QUIET_CONSOLE,
+            status=DagsterRunStatus.STARTING,
+            tags=_run_tags(definition.tags, kind, eval_id, tags or {}),
+            remote_job_origin=job_origin(kind.job_name),
+            job_code_origin=job.get_python_origin(),
+        )
+    instance.report_engine_event(
+        f"Executing the run in the process that created it (pid: {os.getpid()}).",
+        run,
+        EngineEventData.in_process(os.getpid()),
+    )
+    return run
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """This process was interrupted (Ctrl-C, SIGTERM) while executing a run; the run was
+    canceled. ``state`` is the run's state afterwards."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(f"run {state.run_id} {state.state}")
+        self.state = state
+
+
+# How often a run executing here looks whether the UI asked to terminate it.
+TERMINATION_POLL_SECONDS = 1.0
+
+
+class _TerminationWatcher:
+    """Interrupt this process's execution of a run when someone asks to terminate it.
+
+    The UI's Terminate button (and ``instance.run_launcher.terminate``) marks the run
+    ``CANCELING`` and then asks the run's code server to stop it; a run executed here has no
+    code server, so this thread polls the run's status and, once it reads canceling, sends
+    this process SIGINT: what Dagster's run workers do on a termination request. Signals
+    reach the main thread only, and Dagster turns them into a stop of the run there only:
+    a run executed by another thread is not watched.
+    """
+
+    def __init__(self, instance: DagsterInstance, run_id: str) -> None:
+        self._instance = instance
+        self._run_id = run_id
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._interrupted_here = False
+        self.terminated = False
+        self._thread = threading.Thread(
+            target=self._watch, name=f"termination-watcher-{run_id[:8]}", daemon=True
+        )
+
+    def __enter__(self) -> _TerminationWatcher:
+        if threading.current_thread() is threading.main_thread():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def interrupted_here(self) -> bool:
+        """Record that this process was interrupted (it cancels the run itself); returns
+        whether that was news, i.e. not the watcher's own interrupt."""
+        with self._lock:
+            news = not self.terminated and not self._interrupted_here
+            self._interrupted_here = True
+            return news
+
+    def _watch(self) -> None:
+        while not self._stop.wait(TERMINATION_POLL_SECONDS):
+            run = self._instance.get_run_by_id(self._run_id)
+            if run is None or run.status != DagsterRunStatus.CANCELING:
+                continue
+            with self._lock:
+                if self._interrupted_here or self.terminated:
+                    return
+                self.terminated = True
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+
+
+def _mark_canceling(instance: DagsterInstance, run_id: str) -> None:
+    run = instance.get_run_by_id(run_id)
+    if run is not None and run.status in (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
+        instance.report_run_canceling(run, message="Interrupted (Ctrl-C) in eval-pipelines.")
+
+
+def execute_run_here(
+    instance: DagsterInstance,
+    run: DagsterRun,
+    *,
+    on_event: Callable[[Any], None] | None = None,
+) -> RunState:
+    """Execute a run made by :func:`create_inline_run` in this process.
+
+    Execution is Dagster's own (``execute_run_iterator``, the function a run worker calls):
+    the run's events go to the instance's event log as they happen, and steps in a pool
+    claim the instance's pool slots before they start, as in any run.
+
+    Parameters
+    ----------
+    instance : DagsterInstance
+        The instance the run is recorded in.
+    run : DagsterRun
+        A run made by :func:`create_inline_run`, not started yet.
+    on_event : callable, optional
+        Called with each event as it is written. An error it raises is re-raised once the
+        run has ended, never in the middle of it.
+
+    Returns
+    -------
+    RunState
+        The run's state once it has ended; ``canceled`` when the UI asked to terminate it
+        (there is no code server to ask: the run's status is watched instead).
+
+    Raises
+    ------
+    RunInterrupted
+        This process was interrupted (Ctrl-C, SIGTERM). The step the interrupt stopped is
+        failed, and the run is marked canceling before Dagster decides how it ended, so it
+        ends ``canceled``, not failed.
+    """
+    from dagster._core.events import DagsterEventType
+    from dagster._core.execution.api import execute_run_iterator
+    from dagster._core.execution.plan.objects import ErrorSource
+
+    callback_error: Exception | None = None
+    interrupted = False
+    with _TerminationWatcher(instance, run.run_id) as watcher:
+        try:
+            # Python's full garbage collections walk every object in the process, Dagster's
+            # and the definitions' included: about a second of a 200-record evaluation here.
+            # Objects that exist before the run are left out of them while it executes, and
+            # put back after.
+            gc.freeze()
+            for event in execute_run_iterator(_reconstructable_job(run.job_name), run, instance):
+                failure = (
+                    event.step_failure_data
+                    if event.event_type == DagsterEventType.STEP_FAILURE
+                    else None
+                )
+                if failure is not None and failure.error_source == ErrorSource.INTERRUPT:
+                    # Dagster reads the run's status right after this event to decide between
+                    # canceled and failed: say canceling first.
+                    interrupted = watcher.interrupted_here() or interrupted
+                    _mark_canceling(instance, run.run_id)
+                if on_event is not None and callback_error is None:
+                    try:
+                        on_event(event)
+                    except Exception as error:
+                        callback_error = error
+        except KeyboardInterrupt:
+            # Outside Dagster's handling of interrupts: before the execution began or once it
+            # had ended. A run that never started is canceled here.
+            interrupted = watcher.interrupted_here() or interrupted
+            unfinished = instance.get_run_by_id(run.run_id)
+            if unfinished is not None and not unfinished.is_finished:
+                instance.report_run_canceled(
+                    unfinished, message="Interrupted (Ctrl-C) in eval-pipelines."
+                )
+        finally:
+            gc.unfreeze()
+    finished = instance.get_run_by_id(run.run_id)
+    assert finished is not None
+    state = run_state(instance, finished)
+    if interrupted:
+        raise RunInterrupted(state)
+    if callback_error is not None:
+        raise callback_error
+    return state
+
+
 def execute_inline(
     instance: DagsterInstance,
     kind: EvaluationKind,
@@ -246,16 +580,12 @@ def execute_inline(
     tags: dict[str, str] | None = None,
 ) -> tuple[str, bool]:
     """Run the kind's job for the partition in this process (tests, ``launch="inline"``),
-    tagged as :func:`submit` tags its runs; returns the run id and whether it succeeded."""
-    register_partition(instance, kind, key)
-    result = execute_job(
-        instance,
-        kind.job_name,
-        partition_key=key,
-        run_id=run_id,
-        tags={EVAL_TAG: key, KIND_TAG: kind.name, **(tags or {})},
-    )
-    return result.run_id, result.success
+    recorded as :func:`submit` records its runs; returns the run id and whether it
+    succeeded."""
+    run = create_inline_run(instance, kind, key, run_id=run_id, tags=tags)
+    assert run is not None  # only a run waiting for a free slot is ever declined
+    state = execute_run_here(instance, run)
+    return state.run_id, state.state == "succeeded"
 
 
 def execute_job(
@@ -432,7 +762,9 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
 
     With the daemon running, its run monitoring and the code server do this; without one (a
     CLI-only setup, or a killed code server) every submit and status call does it here. Only
-    runs started by the default run launcher (local processes) are checked.
+    runs started by the default run launcher (local processes) are checked; a starting run
+    is checked once its event log names its process (a run executed by the CLI that created
+    it names it before it starts).
     """
     from dagster._core.launcher import DefaultRunLauncher
 
@@ -440,7 +772,11 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
     if isinstance(instance.run_launcher, DefaultRunLauncher):
         in_progress = instance.get_runs(
             filters=RunsFilter(
-                statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING],
+                statuses=[
+                    DagsterRunStatus.STARTING,
+                    DagsterRunStatus.STARTED,
+                    DagsterRunStatus.CANCELING,
+                ],
                 tags={KIND_TAG: list(KINDS)},
             )
         )

@@ -3,13 +3,15 @@ and a real Dagster instance (runs executed in-process)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import polars as pl
 import pytest
-from dagster import DagsterInstance
+from dagster import DagsterEventType, DagsterInstance
 from scipy.stats import bootstrap
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
@@ -412,3 +414,44 @@ def test_a_failed_run_reads_failed_with_the_step_and_its_error(small_case: str) 
     with pytest.raises(api.EvalFailed, match="model service unavailable") as failed:
         api.wait_for_eval(small_case, started["evalId"], timeout=10)
     assert failed.value.status is not None and failed.value.status["status"] == "failed"
+
+
+def test_an_evaluation_run_here_reports_progress_as_it_goes(small_case: str) -> None:
+    """``auto`` without a daemon executes the run in this process (what ``eval holdout
+    --wait`` does) and tells the caller as its variant steps go."""
+    seen: list[dict[str, Any]] = []
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, sample_size=30, seed=2, launch="auto", progress=seen.append
+    )
+    assert started["status"] == "complete"
+    first, last = seen[0], seen[-1]
+    # Told once the run exists, before it does anything.
+    assert first["runId"] == started["runId"] and first["run"]["state"] == "running"
+    assert [v["status"] for v in first["variants"]] == ["pending", "pending"]
+    assert [v["status"] for v in last["variants"]] == ["succeeded", "succeeded"]
+    summaries = [(s["status"], tuple(v["status"] for v in s["variants"])) for s in seen]
+    assert all(a != b for a, b in zip(summaries, summaries[1:], strict=False))  # changes only
+    final = api.wait_for_eval(small_case, started["evalId"], run_id=started["runId"], timeout=5)
+    assert final["status"] == "complete" and final["reportRunId"] == started["runId"]
+
+    again = api.rerun_holdout_eval(small_case, started["evalId"], launch="auto")
+    assert again["status"] == "complete" and again["runId"] != started["runId"]
+    rerun = api.get_holdout_eval(small_case, started["evalId"])
+    assert rerun["reportRunId"] == again["runId"]
+    assert rerun["report"]["sample"] == final["report"]["sample"]
+
+
+def test_auto_submits_to_the_queue_while_a_daemon_dequeues(small_case: str) -> None:
+    """With ``make dev`` running, its daemon starts every run: ``auto`` submits, and no
+    dispatcher is started beside the daemon."""
+    from dagster._daemon.types import DaemonHeartbeat
+
+    instance = DagsterInstance.get()
+    instance.add_daemon_heartbeat(
+        DaemonHeartbeat(time.time(), "QUEUED_RUN_COORDINATOR", "make dev", None)
+    )
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="auto")
+    assert started["status"] == "queued"
+    enqueued = instance.all_logs(started["runId"], of_type=DagsterEventType.RUN_ENQUEUED)
+    assert len(enqueued) == 1
+    assert not (Path(instance.root_directory) / "eval_pipelines_dispatcher.log").exists()

@@ -1,12 +1,15 @@
-"""The ``eval-pipelines`` command end to end, as a user runs it: real processes, a real
-background Dagster run, dotted numeric codes with ``--levels``, and the bad inputs."""
+"""The ``eval-pipelines`` command end to end, as a user runs it: real processes, real Dagster
+runs (executed by the waiting CLI itself when no daemon runs), dotted numeric codes with
+``--levels``, Ctrl-C, and the bad inputs."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -354,3 +357,102 @@ def test_a_warehouse_path_that_is_not_duckdb_is_refused(workdir: Path, tariff_fi
         result = run("--warehouse", str(tariff_files), *args, check=False)
         assert result.returncode == 2 and "is not a DuckDB database file" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _holdout_wait(case: str, variants: Path, seed: int) -> list[str]:
+    return [
+        *CLI,
+        "eval",
+        "holdout",
+        case,
+        "--variants-file",
+        str(variants),
+        "--sample-size",
+        "30",
+        "--seed",
+        str(seed),
+        "--wait",
+        "--json",
+    ]
+
+
+def test_wait_without_a_daemon_runs_the_evaluation_in_the_cli(small_case: str) -> None:
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    variants = Path("variants.json")
+    variants.write_text(json.dumps([{"name": "baseline"}, {"name": "five", "config": {}}]))
+    out = subprocess.run(
+        _holdout_wait(small_case, variants, 5),
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    status = json.loads(out.stdout)  # one document: nothing the run printed reached stdout
+    assert status["status"] == "complete"
+    lines = out.stderr.splitlines()
+    assert lines[0] == (
+        f"started {status['evalId']} (run {status['runId']}, running in this process)"
+    )
+    assert any("baseline: succeeded, five: succeeded" in line for line in lines)
+    instance = dagster_instance()
+    run = instance.get_run_by_id(status["runId"])
+    assert run is not None and run.remote_job_origin is not None
+    assert run.remote_job_origin.location_name == runs.LOCATION_NAME  # the UI can re-execute it
+    assert run.tags[runs.PARTITION_TAG] == status["evalId"]
+    # No dispatcher, code server or run process was started for it.
+    assert not (Path(os.environ["DAGSTER_HOME"]) / "eval_pipelines_dispatcher.log").exists()
+
+
+def test_ctrl_c_cancels_the_run_the_cli_executes(small_case: str) -> None:
+    import dagster as dg
+
+    from eval_pipelines import runs
+    from eval_pipelines.instance import DUCKDB_POOL, dagster_instance
+
+    instance = dagster_instance()
+    # Another run writing the warehouse holds the pool's slot: the CLI's run waits for it.
+    writer = instance.add_run(
+        dg.DagsterRun(
+            job_name="holdout_eval",
+            status=dg.DagsterRunStatus.STARTED,
+            tags={runs.KIND_TAG: "holdout", runs.PARTITION_TAG: "other-e0001-s1"},
+        )
+    )
+    storage = instance.event_log_storage
+    assert storage.claim_concurrency_slot(DUCKDB_POOL, writer.run_id, "eval_report").is_claimed
+    variants = Path("variants.json")
+    variants.write_text(json.dumps([{"name": "baseline"}]))
+    cli = subprocess.Popen(
+        _holdout_wait(small_case, variants, 6),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        blocked = None
+        while blocked is None:
+            assert time.monotonic() < deadline and cli.poll() is None, "the run never waited"
+            time.sleep(0.2)
+            for run in instance.get_runs(dg.RunsFilter(tags={runs.KIND_TAG: "holdout"})):
+                logs = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+                if any("blocked by limit for pool" in r.user_message for r in logs):
+                    blocked = run
+        cli.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        storage.free_concurrency_slots_for_run(writer.run_id)
+        out, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, err
+    assert out == ""  # no status document for an interrupted command
+    assert f"interrupted: run {blocked.run_id} of evaluation" in err
+    assert "was canceled; start it again with 'eval-pipelines eval rerun small " in err
+    reloaded = instance.get_run_by_id(blocked.run_id)
+    assert reloaded is not None and reloaded.status == dg.DagsterRunStatus.CANCELED
+    assert storage.get_concurrency_info(DUCKDB_POOL).active_run_ids == set()

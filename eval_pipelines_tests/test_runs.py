@@ -1,21 +1,33 @@
-"""The run model: CLI/API runs are ordinary Dagster runs submitted to the instance's queue; a
-killed run reads failed with its reason, gives back its pool slot, and a re-run reproduces the
-report."""
+"""The run model: CLI/API runs are ordinary Dagster runs, submitted to the instance's queue or
+executed by the process that creates them; a killed run reads failed with its reason, gives
+back its pool slot, and a re-run reproduces the report; a run executed here takes a run slot,
+waits for the pool like any run, and ends canceled when terminated or interrupted."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 import pytest
+import yaml
 
 from eval_pipelines import api, runs
-from eval_pipelines.instance import DUCKDB_POOL, dagster_instance
+from eval_pipelines.dispatcher import stop_dispatcher
+from eval_pipelines.instance import (
+    DUCKDB_POOL,
+    INSTANCE_CONFIG,
+    MAX_CONCURRENT_RUNS,
+    dagster_instance,
+    set_pool_limit,
+)
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 
@@ -26,12 +38,17 @@ def _dead_pid() -> int:
     return process.pid
 
 
-def test_a_started_run_whose_process_is_gone_is_failed_and_its_slot_freed(workdir: Path) -> None:
+# A run executed by the CLI that created it is starting until Dagster starts it: that CLI can
+# die in between too.
+@pytest.mark.parametrize("status", [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])
+def test_a_started_run_whose_process_is_gone_is_failed_and_its_slot_freed(
+    workdir: Path, status: dg.DagsterRunStatus
+) -> None:
     instance = dagster_instance()
     run = instance.add_run(
         dg.DagsterRun(
             job_name="holdout_eval",
-            status=dg.DagsterRunStatus.STARTED,
+            status=status,
             tags={runs.KIND_TAG: "holdout", runs.PARTITION_TAG: "x-e0001-s1"},
         )
     )
@@ -140,3 +157,233 @@ def test_terminating_a_cli_started_run_reads_canceled(small_case: str) -> None:
     assert status["run"]["reason"].startswith("canceled")
     with pytest.raises(api.EvalFailed, match="canceled"):
         api.wait_for_eval(small_case, started["evalId"], timeout=30)
+
+
+# --- Runs executed by the process that creates them (``inline``, ``eval holdout --wait``) ---
+
+
+@pytest.fixture
+def instance(workdir: Path) -> Iterator[dg.DagsterInstance]:
+    """A throwaway instance configured as the project configures its own (run queue with
+    ``max_concurrent_runs``, the ``duckdb`` pool with its limit); ``$DAGSTER_HOME`` points at it
+    while the test runs, so the API and the CLI use it too."""
+    with dg.instance_for_test(overrides=yaml.safe_load(INSTANCE_CONFIG)) as test_instance:
+        set_pool_limit(test_instance)
+        yield test_instance
+        stop_dispatcher(Path(test_instance.root_directory) / "eval_pipelines_dispatcher.lock")
+
+
+def _registered(case: str, seed: int = 1) -> str:
+    """A registered evaluation (spec written, no run yet) of the small case."""
+    return api.start_holdout_eval(case, VARIANTS, sample_size=20, seed=seed, launch="none")[
+        "evalId"
+    ]
+
+
+def _other_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus) -> dg.DagsterRun:
+    """A run of another evaluation in the given state (its process is not watched: no pid)."""
+    return instance.add_run(
+        dg.DagsterRun(
+            job_name="holdout_eval",
+            status=status,
+            tags={runs.KIND_TAG: "holdout", runs.PARTITION_TAG: "other-e0001-s1"},
+            remote_job_origin=runs.job_origin("holdout_eval"),
+        )
+    )
+
+
+def _logged(instance: dg.DagsterInstance, run_id: str, words: str) -> bool:
+    return any(words in record.user_message for record in instance.all_logs(run_id))
+
+
+def test_an_inline_run_is_recorded_like_a_submitted_run(
+    small_case: str, instance: dg.DagsterInstance
+) -> None:
+    eval_id = _registered(small_case)
+    kind = runs.kind_of("holdout")
+    run = runs.create_inline_run(instance, kind, eval_id, tags={"team": "a"})
+    assert run is not None and run.status == dg.DagsterRunStatus.STARTING
+    # The UI re-executes and terminates a run through the origin of its code location.
+    assert run.remote_job_origin is not None
+    assert run.remote_job_origin.location_name == runs.LOCATION_NAME
+    assert run.remote_job_origin.job_name == kind.job_name
+    assert run.job_code_origin is not None
+    assert {k: run.tags[k] for k in (runs.PARTITION_TAG, runs.EVAL_TAG, runs.KIND_TAG)} == {
+        runs.PARTITION_TAG: eval_id,
+        runs.EVAL_TAG: eval_id,
+        runs.KIND_TAG: "holdout",
+    }
+    assert run.tags["team"] == "a" and run.tags[runs.LAUNCHED_BY_TAG] == "eval-pipelines"
+    assert instance.has_dynamic_partition(kind.partitions, eval_id)
+    # Its process is named before it starts, so the reaper can tell when it is gone.
+    assert runs._run_worker_pid(instance, run.run_id) == os.getpid()
+
+    state = runs.execute_run_here(instance, run)
+
+    assert state.state == "succeeded"
+    assert api.get_holdout_eval(small_case, eval_id)["status"] == "complete"
+    events = {r.dagster_event.event_type for r in instance.all_logs(run.run_id) if r.dagster_event}
+    # Never queued, never handed to a run process: started and ended here.
+    assert dg.DagsterEventType.RUN_ENQUEUED not in events
+    assert {dg.DagsterEventType.RUN_START, dg.DagsterEventType.RUN_SUCCESS} <= events
+    assert not (Path(instance.root_directory) / "eval_pipelines_dispatcher.log").exists()
+
+
+def test_an_inline_run_waits_for_the_duckdb_pool_slot(
+    small_case: str, instance: dg.DagsterInstance
+) -> None:
+    """Two processes never write the warehouse at once: a run executed here claims the
+    instance's ``duckdb`` pool slot for its writing steps like any run."""
+    eval_id = _registered(small_case)
+    writer = _other_run(instance, dg.DagsterRunStatus.STARTED)
+    storage = instance.event_log_storage
+    assert storage.claim_concurrency_slot(DUCKDB_POOL, writer.run_id, "holdout_sample").is_claimed
+    run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
+    assert run is not None
+    started_while_held: list[object] = []
+
+    def release_when_blocked() -> None:
+        _wait_for(lambda: _logged(instance, run.run_id, "blocked by limit for pool duckdb"))
+        started_while_held.extend(
+            instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+        )
+        storage.free_concurrency_slots_for_run(writer.run_id)
+
+    releaser = threading.Thread(target=release_when_blocked)
+    releaser.start()
+    state = runs.execute_run_here(instance, run)
+    releaser.join()
+
+    assert started_while_held == []  # no step ran while the other run held the slot
+    assert state.state == "succeeded"
+    assert storage.get_concurrency_info(DUCKDB_POOL).active_run_ids == set()
+
+
+@pytest.mark.parametrize("blocker", ["run slots taken", "a run queued", "a daemon dequeues"])
+def test_auto_runs_here_only_when_the_queue_would_start_it_now(
+    small_case: str, instance: dg.DagsterInstance, blocker: str
+) -> None:
+    eval_id = _registered(small_case)
+    kind = runs.kind_of("holdout")
+    if blocker == "run slots taken":
+        for _ in range(MAX_CONCURRENT_RUNS):
+            _other_run(instance, dg.DagsterRunStatus.STARTED)
+    elif blocker == "a run queued":
+        _other_run(instance, dg.DagsterRunStatus.QUEUED)
+    else:
+        from dagster._daemon.types import DaemonHeartbeat
+
+        instance.add_daemon_heartbeat(
+            DaemonHeartbeat(time.time(), "QUEUED_RUN_COORDINATOR", "a daemon", None)
+        )
+    assert not runs.run_slot_free(instance)
+    assert runs.create_inline_run(instance, kind, eval_id, only_if_slot_free=True) is None
+    assert instance.get_runs_count(dg.RunsFilter(tags={runs.PARTITION_TAG: eval_id})) == 0
+
+
+def test_a_run_starting_here_takes_a_run_slot_at_once(
+    small_case: str, instance: dg.DagsterInstance
+) -> None:
+    """The look at the free slots and the run's record are one step: the run counts against
+    ``max_concurrent_runs`` before it executes, so the next start sees the slots taken."""
+    kind = runs.kind_of("holdout")
+    starting = [
+        runs.create_inline_run(
+            instance, kind, _registered(small_case, seed), only_if_slot_free=True
+        )
+        for seed in range(1, MAX_CONCURRENT_RUNS + 1)
+    ]
+    assert all(run is not None for run in starting)
+    late = _registered(small_case, 99)
+    assert runs.create_inline_run(instance, kind, late, only_if_slot_free=True) is None
+    # A submitted run waits in the queue for them: the dispatcher counts them as active.
+    submitted = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=98, launch="auto")
+    assert submitted["status"] == "queued"
+    for run in starting:
+        assert run is not None
+        assert runs.execute_run_here(instance, run).state == "succeeded"
+    final = api.wait_for_eval(small_case, submitted["evalId"], timeout=240)
+    assert final["status"] == "complete"
+
+
+def _hold_warehouse_lock() -> subprocess.Popen[str]:
+    """Another process holding the warehouse's write lock: a step opening it waits (DuckDB
+    lets a process share its own lock, so it has to be another process)."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True);"
+            " time.sleep(300)",
+            os.environ["EVAL_PIPELINES_WAREHOUSE"],
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _interrupt_once_waiting(
+    instance: dg.DagsterInstance, run_id: str, interrupt: Callable[[], object]
+) -> threading.Thread:
+    """Call ``interrupt`` once the run's first step has started (and waits for the lock)."""
+
+    def wait_then_interrupt() -> None:
+        _wait_for(lambda: any(instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)))
+        time.sleep(0.3)  # inside the step's wait for the lock
+        interrupt()
+
+    thread = threading.Thread(target=wait_then_interrupt)
+    thread.start()
+    return thread
+
+
+def test_terminating_an_inline_run_from_the_ui_cancels_it(
+    small_case: str, instance: dg.DagsterInstance
+) -> None:
+    eval_id = _registered(small_case)
+    run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
+    assert run is not None
+    asked: list[bool] = []
+    holder = _hold_warehouse_lock()
+    try:
+        # What the UI's Terminate button does; no code server serves this run, so the
+        # launcher can only mark it canceling (and says it could not send the request).
+        terminator = _interrupt_once_waiting(
+            instance, run.run_id, lambda: asked.append(instance.run_launcher.terminate(run.run_id))
+        )
+        state = runs.execute_run_here(instance, run)
+        terminator.join()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert asked == [False]
+    assert state.state == "canceled" and (state.reason or "").startswith("canceled")
+    assert instance.event_log_storage.get_concurrency_info(DUCKDB_POOL).active_run_ids == set()
+    status = api.get_holdout_eval(small_case, eval_id)
+    assert status["run"]["state"] == "canceled"
+
+
+def test_an_interrupt_cancels_an_inline_run_and_says_so(
+    small_case: str, instance: dg.DagsterInstance
+) -> None:
+    eval_id = _registered(small_case)
+    run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
+    assert run is not None
+    holder = _hold_warehouse_lock()
+    try:
+        # Ctrl-C: SIGINT to this process while the run's first step waits.
+        interrupter = _interrupt_once_waiting(
+            instance, run.run_id, lambda: os.kill(os.getpid(), signal.SIGINT)
+        )
+        with pytest.raises(runs.RunInterrupted) as interrupted:
+            runs.execute_run_here(instance, run)
+        interrupter.join()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert interrupted.value.state.state == "canceled"  # canceled, not failed
+    reloaded = instance.get_run_by_id(run.run_id)
+    assert reloaded is not None and reloaded.status == dg.DagsterRunStatus.CANCELED
+    assert instance.event_log_storage.get_concurrency_info(DUCKDB_POOL).active_run_ids == set()

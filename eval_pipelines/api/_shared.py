@@ -1,4 +1,4 @@
-"""What every part of the API shares: where the warehouse is, and the failure type."""
+"""What every part of the API shares: where the warehouse is, and the failure types."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ class EvalFailed(RuntimeError):
     def __init__(self, message: str, status: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class EvalInterrupted(KeyboardInterrupt):
+    """This process was interrupted (Ctrl-C) while it executed the evaluation's run; the run
+    was canceled. The message says which run and how to start it again."""
 
 
 def resolve_warehouse(warehouse: Path | str | None) -> Path:

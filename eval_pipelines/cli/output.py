@@ -2,23 +2,64 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str), flush=True)
 
 
-def progress(status: dict[str, Any]) -> None:
+def progress(status: dict[str, Any], *, stream: TextIO | None = None) -> None:
     """One stderr line per change of the evaluation's status or a variant step's."""
     steps = ", ".join(f"{v['name']}: {v['status']}" for v in status["variants"])
     run = status["run"]
     state = f"run {run['runId'][:8]} {run['state']}" if run else "no run yet"
     print(
-        f"[{status['evalId']}] {status['status']} ({state}); {steps}", file=sys.stderr, flush=True
+        f"[{status['evalId']}] {status['status']} ({state}); {steps}",
+        file=stream or sys.stderr,
+        flush=True,
     )
+
+
+def _fileno(stream: TextIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+@contextmanager
+def run_output_to_stderr() -> Iterator[TextIO]:
+    """Keep stdout for the one document while a run may execute in this process.
+
+    Dagster captures a run's output by pointing this process's stdout and stderr at its log
+    files and copying them back with ``tail``: a step's prints would reach stdout, and lines
+    this process writes to stderr would arrive late or, at the very end, not at all. Inside
+    this context stdout goes to stderr, and the stream yielded writes to the terminal's
+    stderr directly (for progress lines).
+    """
+    out, err = _fileno(sys.stdout), _fileno(sys.stderr)
+    if out is None or err is None:
+        yield sys.stderr  # not attached to files (tests capturing in memory): nothing to keep
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out = os.dup(out)
+    terminal = os.fdopen(os.dup(err), "w", buffering=1)
+    os.dup2(err, out)
+    try:
+        yield terminal
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_out, out)
+        os.close(saved_out)
+        terminal.close()
 
 
 def status_markdown(status: dict[str, Any]) -> str:
