@@ -26,6 +26,11 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --aa --leakage-check --wait
+	@echo "--- embeddings: LSA vectors (truncated SVD of the TF-IDF matrix), then a variant retrieving in that space"
+	$(CLI) case embed icd10cm --method lsa --dim 256
+	$(CLI) eval holdout icd10cm --variants-file data/demo/variants_embedding.json \
+		--config-file data/demo/config.json --sample-size 200 --seed 7 \
+		--group-field group_key --wait
 	@echo "--- evaluate queries (spec 003): a 5-fold sweep on the case, then a real numeric table"
 	$(CLI) evaluate --file data/demo/queries/icd10cm_category.json --folds 5
 	$(BIN)/python -m eval_pipelines.demo_tables data/tables

@@ -3,7 +3,9 @@ eval_pipelines."""
 
 import dagster as dg
 
+from eval_pipelines.defs.embeddings import embedding_assets, embedding_index_job
 from eval_pipelines.defs.evaluate import evaluate_assets, evaluate_checks, evaluate_query_job
+from eval_pipelines.defs.executors import engine_executor
 from eval_pipelines.defs.golden import golden_assets, golden_checks, golden_gate_job
 from eval_pipelines.defs.golden_automation import nightly_gating_runs, workflow_revision_sensor
 from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
@@ -19,17 +21,24 @@ from eval_pipelines.defs.lift import (
 )
 from eval_pipelines.defs.resources import WarehouseResource
 
-# In-process execution: on 2 cores a whole evaluation runs in ~5 s in one process against
-# ~30 s with a process per step (measured here; most of it is process start-up). Steps stay
-# separate (one per variant, each with its own logs and retries). On a bigger machine, swap in
-# dg.multiprocess_executor (or dagster-k8s's k8s_job_executor, see the README) to classify the
-# variants in parallel.
-EXECUTOR = dg.in_process_executor
+# The engine is run configuration (see eval_pipelines.defs.executors and the README's "Beyond
+# one machine"): in process unless a run asks otherwise. On 2 cores a whole evaluation runs in
+# ~5 s in one process against ~30 s with a process per step (measured here; most of it is
+# process start-up), so only a run that asks for `multiprocess` or `dask` pays for processes.
+# Steps stay separate either way (one per variant, each with its own logs and retries).
+EXECUTOR = engine_executor
 
 defs = dg.Definitions(
-    assets=[*holdout_assets, *golden_assets, *evaluate_assets, *lift_assets],
+    assets=[*holdout_assets, *embedding_assets, *golden_assets, *evaluate_assets, *lift_assets],
     asset_checks=[*holdout_checks, *golden_checks, *evaluate_checks, *lift_checks],
-    jobs=[holdout_eval_job, golden_gate_job, evaluate_query_job, lift_ingest_job, lift_report_job],
+    jobs=[
+        holdout_eval_job,
+        embedding_index_job,
+        golden_gate_job,
+        evaluate_query_job,
+        lift_ingest_job,
+        lift_report_job,
+    ],
     sensors=[workflow_revision_sensor, lift_log_sensor],
     schedules=[nightly_gating_runs, daily_lift_report],
     resources={"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()},

@@ -21,7 +21,7 @@ def test_demo_variants_config_and_memo_entry_parse_against_the_demo_tree() -> No
         json.loads((DEMO / "config.json").read_text()), where="config", max_depth=tree.max_depth
     )
     assert config.target_depth == (3, 4)
-    for name in ("variants.json", "variants_memo.json"):
+    for name in ("variants.json", "variants_memo.json", "variants_embedding.json"):
         variants = parse_variants(
             json.loads((DEMO / name).read_text()),
             shared_config=config,

@@ -18,7 +18,7 @@ from eval_pipelines.core.records import (
     read_table,
 )
 from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
-from eval_pipelines.storage import cases
+from eval_pipelines.storage import cases, embeddings
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
@@ -68,13 +68,34 @@ def create_case(
     label_column: str = "label",
     target_depth: list[int] | None = None,
     replace: bool = False,
+    embeddings_path: Path | str | None = None,
+    embedding_column: str | None = None,
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
-    """Load a case's labelled records and code tree, validated and written atomically."""
+    """Load a case's labelled records and code tree, validated and written atomically.
+
+    With ``embeddings_path`` (a Parquet of ``record_key`` and one fixed-length float vector
+    column) or ``embedding_column`` (such a column in the records file), the records' own
+    embeddings are validated with them and stored in the same transaction.
+    """
     validate_case_id(case_id)
     if (tree_path is None) == (levels is None):
         raise InputError("--tree/--levels", None, "give exactly one of --tree or --levels")
+    if embeddings_path is not None and embedding_column is not None:
+        raise InputError("--embeddings/--embedding-column", None, "give at most one of the two")
     frame = read_table(Path(records_path), what="--records")
+    embedded: tuple[list[str], Any] | None = None
+    if embedding_column is not None:
+        from eval_pipelines.core.embeddings.vectors import embeddings_from_frame
+
+        embedded = embeddings_from_frame(
+            frame, key_column=key_column, vector_column=embedding_column
+        )
+        frame = frame.drop(embedding_column)
+    elif embeddings_path is not None:
+        from eval_pipelines.core.embeddings.vectors import read_embeddings_file
+
+        embedded = read_embeddings_file(Path(embeddings_path))
     records = normalise_records(
         frame, key_column=key_column, text_column=text_column, label_column=label_column
     )
@@ -112,6 +133,22 @@ def create_case(
         metadata_columns=tuple(sorted(metadata_keys(records))),
         source=str(records_path),
     )
+    embedding_set = vectors = None
+    keys: list[str] = []
+    if embedded is not None:
+        from eval_pipelines.api.embeddings import embedding_set_for
+        from eval_pipelines.core.embeddings.vectors import check_embeddings
+
+        keys = sorted(records.get_column("record_key").to_list())
+        vectors = check_embeddings(keys, *embedded)
+        embedding_set = embedding_set_for(
+            case_id,
+            info.records_version,
+            keys,
+            vectors,
+            method="provided",
+            source=str(embeddings_path or f"{records_path}:{embedding_column}"),
+        )
     path = resolve_warehouse(warehouse)
     with connect(path, create=True, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
         if cases.case_exists(conn, case_id) and not replace:
@@ -120,6 +157,14 @@ def create_case(
                 "(earlier evaluations keep the records they were made on)"
             )
         added = cases.save_case(conn, info, records, nodes)
+        if embedding_set is not None and vectors is not None:
+            added["embeddingsAdded"] = embeddings.save_embedding_set(
+                conn, embedding_set, keys, vectors
+            )
+    if embedding_set is not None:
+        from eval_pipelines.api.embeddings import register_case_partition
+
+        register_case_partition(case_id)
     return {
         "caseId": case_id,
         "records": info.n_records,
@@ -129,6 +174,7 @@ def create_case(
         "levels": [{"depth": lv.depth, "name": lv.name} for lv in tree.levels],
         "targetDepth": list(depth),
         "metadataColumns": list(info.metadata_columns),
+        **({"embeddings": embedding_set.to_json()} if embedding_set is not None else {}),
         **added,
     }
 

@@ -6,11 +6,11 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.api._shared import EvalFailed, EvalInterrupted, resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.classify import known_classifiers
 from eval_pipelines.core.holdout.spec import (
@@ -28,7 +28,7 @@ from eval_pipelines.storage.warehouse import (
 )
 
 KIND = "holdout"
-LAUNCH_MODES = ("submit", "inline", "none")
+LAUNCH_MODES = ("submit", "inline", "auto", "none")
 
 
 def _case_context(conn: Any, case_id: str) -> CaseContext:
@@ -43,11 +43,30 @@ def _case_context(conn: Any, case_id: str) -> CaseContext:
         metadata_columns=info.metadata_columns,
         memo=memo.entry_contents(conn, case_id),
         classifiers=tuple(known_classifiers()),
+        n_records=info.n_records,
+        embeddings_version=_current_embeddings(conn, case_id, info.records_version),
     )
 
 
-def _launch(eval_id: str, launch: str, run_id: str | None) -> dict[str, Any]:
-    """Start run ``run_id`` of the evaluation's partition; returns ``{runId, status}``."""
+def _current_embeddings(conn: Any, case_id: str, records_version: str) -> str | None:
+    from eval_pipelines.storage import embeddings
+
+    current = embeddings.current_set(conn, case_id, records_version)
+    return None if current is None else current.embeddings_version
+
+
+def _launch(
+    eval_id: str,
+    launch: str,
+    run_id: str | None,
+    stored: _Stored,
+    progress: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """Start run ``run_id`` of the evaluation's partition; returns ``{runId, status}``.
+
+    ``inline`` and ``auto`` (when a run slot is free) execute the run in this process,
+    telling ``progress`` about it as it goes; ``auto`` otherwise submits it.
+    """
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
@@ -56,11 +75,71 @@ def _launch(eval_id: str, launch: str, run_id: str | None) -> dict[str, Any]:
     runs.register_partition(instance, kind, eval_id)
     if launch == "none":
         return {"runId": None, "status": "registered"}
-    if launch == "inline":
-        ran, success = runs.execute_inline(instance, kind, eval_id, run_id=run_id)
-        return {"runId": ran, "status": "complete" if success else "failed"}
+    if launch in ("inline", "auto"):
+        run = runs.create_inline_run(
+            instance, kind, eval_id, run_id=run_id, only_if_slot_free=launch == "auto"
+        )
+        if run is not None:
+            state = _execute_here(instance, run, stored, progress)
+            return {"runId": state.run_id, "status": _LAUNCH_STATUS.get(state.state, state.state)}
     state = runs.submit(instance, kind, eval_id, run_id=run_id)
     return {"runId": state.run_id, "status": state.state}
+
+
+# What a launch returns for a run executed in this process.
+_LAUNCH_STATUS = {"succeeded": "complete"}
+
+
+def _execute_here(
+    instance: Any,
+    run: Any,
+    stored: _Stored,
+    progress: Callable[[dict[str, Any]], None] | None,
+) -> Any:
+    """Execute a run created for this process, calling ``progress`` with the status document
+    once the run exists and whenever the run's state or a variant step's changes (the lines
+    a waiting client prints). Raises :class:`EvalInterrupted` when interrupted."""
+    from dagster import DagsterEventType
+
+    from eval_pipelines import runs
+
+    step_events = {
+        DagsterEventType.RUN_START,
+        DagsterEventType.STEP_START,
+        DagsterEventType.STEP_SUCCESS,
+        DagsterEventType.STEP_FAILURE,
+        DagsterEventType.STEP_UP_FOR_RETRY,
+    }
+    told: list[tuple[Any, ...]] = []
+
+    def tell() -> None:
+        current = instance.get_run_by_id(run.run_id)
+        status = _status(instance, stored, runs.run_state(instance, current))
+        summary = (status["status"], tuple(v["status"] for v in status["variants"]))
+        if not told or summary != told[-1]:
+            told.append(summary)
+            assert progress is not None
+            progress(status)
+
+    def on_event(event: Any) -> None:
+        # Only the classify steps and the run's start change what a progress line says.
+        if event.event_type in step_events and (
+            event.step_key is None or "classify_variant[" in event.step_key
+        ):
+            tell()
+
+    if progress is not None:
+        tell()
+    try:
+        return runs.execute_run_here(
+            instance, run, on_event=on_event if progress is not None else None
+        )
+    except runs.RunInterrupted as interrupted:
+        state = interrupted.state
+        raise EvalInterrupted(
+            f"run {state.run_id} of evaluation {stored.row.eval_id} was {state.state}; start "
+            f"it again with 'eval-pipelines eval rerun {stored.row.case_id} {stored.row.eval_id}'"
+        ) from interrupted
 
 
 # Above this many estimated tokens an evaluation needs an explicit yes (issue 7).
@@ -117,6 +196,7 @@ def start_holdout_eval(
     confirm_tokens: bool = False,
     aa: bool = False,
     leakage_check: bool = False,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
 
@@ -130,9 +210,15 @@ def start_holdout_eval(
     :class:`TokenConfirmationNeeded` unless ``confirm_tokens``.
 
     ``launch`` is ``submit`` (an ordinary Dagster run through the instance's run queue;
-    returns at once), ``inline`` (runs in this process before returning) or ``none``
+    returns at once), ``inline`` (the same run, executed in this process before returning),
+    ``auto`` (inline when no Dagster daemon is running and a run slot is free, else submit:
+    for a caller that waits for the report anyway, as ``eval holdout --wait``) or ``none``
     (register only; materialise it from the UI or with ``dagster asset materialize``).
-    Returns ``{evalId, runId, status}``.
+    While a run executes in this process, ``progress`` is called with the status document
+    (see :func:`get_holdout_eval`) once the run exists and whenever its state or a variant
+    step's changes; Ctrl-C cancels the run and raises :class:`EvalInterrupted`.
+    Returns ``{evalId, runId, status}``; ``status`` is ``queued`` (or ``running``) for a
+    submitted run and ``complete``, ``failed`` or ``canceled`` for one executed here.
     """
     if launch not in LAUNCH_MODES:
         raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
@@ -170,9 +256,11 @@ def start_holdout_eval(
                 spec=spec.to_json(),
                 run_id=run_id,
             )
+            # Read back as every later status read sees it, on the connection already open.
+            stored = _Stored(evaluations.evaluation_row(conn, spec.eval_id), None, None)
     return {
         "evalId": spec.eval_id,
-        **_launch(spec.eval_id, launch, run_id),
+        **_launch(spec.eval_id, launch, run_id, stored, progress),
         "estimatedTokens": estimate["totalTokens"],
     }
 
@@ -183,16 +271,23 @@ def rerun_holdout_eval(
     *,
     warehouse: Path | str | None = None,
     launch: str = "submit",
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run an existing evaluation again from its stored spec (same sample, same pinned
-    versions and memo): the report it writes is identical unless a classifier changed."""
-    if launch not in ("submit", "inline"):
-        raise InputError("launch", launch, "must be submit or inline")
+    versions and memo): the report it writes is identical unless a classifier changed.
+    ``launch`` and ``progress`` as for :func:`start_holdout_eval` (``none`` excepted)."""
+    if launch not in ("submit", "inline", "auto"):
+        raise InputError("launch", launch, "must be submit, inline or auto")
     run_id = str(uuid.uuid4())
     with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
-        _own_evaluation(conn, case_id, eval_id)
+        row = _own_evaluation(conn, case_id, eval_id)
         evaluations.set_run_id(conn, eval_id, run_id)
-    return {"evalId": eval_id, **_launch(eval_id, launch, run_id)}
+        stored = _Stored(
+            replace(row, run_id=run_id),
+            evaluations.load_report(conn, eval_id),
+            holdout.sample_hash(conn, eval_id),
+        )
+    return {"evalId": eval_id, **_launch(eval_id, launch, run_id, stored, progress)}
 
 
 def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations.EvaluationRow:
@@ -321,10 +416,13 @@ def get_holdout_eval(
     return _status(instance, stored, run)
 
 
-# While waiting, the run's state is read from the Dagster instance every second (cheap); the
-# warehouse is read once it has finished, and dead runs and the queue are looked after every
-# 10 s, so many waiting clients do not take CPU or the DuckDB lock from the runs they wait for.
+# While waiting, the run's state is read from the Dagster instance every second (cheap), every
+# 0.2 s once the classify steps are done (the last steps take about a second, and the report
+# is what the caller waits for); the warehouse is read once it has finished, and dead runs and
+# the queue are looked after every 10 s, so many waiting clients do not take CPU or the DuckDB
+# lock from the runs they wait for.
 POLL_SECONDS = 1.0
+CLOSING_POLL_SECONDS = 0.2
 HOUSEKEEPING_SECONDS = 10.0
 
 
@@ -343,28 +441,37 @@ def wait_for_eval(
     Raises :class:`EvalFailed` with the reason when there is no report once it has finished
     (the run failed, was canceled, materialised only part of the chain, or none was launched),
     and when the run waited for (``run_id``) failed even though an earlier report stands;
-    ``TimeoutError`` after ``timeout`` seconds.
+    ``TimeoutError`` after ``timeout`` seconds. A run that has already finished costs one
+    read of the warehouse.
     """
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
     deadline = time.monotonic() + timeout
     instance = dagster_instance()
-    stored = _read_stored(case_id, eval_id, warehouse)
+    # Read when first needed: for a progress line, or, read after the run had finished,
+    # as the answer itself.
+    stored: _Stored | None = None
     last_progress = None
     housekeeping_due = 0.0
     while True:
-        if time.monotonic() >= housekeeping_due:
+        run = _newest_run_state(instance, eval_id)
+        waiting_for_other = run_id is not None and (run is None or run.run_id != run_id)
+        finished = not waiting_for_other and (run is None or run.finished)
+        if not finished and time.monotonic() >= housekeeping_due:
+            # A run whose process died is failed, a queue nobody dequeues gets a dispatcher;
+            # the next poll reads the outcome.
             runs.reap_dead_runs(instance)
             runs.dispatch_if_needed(instance)
             housekeeping_due = time.monotonic() + HOUSEKEEPING_SECONDS
-        run = _newest_run_state(instance, eval_id)
-        waiting_for_other = run_id is not None and (run is None or run.run_id != run_id)
-        if not waiting_for_other and (run is None or run.finished):
+        pause = poll_seconds
+        if finished:
             fresh: _Stored | None
             try:
                 fresh = _read_stored(case_id, eval_id, warehouse)
             except WarehouseBusy:
+                if stored is None:
+                    raise  # the evaluation itself is unknown until read
                 fresh = None  # ask again on the next poll
             if fresh is not None:
                 stored = fresh
@@ -373,15 +480,23 @@ def wait_for_eval(
                     progress(status)
                 if status["status"] != "running":
                     return _finished(case_id, status, waited_for_run=run_id is not None)
-        elif progress is not None:
+        else:
+            if stored is None:
+                stored = _read_stored(case_id, eval_id, warehouse)
             status = _status(instance, stored, run)
             summary = (status["status"], tuple(v["status"] for v in status["variants"]))
-            if summary != last_progress:
+            if progress is not None and summary != last_progress:
                 progress(status)
                 last_progress = summary
+            if not waiting_for_other and all(v in _DONE for v in summary[1]):
+                pause = min(poll_seconds, CLOSING_POLL_SECONDS)
         if time.monotonic() > deadline:
             raise TimeoutError(f"evaluation {eval_id} still running after {timeout:g} s")
-        time.sleep(poll_seconds)
+        time.sleep(pause)
+
+
+# Variant step states after which only the scoring and report steps remain.
+_DONE = ("succeeded", "failed")
 
 
 def _finished(case_id: str, status: dict[str, Any], *, waited_for_run: bool) -> dict[str, Any]:

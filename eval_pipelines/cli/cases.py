@@ -29,9 +29,29 @@ def cmd_create(args: argparse.Namespace) -> int:
             label_column=args.label_column,
             target_depth=args.target_depth,
             replace=args.replace,
+            embeddings_path=args.embeddings,
+            embedding_column=args.embedding_column,
             warehouse=args.warehouse,
         )
     )
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from eval_pipelines.api.embeddings import embed_case
+
+    print_json(
+        embed_case(
+            args.case, method=args.method, dim=args.dim, seed=args.seed, warehouse=args.warehouse
+        )
+    )
+    return 0
+
+
+def cmd_embeddings(args: argparse.Namespace) -> int:
+    from eval_pipelines.api.embeddings import list_embeddings
+
+    print_json(list_embeddings(args.case, warehouse=args.warehouse))
     return 0
 
 
@@ -69,5 +89,26 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         action="store_true",
         help="load new records for an existing case (earlier evaluations keep theirs)",
     )
+    vectors = create.add_mutually_exclusive_group()
+    vectors.add_argument(
+        "--embeddings",
+        type=Path,
+        help="Parquet of record_key and one fixed-length float vector column: the records' "
+        "own embeddings (every record covered, one dimension, finite, no zero vectors)",
+    )
+    vectors.add_argument(
+        "--embedding-column", help="a fixed-length float vector column of the records file"
+    )
     create.set_defaults(func=cmd_create)
     case.add_parser("list", help="list cases").set_defaults(func=cmd_list)
+    embed = case.add_parser(
+        "embed", help="compute LSA embeddings (truncated SVD of the TF-IDF matrix) for a case"
+    )
+    embed.add_argument("case")
+    embed.add_argument("--method", default="lsa", choices=["lsa"])
+    embed.add_argument("--dim", type=int, default=256)
+    embed.add_argument("--seed", type=int, default=0)
+    embed.set_defaults(func=cmd_embed)
+    listing = case.add_parser("embeddings", help="list a case's embedding sets, newest first")
+    listing.add_argument("case")
+    listing.set_defaults(func=cmd_embeddings)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TextIO
 
 from eval_pipelines.cli.grouping import add_sweep_command
-from eval_pipelines.cli.output import print_json, print_status, progress
+from eval_pipelines.cli.output import print_json, print_status, progress, run_output_to_stderr
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
@@ -22,6 +23,11 @@ def _grouping(args: argparse.Namespace) -> dict[str, Any]:
         grouping["mode"] = args.grouping_mode
     if args.grouping_threshold is not None:
         grouping["threshold"] = args.grouping_threshold
+    if args.grouping_space is not None or args.grouping_backend is not None:
+        grouping["retrieval"] = {
+            "space": args.grouping_space or "tfidf",
+            "backend": args.grouping_backend or "exact",
+        }
     return grouping
 
 
@@ -30,10 +36,10 @@ def _wait_and_print(
 ) -> dict[str, Any]:
     """Wait for the run, then print exactly one document on stdout (the status and report,
     JSON or markdown), for a failed run too, before its error goes up."""
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
     try:
-        status = api.wait_for_eval(
+        status = holdout_api.wait_for_eval(
             args.case,
             eval_id,
             timeout=args.timeout,
@@ -41,7 +47,7 @@ def _wait_and_print(
             progress=progress,
             run_id=run_id,
         )
-    except api.EvalFailed as failed:
+    except holdout_api.EvalFailed as failed:
         if failed.status is not None:
             print_status(failed.status, as_json=args.json)
         raise
@@ -49,17 +55,63 @@ def _wait_and_print(
     return status
 
 
-def _follow(args: argparse.Namespace, started: dict[str, Any]) -> int:
+def _say_started(started: dict[str, Any], how: str, stream: TextIO | None = None) -> None:
+    print(
+        f"started {started['evalId']} (run {started['runId']}, {how})",
+        file=stream or sys.stderr,
+        flush=True,
+    )
+
+
+class _ProgressHere:
+    """Progress of a run this process executes: first the ``started`` line, then a line per
+    change, all straight to the terminal (see :func:`run_output_to_stderr`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.started = False
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        if not self.started:
+            self.started = True
+            _say_started(status, "running in this process", self.stream)
+        progress(status, stream=self.stream)
+
+
+def _launch_mode(args: argparse.Namespace, start: Callable[..., dict[str, Any]]) -> str:
+    """``auto`` for a client that waits (it executes the run itself when no daemon runs and a
+    run slot is free: no dispatcher, code server and run process to start); ``submit``
+    otherwise, so the run goes on after this command returns."""
+    if getattr(args, "no_launch", False):
+        return "none"
+    # A start function that cannot report progress would leave a waiting user without a
+    # line until the run ends: it submits, and the wait prints the lines.
+    reports = "progress" in inspect.signature(start).parameters
+    return "auto" if args.wait and reports else "submit"
+
+
+def _start(
+    args: argparse.Namespace, start: Callable[..., dict[str, Any]], **options: Any
+) -> tuple[dict[str, Any], bool]:
+    """Start (and with ``auto``, maybe execute) the run; returns the start's answer and
+    whether the ``started`` line has been printed."""
+    launch = _launch_mode(args, start)
+    if launch != "auto":
+        return start(launch=launch, **options), False
+    with run_output_to_stderr() as terminal:
+        told = _ProgressHere(terminal)
+        started = start(launch=launch, progress=told, **options)
+    return started, told.started
+
+
+def _follow(args: argparse.Namespace, started: dict[str, Any], said_started: bool) -> int:
     """Without ``--wait``: print the started ids. With it: progress on stderr, then the
     status document."""
     if not args.wait:
         print(json.dumps(started), flush=True)
         return 0
-    print(
-        f"started {started['evalId']} (run {started['runId']}, {started['status']})",
-        file=sys.stderr,
-        flush=True,
-    )
+    if not said_started:
+        _say_started(started, started["status"])
     _wait_and_print(args, started["evalId"], started["runId"])
     return 0
 
@@ -80,13 +132,13 @@ def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str
         "leakage_check": args.leakage_check,
     }
     try:
-        started = start(confirm_tokens=args.yes, **options)
+        started, said = _start(args, start, confirm_tokens=args.yes, **options)
     except TokenConfirmationNeeded as needed:
         # Only a person at a terminal can say yes; a script must pass --yes.
         if not sys.stdin.isatty() or not _confirmed(needed):
             raise
-        started = start(confirm_tokens=True, **options)
-    return _follow(args, started)
+        started, said = _start(args, start, confirm_tokens=True, **options)
+    return _follow(args, started, said)
 
 
 def _confirmed(needed: Exception) -> bool:
@@ -96,46 +148,47 @@ def _confirmed(needed: Exception) -> bool:
 
 
 def cmd_holdout(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
     variants = read_json(args.variants_file, "--variants-file")
-    launch = "none" if args.no_launch else "submit"
     if args.no_launch and args.wait:
         raise InputError("--wait", True, "cannot wait for an evaluation --no-launch registers")
-    return start_and_maybe_wait(
-        args, partial(api.start_holdout_eval, args.case, variants, launch=launch)
-    )
+    return start_and_maybe_wait(args, partial(holdout_api.start_holdout_eval, args.case, variants))
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
-    started = api.rerun_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
-    return _follow(args, started)
+    started, said = _start(
+        args,
+        partial(holdout_api.rerun_holdout_eval, args.case, args.eval_id),
+        warehouse=args.warehouse,
+    )
+    return _follow(args, started, said)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
     if args.wait:
         status = _wait_and_print(args, args.eval_id)
     else:
-        status = api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+        status = holdout_api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
         print_status(status, as_json=args.json)
     return 1 if status["status"] in ("failed", "canceled") else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
-    print_json(api.list_evals(args.case, warehouse=args.warehouse))
+    print_json(holdout_api.list_evals(args.case, warehouse=args.warehouse))
     return 0
 
 
 def cmd_rows(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
-    for row in api.eval_rows(
+    for row in holdout_api.eval_rows(
         args.case,
         args.eval_id,
         variant=args.variant,
@@ -147,16 +200,16 @@ def cmd_rows(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api import holdout as holdout_api
 
-    print_json({"deletedPartitions": api.prune_partitions(warehouse=args.warehouse)})
+    print_json({"deletedPartitions": holdout_api.prune_partitions(warehouse=args.warehouse)})
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from eval_pipelines import api
+    from eval_pipelines.api.compare import compare_holdout_evals
 
-    result = api.compare_holdout_evals(
+    result = compare_holdout_evals(
         args.case,
         baseline_eval_id=args.baseline_eval_id,
         candidate_eval_id=args.candidate_eval_id,
@@ -226,6 +279,15 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
         "--grouping-mode", default=None, help="nearDuplicate (default), field or none"
     )
     command.add_argument("--grouping-threshold", type=float, default=None)
+    command.add_argument(
+        "--grouping-space",
+        default=None,
+        help="where near-duplicates are found: tfidf (default) or embedding (the case's "
+        "embeddings)",
+    )
+    command.add_argument(
+        "--grouping-backend", default=None, help="exact (default), pynndescent or auto"
+    )
     command.add_argument("--group-field", default=None)
     command.add_argument("--config-file", default=None)
     command.add_argument(

@@ -35,6 +35,7 @@ from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs import KIND_TAG
 from eval_pipelines.stages import holdout
+from eval_pipelines.stages import leave_out as leave_out_stages
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage
 from eval_pipelines.storage.warehouse import transaction
 
@@ -116,25 +117,91 @@ def evidence_index(
     return dg.MaterializeResult(metadata=meta)
 
 
-@dg.asset(
-    **_common(
-        "Per sampled record: the records held out of its evidence (itself and its "
-        "group) and its retrieved neighbours (exact cosine top-k with the held-out "
-        "records masked in the scan). Rows in `leave_out` and `candidates`."
-    ),
-    deps=[holdout_sample, evidence_index],
-    metadata=table_metadata("candidates", CANDIDATES_SCHEMA),
-)
-def leave_out(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    meta = holdout.leave_out_stage(
+class RetrievalShardsConfig(dg.Config):
+    """How many record ranges the exact TF-IDF search is split into (one step each; the
+    merged result is exactly the unsharded one, so this changes where the work runs, never
+    the report)."""
+
+    shards: int = 1
+
+
+@dg.op(ins={"after": dg.In(dg.Nothing)}, out=dg.DynamicOut())
+def retrieval_shards(
+    context: dg.OpExecutionContext, config: RetrievalShardsConfig, warehouse: WarehouseResource
+) -> Iterator[dg.DynamicOutput[Any]]:
+    """Fan out: the sample's positions, the groups decided up front and one step per shard."""
+    from eval_pipelines.core.errors import InputError
+
+    try:
+        plan = leave_out_stages.plan_retrieval(
+            warehouse.connect,
+            context.partition_key,
+            index_dir=warehouse.index_dir_path(),
+            threads=warehouse.thread_count(),
+            shards=config.shards,
+        )
+    except (InputError, NotFoundError, ConflictError) as error:
+        raise _stage_failure(error) from None
+    context.log.info(
+        f"Exact TF-IDF search in {len(plan.ranges)} shard(s) of the records: {list(plan.ranges)}"
+    )
+    # An evaluation that never searches TF-IDF still passes its plan on, as one empty shard.
+    for shard in range(max(len(plan.ranges), 1)):
+        yield dg.DynamicOutput((plan, shard), mapping_key=f"shard_{shard}")
+
+
+@dg.op
+def retrieve_shard(context: dg.OpExecutionContext, warehouse: WarehouseResource, task: Any) -> Any:
+    """Exact TF-IDF top-k and near-duplicates among one shard's records (no warehouse writes)."""
+    plan, shard = task
+    if not plan.ranges:
+        return (plan, None)
+    part = leave_out_stages.retrieve_shard(
         warehouse.connect,
-        context.partition_key,
+        plan,
+        shard,
         index_dir=warehouse.index_dir_path(),
         threads=warehouse.thread_count(),
     )
-    return dg.MaterializeResult(metadata=meta)
+    context.log.info(f"Shard {shard} {plan.ranges[shard]}: {part.seconds:.2f} s")
+    return (plan, part)
+
+
+@dg.op(pool=DUCKDB_POOL, out=dg.Out(dg.Nothing))
+def store_leave_out(
+    context: dg.OpExecutionContext, warehouse: WarehouseResource, parts: list[Any]
+) -> None:
+    """Merge the shards (exactly the unsharded result), search the other spaces with the same
+    groups, and store the leave-out list, the candidates and how each retrieval ran."""
+    plan = parts[0][0]
+    meta = leave_out_stages.store_leave_out(
+        warehouse.connect,
+        plan,
+        [part for _, part in parts if part is not None],
+        index_dir=warehouse.index_dir_path(),
+        threads=warehouse.thread_count(),
+    )
+    meta["retrievals"] = dg.MetadataValue.json(meta["retrievals"])
+    context.add_output_metadata(meta)
+
+
+@dg.graph_asset(
+    **_common(
+        "Per sampled record: the records held out of its evidence (itself and its "
+        "group) and its retrieved neighbours in every space a variant uses (exact cosine "
+        "top-k with the held-out records masked in the scan, or the approximate index with "
+        "over-fetch). The TF-IDF search runs as `retrieve_shard` steps over record ranges. "
+        "Rows in `leave_out`, `candidates` and `eval_retrievals`."
+    ),
+    ins={
+        "holdout_sample": dg.AssetIn(dagster_type=dg.Nothing),
+        "evidence_index": dg.AssetIn(dagster_type=dg.Nothing),
+    },
+    metadata=table_metadata("candidates", CANDIDATES_SCHEMA),
+)
+def leave_out(holdout_sample: Any, evidence_index: Any) -> Any:
+    shards = retrieval_shards(after=[holdout_sample, evidence_index])
+    return store_leave_out(shards.map(retrieve_shard).collect())
 
 
 @dg.op(ins={"after": dg.In(dg.Nothing)}, out=dg.DynamicOut(), pool=DUCKDB_POOL)

@@ -42,7 +42,8 @@ CANDIDATES_SCHEMA = table_schema(
     ("sample_key", "VARCHAR", "sampled record"),
     ("rank", "INTEGER", "1 = most similar"),
     ("evidence_key", "VARCHAR", "retrieved record, never on the sampled record's leave-out list"),
-    ("similarity", "FLOAT", "cosine similarity of the TF-IDF vectors"),
+    ("similarity", "FLOAT", "cosine similarity in the retrieval's space"),
+    ("retrieval", "VARCHAR", "space:backend that found it, e.g. tfidf:exact"),
 )
 LEAVE_OUT_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),

@@ -32,3 +32,6 @@ workflow_revisions = dg.DynamicPartitionsDefinition(name=WORKFLOW_REVISIONS)
 QUERY_EVALUATIONS = "query_evaluations"
 
 query_evaluations = dg.DynamicPartitionsDefinition(name=QUERY_EVALUATIONS)
+CASES = "cases"
+
+cases = dg.DynamicPartitionsDefinition(name=CASES)

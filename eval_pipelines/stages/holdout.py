@@ -55,7 +55,6 @@ from eval_pipelines.core.holdout.spec import HoldoutSpec, Variant, spec_from_jso
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, load_or_build_index
 from eval_pipelines.storage import cases, evaluations, holdout, memo
-from eval_pipelines.storage.warehouse import transaction
 
 KIND = "holdout"
 OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
@@ -145,51 +144,6 @@ def index_stage(open_warehouse: OpenWarehouse, eval_id: str, *, index_dir: Path)
     }
 
 
-def leave_out_stage(
-    open_warehouse: OpenWarehouse,
-    eval_id: str,
-    *,
-    index_dir: Path,
-    threads: int,
-) -> dict[str, Any]:
-    """Leave-out list and retrieval. The warehouse is opened twice, briefly, around the
-    search, so status readers are not locked out during the long part."""
-    from eval_pipelines.core.holdout.grouping import compute_leave_out
-
-    spec, records, handle = _records_and_index(open_warehouse, eval_id, index_dir)
-    with open_warehouse(read_only=True) as conn:
-        sample = holdout.load_sample(conn, eval_id)
-    if sample.height == 0:
-        raise ConflictError(f"evalId={eval_id!r}: no sample stored; materialise holdout_sample")
-    record_keys = records.get_column("record_key").to_list()
-    position_of = {key: i for i, key in enumerate(record_keys)}
-    positions = np.array([position_of[k] for k in sample.get_column("record_key")], np.int64)
-    started = time.perf_counter()
-    result = compute_leave_out(
-        handle.index,
-        record_keys,
-        records.get_column("metadata").to_list(),
-        positions,
-        spec.grouping,
-        candidates=spec.max_candidates,
-        n_threads=threads,
-    )
-    retrieval_seconds = time.perf_counter() - started
-    with open_warehouse() as conn, transaction(conn):
-        holdout.save_leave_out(conn, eval_id, result.excluded, result.candidates)
-    per_record = result.candidates.group_by("sample_key").len()
-    short = sample.height - per_record.filter(pl.col("len") >= result.requested).height
-    return {
-        "grouping": spec.grouping.mode,
-        "excluded_records": result.excluded_records,
-        "group_members_excluded": result.group_members_excluded,
-        "requested_candidates": result.requested,
-        "rows_short": short,
-        "index_built": handle.built,
-        "retrieval_seconds": round(retrieval_seconds, 3),
-    }
-
-
 @dataclass(frozen=True)
 class ClassifyTask:
     """Everything one variant's classify step needs, so the step never opens the warehouse."""
@@ -237,18 +191,29 @@ def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[Classi
             conn, eval_id, spec.case_id, spec.records_version
         )
     ]
-    neighbours = neighbours_by_record(
-        holdout.retrieved_neighbours(conn, eval_id, spec.case_id, spec.records_version)
-    )
+    neighbours = {
+        retrieval.key: neighbours_by_record(
+            holdout.retrieved_neighbours(
+                conn, eval_id, spec.case_id, spec.records_version, retrieval.key
+            )
+        )
+        for retrieval in spec.retrievals
+    }
     memo_by_variant = _variant_memo(conn, spec, tree)
-    tree = evidence_tree(tree, neighbours, [e for m in memo_by_variant.values() for e in m])
+    # One tree for every variant: cut to the labels any retrieval brought and any memo names.
+    every_retrieval = {
+        f"{key}\x00{sample}": found
+        for key, by in neighbours.items()
+        for sample, found in by.items()
+    }
+    tree = evidence_tree(tree, every_retrieval, [e for m in memo_by_variant.values() for e in m])
     return [
         ClassifyTask(
             eval_id=eval_id,
             position=position,
             variant=variant,
             records=records,
-            neighbours=neighbours,
+            neighbours=neighbours[variant.config.retrieval.key],
             memo=memo_by_variant[variant.name],
             memo_version=memo_version(memo_by_variant[variant.name]),
             tree=tree,
@@ -493,6 +458,40 @@ def aa_report(
     return {"levels": levels, "passed": not failed, "summary": summary}
 
 
+# Below this recall@k against exact search, the report warns that the approximate index lost
+# evidence the exact search would have found.
+RECALL_WARNING_BELOW = 0.95
+
+
+def approximate_retrieval_warnings(retrievals: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Warnings for retrievals by the approximate index: recall below 0.95 against exact
+    search, and near-duplicate groups that an approximate search may have left incomplete."""
+    warnings = []
+    for row in retrievals:
+        if row["backend"] != "pynndescent":
+            continue
+        recall = row.get("recallAtK")
+        if recall is not None and recall < RECALL_WARNING_BELOW:
+            warnings.append(
+                {
+                    "code": "approximate_recall_low",
+                    "message": f"{row['retrieval']} found {recall:.3f} of the exact top-"
+                    f"{row['recallK']} on {row['recallProbeQueries']} probe queries (below "
+                    f"{RECALL_WARNING_BELOW}): its variants saw less evidence than exact search",
+                }
+            )
+        if "grouping" in row["purpose"]:
+            warnings.append(
+                {
+                    "code": "approximate_grouping",
+                    "message": "near-duplicates were found with the approximate index: a group "
+                    "can miss members the exact search would hold out; use backend exact for "
+                    "grouping when the leave-out must be complete",
+                }
+            )
+    return warnings
+
+
 def evidence_rows(
     candidates: pl.DataFrame, label_of: dict[str, str]
 ) -> Iterator[tuple[str, str, float, str]]:
@@ -575,6 +574,8 @@ def report_stage(
         comparisons=comparisons,
     )
     report_json = report_to_json(report)
+    report_json["retrievals"] = holdout.load_retrievals(conn, eval_id)
+    report_json["warnings"] += approximate_retrieval_warnings(report_json["retrievals"])
     report_json["diagnostics"] = evaluation_diagnostics(
         {v.name: outcomes[v.name] for v in spec.variants},
         tree,
@@ -641,7 +642,9 @@ def leakage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> Leakage:
     if spec.grouping.mode == "nearDuplicate" and spec.grouping.threshold is not None:
         # The same float32 cut-off the search applies.
         cut = float(np.float32(spec.grouping.threshold - NEAR_DUPLICATE_TOLERANCE))
-        near_count = holdout.evidence_at_or_above(conn, eval_id, cut)
+        near_count = holdout.evidence_at_or_above(
+            conn, eval_id, cut, space=spec.grouping.retrieval.space
+        )
     return Leakage(
         on_leave_out_list=holdout.evidence_inside_leave_out(conn, eval_id),
         sharing_group_field=field_count,
@@ -652,4 +655,7 @@ def leakage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> Leakage:
 def candidate_shortfall(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[int, int]:
     """``(rows with fewer neighbours than requested, neighbours requested)``."""
     spec = load_spec(conn, eval_id)
-    return holdout.rows_short_of(conn, eval_id, spec.max_candidates), spec.max_candidates
+    short = sum(
+        holdout.rows_short_of(conn, eval_id, spec.candidates_for(r), r.key) for r in spec.retrievals
+    )
+    return short, spec.max_candidates

@@ -38,7 +38,8 @@ def leakage_gap_stage(
     open_warehouse: OpenWarehouse, eval_id: str, *, index_dir: Path, threads: int
 ) -> dict[str, Any]:
     """Compute and store the leakage gap when the spec asks for it; returns a summary."""
-    from eval_pipelines.core.holdout.grouping import compute_leave_out
+    from eval_pipelines.core.holdout.grouping import compute_leave_out_in_spaces
+    from eval_pipelines.stages.retrievers import evaluation_searchers
 
     spec, records, handle = _records_and_index(open_warehouse, eval_id, index_dir)
     if not spec.leakage_check:
@@ -52,14 +53,22 @@ def leakage_gap_stage(
         clusters = evaluation_clusters(conn, eval_id)
     keys = records.get_column("record_key").to_list()
     position = {key: i for i, key in enumerate(keys)}
-    ungrouped = compute_leave_out(
-        handle.index,
+    # The baseline searched the way it searched in the evaluation, without the groups.
+    ungrouping = Grouping(mode="none", threshold=None, field=None)
+    searchers, _ = evaluation_searchers(
+        replace(spec, grouping=ungrouping, variants=(task.variant,)),
+        handle,
+        open_warehouse,
+        index_dir=index_dir,
+        threads=threads,
+    )
+    ungrouped = compute_leave_out_in_spaces(
+        searchers,
         keys,
         records.get_column("metadata").to_list(),
         np.array([position[k] for k in sample], dtype=np.int64),
-        Grouping(mode="none", threshold=None, field=None),
-        candidates=task.variant.config.candidates,
-        n_threads=threads,
+        ungrouping,
+        candidates={task.variant.config.retrieval.key: task.variant.config.candidates},
     )
     label_of = dict(zip(keys, records.get_column("label_node").to_list(), strict=True))
     neighbours = neighbours_by_record(evidence_rows(ungrouped.candidates, label_of))

@@ -85,7 +85,8 @@ def save_leave_out(
     candidates: pl.DataFrame,
 ) -> None:
     """Replace the leave-out list (``sample_key, excluded_key, reason``) and the retrieved
-    neighbours (``sample_key, rank, evidence_key, similarity``). Call inside a transaction."""
+    neighbours (``sample_key, rank, evidence_key, similarity, retrieval``). Call inside a
+    transaction."""
     conn.execute("DELETE FROM leave_out WHERE eval_id = ?", [eval_id])
     conn.execute("DELETE FROM candidates WHERE eval_id = ?", [eval_id])
     insert_frame(
@@ -96,12 +97,41 @@ def save_leave_out(
     )
     insert_frame(
         conn,
-        "INSERT INTO candidates (eval_id, sample_key, rank, evidence_key, similarity) "
-        "SELECT eval_id, sample_key, rank, evidence_key, similarity FROM incoming_frame",
+        "INSERT INTO candidates (eval_id, sample_key, rank, evidence_key, similarity, "
+        "retrieval) SELECT eval_id, sample_key, rank, evidence_key, similarity, retrieval "
+        "FROM incoming_frame",
         candidates.select(
-            pl.lit(eval_id).alias("eval_id"), "sample_key", "rank", "evidence_key", "similarity"
+            pl.lit(eval_id).alias("eval_id"),
+            "sample_key",
+            "rank",
+            "evidence_key",
+            "similarity",
+            "retrieval",
         ),
     )
+
+
+def save_retrievals(
+    conn: duckdb.DuckDBPyConnection, eval_id: str, rows: list[dict[str, Any]]
+) -> None:
+    """Replace how each retrieval of the evaluation ran (``retrieval``, ``purpose`` and a
+    JSON payload: backend, seconds, recall against exact search, fallbacks). Call inside a
+    transaction."""
+    conn.execute("DELETE FROM eval_retrievals WHERE eval_id = ?", [eval_id])
+    for row in rows:
+        conn.execute(
+            "INSERT INTO eval_retrievals (eval_id, retrieval, purpose, payload) "
+            "VALUES (?, ?, ?, ?)",
+            [eval_id, row["retrieval"], row["purpose"], json.dumps(row)],
+        )
+
+
+def load_retrievals(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT payload FROM eval_retrievals WHERE eval_id = ? ORDER BY purpose, retrieval",
+        [eval_id],
+    ).fetchall()
+    return [json.loads(payload) for (payload,) in rows]
 
 
 def held_out_pairs(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[tuple[str, str]]:
@@ -136,14 +166,20 @@ def sampled_records(
 
 
 def retrieved_neighbours(
-    conn: duckdb.DuckDBPyConnection, eval_id: str, case_id: str, records_version: str
+    conn: duckdb.DuckDBPyConnection,
+    eval_id: str,
+    case_id: str,
+    records_version: str,
+    retrieval: str = "tfidf:exact",
 ) -> list[tuple[str, str, float, str]]:
-    """``(sample_key, evidence_key, similarity, evidence label node)`` by sample, then rank."""
+    """``(sample_key, evidence_key, similarity, evidence label node)`` by sample, then rank,
+    of the evidence one retrieval (``space:backend``) found."""
     return conn.execute(
         "SELECT c.sample_key, c.evidence_key, c.similarity, r.label_node FROM candidates c "
         "JOIN records r ON r.case_id = ? AND r.records_version = ? "
-        "AND r.record_key = c.evidence_key WHERE c.eval_id = ? ORDER BY c.sample_key, c.rank",
-        [case_id, records_version, eval_id],
+        "AND r.record_key = c.evidence_key WHERE c.eval_id = ? AND c.retrieval = ? "
+        "ORDER BY c.sample_key, c.rank",
+        [case_id, records_version, eval_id, retrieval],
     ).fetchall()
 
 
@@ -282,21 +318,28 @@ def evidence_sharing_group_field(
     return int(row[0]) if row else 0
 
 
-def evidence_at_or_above(conn: duckdb.DuckDBPyConnection, eval_id: str, similarity: float) -> int:
-    """Retrieved neighbours at least this similar to their sampled record."""
+def evidence_at_or_above(
+    conn: duckdb.DuckDBPyConnection, eval_id: str, similarity: float, *, space: str = "tfidf"
+) -> int:
+    """Retrieved neighbours at least this similar to their sampled record, among the evidence
+    found in ``space`` (similarities of other spaces are not on the same scale)."""
     row = conn.execute(
-        "SELECT count(*) FROM candidates WHERE eval_id = ? AND similarity >= ?",
-        [eval_id, similarity],
+        "SELECT count(*) FROM candidates WHERE eval_id = ? AND similarity >= ? "
+        "AND split_part(retrieval, ':', 1) = ?",
+        [eval_id, similarity, space],
     ).fetchone()
     return int(row[0]) if row else 0
 
 
-def rows_short_of(conn: duckdb.DuckDBPyConnection, eval_id: str, requested: int) -> int:
-    """Sampled records with fewer than ``requested`` retrieved neighbours."""
+def rows_short_of(
+    conn: duckdb.DuckDBPyConnection, eval_id: str, requested: int, retrieval: str = "tfidf:exact"
+) -> int:
+    """Sampled records with fewer than ``requested`` neighbours retrieved one way."""
     row = conn.execute(
         "SELECT count(*) FROM holdout_samples s WHERE s.eval_id = ? AND (SELECT count(*) "
-        "FROM candidates c WHERE c.eval_id = s.eval_id AND c.sample_key = s.record_key) < ?",
-        [eval_id, requested],
+        "FROM candidates c WHERE c.eval_id = s.eval_id AND c.sample_key = s.record_key "
+        "AND c.retrieval = ?) < ?",
+        [eval_id, retrieval, requested],
     ).fetchone()
     return int(row[0]) if row else 0
 

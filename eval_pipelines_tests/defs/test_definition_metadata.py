@@ -46,9 +46,10 @@ def test_every_asset_has_its_table_owner_tags_and_how_to_create_partitions() -> 
             "golden": "workflow save",
             "query": "eval-pipelines evaluate",
             "lift": "lift ingest",
+            "embeddings": "eval-pipelines case embed",
         }
         assert how_to_create[str(kind)] in (spec.description or "")
-        if key.path[-1] not in ("evidence_index", "golden_report"):
+        if key.path[-1] not in ("evidence_index", "golden_report", "embedding_ann_index"):
             assert "dagster/column_schema" in spec.metadata
     leave_out = graph.get(dg.AssetKey("leave_out"))
     assert dg.AssetKey("evidence_index") in leave_out.parent_keys  # a real upstream

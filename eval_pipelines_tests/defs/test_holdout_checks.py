@@ -75,7 +75,7 @@ def test_a_leak_fails_the_blocking_check_and_stops_the_run(
     small_case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Simulate a retrieval bug: every sampled record retrieves itself as evidence."""
-    real = grouping.compute_leave_out
+    real = grouping.leave_out_frames
 
     def leaky(*args, **kwargs):  # type: ignore[no-untyped-def]
         result = real(*args, **kwargs)
@@ -84,10 +84,11 @@ def test_a_leak_fails_the_blocking_check_and_stops_the_run(
             pl.lit(0, dtype=pl.Int32).alias("rank"),
             pl.col("sample_key").alias("evidence_key"),
             pl.lit(1.0, dtype=pl.Float32).alias("similarity"),
+            pl.lit("tfidf:exact").alias("retrieval"),
         )
         return replace(result, candidates=pl.concat([own, result.candidates]))
 
-    monkeypatch.setattr(grouping, "compute_leave_out", leaky)
+    monkeypatch.setattr(grouping, "leave_out_frames", leaky)
     eval_id = api.start_holdout_eval(
         small_case, [{"name": "baseline"}], sample_size=30, seed=4, launch="none"
     )["evalId"]

@@ -20,6 +20,10 @@ AGREEMENT_NOTE = (
     "A holdout score measures agreement with past filing, not correctness against a new policy: "
     "historical labels can contain errors, and conventions can change."
 )
+EMBEDDING_REPRESENTATION = (
+    "cosine similarity of the case's embeddings (L2-normalised; set in versions.embeddings); "
+    "a threshold here is not the same as on TF-IDF vectors"
+)
 NEAR_DUPLICATE_REPRESENTATION = (
     "cosine similarity on hashed TF-IDF vectors (word 1-2-grams and character 3-5-grams, "
     "sublinear tf, smooth idf, L2-normalised)"
@@ -75,12 +79,16 @@ class HoldoutReport:
 
 def comparability(spec: HoldoutSpec) -> dict[str, Any]:
     """What two evaluations must share for their figures to sit on one line of a plot."""
-    return {
+    key: dict[str, Any] = {
         "recordsVersion": spec.records_version,
         "treeVersion": spec.tree_version,
         "grouping": spec.grouping.to_json(),
         "targetDepth": list(spec.target_depth),
     }
+    if spec.grouping.mode == "nearDuplicate" and spec.grouping.retrieval.space == "embedding":
+        # The groups come from these vectors: other embeddings hold out other records.
+        key["embeddingsVersion"] = spec.embeddings_version
+    return key
 
 
 def comparability_key(spec: HoldoutSpec) -> str:
@@ -292,7 +300,18 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
     grouping = dict(spec.grouping.to_json())
     grouping["groupMembersExcluded"] = report.group_members_excluded
     if spec.grouping.mode == "nearDuplicate":
-        grouping["representation"] = NEAR_DUPLICATE_REPRESENTATION
+        grouping["representation"] = (
+            EMBEDDING_REPRESENTATION
+            if spec.grouping.retrieval.space == "embedding"
+            else NEAR_DUPLICATE_REPRESENTATION
+        )
+    versions = {
+        "records": spec.records_version,
+        "tree": spec.tree_version,
+        "memo": spec.memo_version,
+    }
+    if spec.embeddings_version is not None:
+        versions["embeddings"] = spec.embeddings_version
     return {
         "evalId": spec.eval_id,
         "caseId": spec.case_id,
@@ -306,11 +325,7 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
             "sampleHash": report.sample_hash,
             "excludedRecords": report.excluded_records,
         },
-        "versions": {
-            "records": spec.records_version,
-            "tree": spec.tree_version,
-            "memo": spec.memo_version,
-        },
+        "versions": versions,
         "comparableAs": comparability_key(spec),
         "levels": [{"depth": level.depth, "name": level.name} for level in report.levels],
         "targetDepth": list(spec.target_depth),
@@ -418,6 +433,28 @@ def _p(level: dict[str, Any]) -> str:
     return p if p == INSUFFICIENT else f"{p:.4g}"
 
 
+def _retrieval_text(row: dict[str, Any]) -> str:
+    backend = row["backend"]
+    if row.get("requestedBackend", backend) != backend:
+        backend = f"{backend} (auto)"
+    text = f"`{row['space']}` {backend} for {row['purpose']}"
+    if row["backend"] == "pynndescent":
+        recall = row.get("recallAtK")
+        text += (
+            f": recall@{row.get('recallK')} {recall if recall is not None else 'n/a'} against "
+            f"exact search on {row.get('recallProbeQueries', 0)} probe queries, "
+            f"{row.get('fallbackQueries', 0)} queries fell back to exact search"
+        )
+    return text
+
+
+def _retrieval_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """How each space was searched; said only when something other than the default ran."""
+    if not rows or all(r["retrieval"] == "tfidf:exact" for r in rows):
+        return []
+    return ["Retrieval: " + "; ".join(_retrieval_text(r) for r in rows) + ".", ""]
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     """Markdown summary of a report's JSON: warnings first, then sample and versions, each
     variant's memo version, memo rules fired, evidence and config, accuracy at every level
@@ -440,8 +477,10 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         f"Versions: records `{versions['records']}`, tree `{versions['tree']}`, "
         f"memo `{versions['memo']}`"
+        + (f", embeddings `{versions['embeddings']}`" if "embeddings" in versions else "")
         + (f"; comparable as `{report['comparableAs']}`." if "comparableAs" in report else "."),
         "",
+        *_retrieval_lines(report.get("retrievals", [])),
         "Variants (the first is the baseline):",
         "",
         _row(["variant", "memo version", "memo rules fired (rows)", "evidence", "config"]),

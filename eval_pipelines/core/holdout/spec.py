@@ -25,6 +25,95 @@ STRATEGIES = ("weighted", "majority", "nearest")
 CANDIDATES_MAX = 200
 AA_TWIN = "aa-twin"
 CASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SPACES = ("tfidf", "embedding")
+BACKENDS = ("exact", "pynndescent", "auto")
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Where evidence (or near-duplicates) are searched: the vector space and the backend.
+
+    Attributes
+    ----------
+    space
+        ``tfidf`` (the case's hashed TF-IDF vectors) or ``embedding`` (the case's embeddings,
+        pinned per evaluation).
+    backend
+        ``exact`` or ``pynndescent``, resolved when the evaluation is registered.
+    requested
+        What was asked for (``auto`` stays visible in the report after it is resolved).
+    """
+
+    space: str = "tfidf"
+    backend: str = "exact"
+    requested: str = "exact"
+
+    @property
+    def key(self) -> str:
+        """Storage key of the evidence retrieved this way, e.g. ``embedding:pynndescent``."""
+        return f"{self.space}:{self.backend}"
+
+    @property
+    def is_default(self) -> bool:
+        return self == Retrieval()
+
+    def to_json(self) -> dict[str, Any]:
+        data = {"space": self.space, "backend": self.backend}
+        if self.requested != self.backend:
+            data["requested"] = self.requested
+        return data
+
+
+def retrieval_from_json(raw: dict[str, Any] | None) -> Retrieval:
+    """Rebuild a stored retrieval (specs stored before embeddings have none: TF-IDF, exact)."""
+    if raw is None:
+        return Retrieval()
+    return Retrieval(
+        space=raw["space"], backend=raw["backend"], requested=raw.get("requested", raw["backend"])
+    )
+
+
+def parse_retrieval(
+    raw: Any, *, where: str, n_records: int | None = None, n_queries: int | None = None
+) -> Retrieval:
+    """Parse ``{space, backend}``; ``auto`` is resolved from the case's size and the sample's
+    by the measured cost model of
+    :func:`eval_pipelines.core.embeddings.ann.choose_backend` (index build included).
+
+    The approximate index serves the embedding space only: on sparse TF-IDF pynndescent took
+    347 s to build at 100k records for recall@10 0.94 (DESIGN.md section 6), while the exact
+    scan answers 5,000 queries in seconds.
+    """
+    if raw is None:
+        return Retrieval()
+    if not isinstance(raw, dict):
+        raise InputError(where, raw, "must be an object {space, backend}")
+    unknown = set(raw) - {"space", "backend"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(f"{where}.{key}", raw[key], "unknown; use space, backend")
+    space = raw.get("space", "tfidf")
+    if space not in SPACES:
+        raise InputError(f"{where}.space", space, f"must be one of {', '.join(SPACES)}")
+    requested = raw.get("backend", "exact")
+    if requested not in BACKENDS:
+        raise InputError(f"{where}.backend", requested, f"must be one of {', '.join(BACKENDS)}")
+    if space == "tfidf" and requested == "pynndescent":
+        raise InputError(
+            f"{where}.backend",
+            requested,
+            "serves space embedding only: on sparse TF-IDF the exact scan is faster and "
+            "exact (pynndescent measured 347 s to build at 100k records, recall@10 0.94)",
+        )
+    backend = requested
+    if requested == "auto":
+        backend = "exact"
+        if space == "embedding" and n_records and n_queries:
+            # Imported here: it loads numba, which only an `auto` request needs.
+            from eval_pipelines.core.embeddings.ann import choose_backend
+
+            backend = choose_backend("auto", n_records, n_queries)
+    return Retrieval(space=space, backend=backend, requested=requested)
 
 
 def validate_case_id(case_id: str) -> str:
@@ -73,9 +162,10 @@ class ClassifyConfig:
     auto_above: float = 0.8
     llm_level: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    retrieval: Retrieval = Retrieval()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "classifier": self.classifier,
             "strategy": self.strategy,
             "candidates": self.candidates,
@@ -85,6 +175,11 @@ class ClassifyConfig:
             "llmLevel": self.llm_level,
             "options": self.options,
         }
+        # Written only when it differs from the default, so configs (and the comparability
+        # keys built from them) of evaluations made before embeddings read as before.
+        if not self.retrieval.is_default:
+            data["retrieval"] = self.retrieval.to_json()
+        return data
 
 
 _CONFIG_KEYS = {
@@ -96,10 +191,18 @@ _CONFIG_KEYS = {
     "autoAbove": "auto_above",
     "llmLevel": "llm_level",
     "options": "options",
+    "retrieval": "retrieval",
 }
 
 
-def parse_config(raw: Any, *, where: str, max_depth: int) -> ClassifyConfig:
+def parse_config(
+    raw: Any,
+    *,
+    where: str,
+    max_depth: int,
+    n_records: int | None = None,
+    n_queries: int | None = None,
+) -> ClassifyConfig:
     """Parse a config object; unknown keys are errors (a typo must not become a default)."""
     if raw is None:
         return ClassifyConfig()
@@ -112,7 +215,15 @@ def parse_config(raw: Any, *, where: str, max_depth: int) -> ClassifyConfig:
                 f"{where}.{key}", value, f"unknown config key; known keys: {sorted(_CONFIG_KEYS)}"
             )
         values[_CONFIG_KEYS[key]] = value
-    config = ClassifyConfig(**{k: v for k, v in values.items() if k != "target_depth"})
+    retrieval = parse_retrieval(
+        values.pop("retrieval", None),
+        where=f"{where}.retrieval",
+        n_records=n_records,
+        n_queries=n_queries,
+    )
+    config = ClassifyConfig(
+        **{k: v for k, v in values.items() if k != "target_depth"}, retrieval=retrieval
+    )
     if not isinstance(config.classifier, str) or not config.classifier:
         raise InputError(f"{where}.classifier", config.classifier, "must be a classifier name")
     if config.strategy not in STRATEGIES:
@@ -163,20 +274,35 @@ class Grouping:
     mode: str = "nearDuplicate"
     threshold: float | None = DEFAULT_NEAR_DUPLICATE_THRESHOLD
     field: str | None = None
+    # The space near-duplicates are found in (nearDuplicate mode only). A threshold means
+    # different things in different spaces, so a non-default space is part of the JSON and
+    # of what makes two evaluations comparable.
+    retrieval: Retrieval = Retrieval()
 
     def to_json(self) -> dict[str, Any]:
         if self.mode == "nearDuplicate":
-            return {"mode": self.mode, "threshold": self.threshold}
+            data: dict[str, Any] = {"mode": self.mode, "threshold": self.threshold}
+            if not self.retrieval.is_default:
+                data["retrieval"] = self.retrieval.to_json()
+            return data
         if self.mode == "field":
             return {"mode": self.mode, "field": self.field}
         return {"mode": self.mode}
 
 
-def parse_grouping(mode: str | None, threshold: float | None, group_field: str | None) -> Grouping:
+def parse_grouping(
+    mode: str | None,
+    threshold: float | None,
+    group_field: str | None,
+    retrieval: Any = None,
+    *,
+    n_records: int | None = None,
+    n_queries: int | None = None,
+) -> Grouping:
     """Resolve grouping flags as 000 states them.
 
     ``groupField`` alone means mode ``field``; with any other mode it is an error. A threshold
-    belongs to ``nearDuplicate`` only and must lie in (0, 1].
+    belongs to ``nearDuplicate`` only and must lie in (0, 1]; so does a retrieval space.
     """
     if mode is None:
         mode = "field" if group_field is not None else "nearDuplicate"
@@ -198,6 +324,10 @@ def parse_grouping(mode: str | None, threshold: float | None, group_field: str |
             raise InputError(
                 "grouping.threshold", threshold, f"applies to mode nearDuplicate only, not {mode}"
             )
+    if retrieval is not None and mode != "nearDuplicate":
+        raise InputError(
+            "grouping.retrieval", retrieval, f"applies to mode nearDuplicate only, not {mode}"
+        )
     if mode == "field":
         if not group_field:
             raise InputError("groupField", group_field, "grouping mode field needs a groupField")
@@ -208,6 +338,9 @@ def parse_grouping(mode: str | None, threshold: float | None, group_field: str |
         mode="nearDuplicate",
         threshold=float(threshold) if threshold is not None else DEFAULT_NEAR_DUPLICATE_THRESHOLD,
         field=None,
+        retrieval=parse_retrieval(
+            retrieval, where="grouping.retrieval", n_records=n_records, n_queries=n_queries
+        ),
     )
 
 
@@ -246,6 +379,8 @@ def parse_variants(
     pinned_target_depth: tuple[int, ...],
     known_memo_ids: set[str],
     max_depth: int,
+    n_records: int | None = None,
+    n_queries: int | None = None,
 ) -> tuple[Variant, ...]:
     """Parse ``variants.json``: a non-empty list of ``{"name", "memo_include"?, "config"?}``.
 
@@ -289,7 +424,13 @@ def parse_variants(
                     f"{where}.memo_include", memo_id, "is not a memo entry of this case"
                 )
         if "config" in item:
-            config = parse_config(item["config"], where=f"{where}.config", max_depth=max_depth)
+            config = parse_config(
+                item["config"],
+                where=f"{where}.config",
+                max_depth=max_depth,
+                n_records=n_records,
+                n_queries=n_queries,
+            )
             if config.target_depth and config.target_depth != pinned_target_depth:
                 raise InputError(
                     f"{where}.config.targetDepth",
@@ -350,6 +491,7 @@ class HoldoutSpec:
     memo_entries: dict[str, dict[str, Any]] | None = None
     aa: bool = False
     leakage_check: bool = False
+    embeddings_version: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -372,7 +514,26 @@ class HoldoutSpec:
             data["aa"] = True
         if self.leakage_check:
             data["leakageCheck"] = True
+        if self.embeddings_version is not None:
+            data["embeddingsVersion"] = self.embeddings_version
         return data
+
+    @property
+    def retrievals(self) -> tuple[Retrieval, ...]:
+        """Each distinct way evidence is retrieved, in order of first use by a variant."""
+        return tuple(dict.fromkeys(v.config.retrieval for v in self.variants))
+
+    def candidates_for(self, retrieval: Retrieval) -> int:
+        """Evidence records retrieved per sampled record this way: the most any variant
+        retrieving this way asks for."""
+        return max(v.config.candidates for v in self.variants if v.config.retrieval == retrieval)
+
+    @property
+    def uses_embeddings(self) -> bool:
+        spaces = {r.space for r in self.retrievals}
+        if self.grouping.mode == "nearDuplicate":
+            spaces.add(self.grouping.retrieval.space)
+        return "embedding" in spaces
 
     @property
     def aa_twin(self) -> Variant | None:
@@ -404,6 +565,7 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
             auto_above=raw["autoAbove"],
             llm_level=raw["llmLevel"],
             options=raw.get("options", {}),
+            retrieval=retrieval_from_json(raw.get("retrieval")),
         )
 
     grouping = data["grouping"]
@@ -413,7 +575,10 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
         seed=data["seed"],
         sample_size=data["sampleSize"],
         grouping=Grouping(
-            mode=grouping["mode"], threshold=grouping.get("threshold"), field=grouping.get("field")
+            mode=grouping["mode"],
+            threshold=grouping.get("threshold"),
+            field=grouping.get("field"),
+            retrieval=retrieval_from_json(grouping.get("retrieval")),
         ),
         config=config_of(data["config"]),
         target_depth=tuple(data["targetDepth"]),
@@ -433,6 +598,7 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
         memo_entries=data.get("memoEntries"),
         aa=bool(data.get("aa", False)),
         leakage_check=bool(data.get("leakageCheck", False)),
+        embeddings_version=data.get("embeddingsVersion"),
     )
 
 
@@ -456,9 +622,11 @@ class CaseContext:
     metadata_columns: tuple[str, ...]
     memo: dict[str, tuple[str, dict[str, Any]]]
     classifiers: tuple[str, ...]
+    n_records: int | None = None
+    embeddings_version: str | None = None
 
 
-GROUPING_KEYS = ("mode", "threshold", "field")
+GROUPING_KEYS = ("mode", "threshold", "field", "retrieval")
 
 
 def parse_holdout_request(
@@ -503,7 +671,14 @@ def parse_holdout_request(
         )
     if "field" in grouping and group_field is None:
         group_field = grouping["field"]
-    resolved = parse_grouping(grouping.get("mode"), grouping.get("threshold"), group_field)
+    resolved = parse_grouping(
+        grouping.get("mode"),
+        grouping.get("threshold"),
+        group_field,
+        grouping.get("retrieval"),
+        n_records=case.n_records,
+        n_queries=sample_size,
+    )
     if resolved.field is not None and resolved.field not in case.metadata_columns:
         raise InputError(
             "groupField",
@@ -511,7 +686,13 @@ def parse_holdout_request(
             f"is not a metadata column of case {case.case_id} "
             f"(columns: {list(case.metadata_columns)})",
         )
-    shared = parse_config(config, where="config", max_depth=case.max_depth)
+    shared = parse_config(
+        config,
+        where="config",
+        max_depth=case.max_depth,
+        n_records=case.n_records,
+        n_queries=sample_size,
+    )
     pinned = shared.target_depth or case.target_depth
     parsed = parse_variants(
         variants,
@@ -519,6 +700,8 @@ def parse_holdout_request(
         pinned_target_depth=pinned,
         known_memo_ids=set(case.memo),
         max_depth=case.max_depth,
+        n_records=case.n_records,
+        n_queries=sample_size,
     )
     if leakage_check and resolved.mode == "none":
         raise InputError(
@@ -540,6 +723,7 @@ def parse_holdout_request(
                 variant.config.classifier,
                 f"unknown classifier; known: {list(case.classifiers)}",
             )
+    _require_embeddings(resolved, parsed, case)
     active = tuple(sorted(i for i, (status, _) in case.memo.items() if status == "active"))
     used = sorted({*active, *(m for v in parsed for m in v.memo_include)})
     return HoldoutSpec(
@@ -558,7 +742,34 @@ def parse_holdout_request(
         memo_entries={i: case.memo[i][1] for i in used},
         aa=bool(aa),
         leakage_check=bool(leakage_check),
+        embeddings_version=case.embeddings_version if _embedding_fields(resolved, parsed) else None,
     )
+
+
+def _embedding_fields(grouping: Grouping, variants: tuple[Variant, ...]) -> list[str]:
+    """The spec fields that ask for the embedding space."""
+    fields = [
+        f"variants[{i}].config.retrieval.space"
+        for i, v in enumerate(variants)
+        if v.config.retrieval.space == "embedding"
+    ]
+    if grouping.mode == "nearDuplicate" and grouping.retrieval.space == "embedding":
+        fields.insert(0, "grouping.retrieval.space")
+    return fields
+
+
+def _require_embeddings(
+    grouping: Grouping, variants: tuple[Variant, ...], case: CaseContext
+) -> None:
+    fields = _embedding_fields(grouping, variants)
+    if fields and case.embeddings_version is None:
+        raise InputError(
+            fields[0],
+            "embedding",
+            f"case {case.case_id} has no embeddings for its current records; add them with "
+            f"'eval-pipelines case create {case.case_id} ... --embeddings FILE' or "
+            f"'eval-pipelines case embed {case.case_id} --method lsa --dim 256'",
+        )
 
 
 def make_eval_id(case_id: str, sequence: int, seed: int) -> str:

@@ -1,0 +1,112 @@
+"""Embeddings of a case: the user's own vectors (a Parquet file, or a column of the records
+file) or LSA vectors computed from the case's TF-IDF matrix. Validated in full before anything
+is written; stored in the warehouse as an immutable set named by its content."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval_pipelines import settings
+from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.holdout.spec import validate_case_id
+from eval_pipelines.storage import cases, embeddings
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+
+EMBEDDING_PARTITIONS = "cases"
+LSA_DIM_MAX = 1024
+
+
+def embedding_set_for(
+    case_id: str,
+    records_version: str,
+    record_keys: list[str],
+    vectors: np.ndarray,
+    *,
+    method: str,
+    source: str | None,
+) -> embeddings.EmbeddingSet:
+    """The set's description; its version hashes the records version, method and vectors."""
+    digest = hashlib.sha256(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+    digest.update("\n".join(record_keys).encode())
+    version = hash_json(
+        {"records": records_version, "method": method, "vectors": digest.hexdigest()}
+    )
+    return embeddings.EmbeddingSet(
+        case_id=case_id,
+        records_version=records_version,
+        embeddings_version=version,
+        dim=int(vectors.shape[1]),
+        n_records=int(vectors.shape[0]),
+        method=method,
+        source=source,
+    )
+
+
+def register_case_partition(case_id: str) -> None:
+    """Add the case to the partitions of the embedding index asset (idempotent)."""
+    from eval_pipelines.instance import dagster_instance
+
+    instance = dagster_instance()
+    if not instance.has_dynamic_partition(EMBEDDING_PARTITIONS, case_id):
+        instance.add_dynamic_partitions(EMBEDDING_PARTITIONS, [case_id])
+
+
+def embed_case(
+    case_id: str,
+    *,
+    method: str = "lsa",
+    dim: int = 256,
+    seed: int = 0,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """Compute LSA vectors (truncated SVD of the case's TF-IDF matrix, L2-normalised) for the
+    case's current records and store them as its embeddings."""
+    from eval_pipelines.core.embeddings.lsa import lsa_vectors
+    from eval_pipelines.core.embeddings.vectors import check_embeddings
+    from eval_pipelines.stages.text_index import load_or_build_index
+
+    validate_case_id(case_id)
+    if method != "lsa":
+        raise InputError("--method", method, "the built-in method is lsa")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 2 <= dim <= LSA_DIM_MAX:
+        raise InputError("--dim", dim, f"must be an integer in 2..{LSA_DIM_MAX}")
+    path = resolve_warehouse(warehouse)
+    with connect(path, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
+        info = cases.load_case(conn, case_id)
+        records = cases.load_records(conn, case_id, info.records_version)
+    keys = records.get_column("record_key").to_list()
+    if dim >= len(keys):
+        raise InputError("--dim", dim, f"must be below the case's {len(keys)} records")
+    handle = load_or_build_index(
+        settings.index_dir(path),
+        case_id,
+        info.records_version,
+        records.get_column("text").to_list(),
+    )
+    vectors = check_embeddings(keys, keys, lsa_vectors(handle.index.docs, dim=dim, seed=seed))
+    embedding_set = embedding_set_for(
+        case_id, info.records_version, keys, vectors, method=f"lsa-{dim}-seed{seed}", source=None
+    )
+    with connect(path, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
+        cases.require_records_version(conn, case_id, info.records_version)
+        added = embeddings.save_embedding_set(conn, embedding_set, keys, vectors)
+    register_case_partition(case_id)
+    return {"caseId": case_id, **embedding_set.to_json(), "added": added}
+
+
+def list_embeddings(case_id: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+    """Every embedding set of the case, newest first."""
+    with connect(
+        resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
+    ) as conn:
+        cases.load_case(conn, case_id)
+        return [
+            {"recordsVersion": s.records_version, **s.to_json()}
+            for s in embeddings.list_sets(conn, case_id)
+        ]

@@ -1,0 +1,170 @@
+"""The searchers an evaluation needs, one per retrieval (``space:backend``) it uses, with a
+record of how each one ran: backend, time, whether its index was built, and for the
+approximate backend the recall measured against the exact search and the queries that fell
+back to it."""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval_pipelines.core.holdout.grouping import Searcher, text_searcher
+from eval_pipelines.core.holdout.spec import HoldoutSpec, Retrieval
+from eval_pipelines.core.text.retrieval import SearchResult
+from eval_pipelines.stages.embedding_index import OpenWarehouse, load_or_build_ann, load_vectors
+from eval_pipelines.stages.text_index import IndexHandle
+
+# Queries of the seeded probe on which the approximate backend is compared with exact search.
+RECALL_PROBE = 200
+
+
+@dataclass
+class RetrievalLog:
+    """How one retrieval ran in this evaluation (a row of ``eval_retrievals``)."""
+
+    retrieval: Retrieval
+    purpose: str
+    seconds: float = 0.0
+    queries: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "retrieval": self.retrieval.key,
+            "purpose": self.purpose,
+            "space": self.retrieval.space,
+            "backend": self.retrieval.backend,
+            "requestedBackend": self.retrieval.requested,
+            "queries": self.queries,
+            "seconds": round(self.seconds, 3),
+            **self.details,
+        }
+
+
+class _Timed:
+    """A searcher that adds its time and query count to a log."""
+
+    def __init__(self, searcher: Searcher, log: RetrievalLog) -> None:
+        self.searcher = searcher
+        self.log = log
+
+    def __call__(self, query_docs: np.ndarray, **options: Any) -> SearchResult:
+        started = time.perf_counter()
+        result = self.searcher(query_docs, **options)
+        self.log.seconds += time.perf_counter() - started
+        self.log.queries += len(query_docs)
+        return result
+
+
+class _Approximate:
+    """pynndescent with over-fetch; on the first call it also measures recall@k against the
+    exact dense search on a seeded probe of the same queries, with the same masks."""
+
+    def __init__(
+        self, index: Any, vectors: np.ndarray, *, seed: int, threads: int, log: RetrievalLog
+    ) -> None:
+        self.index = index
+        self.vectors = vectors
+        self.seed = seed
+        self.threads = threads
+        self.log = log
+
+    def __call__(self, query_docs: np.ndarray, **options: Any) -> SearchResult:
+        from eval_pipelines.core.embeddings.ann import search_ann
+        from eval_pipelines.core.embeddings.dense import search_dense
+
+        found = search_ann(self.index, self.vectors, query_docs, **options)
+        self.log.details["fallbackQueries"] = (
+            self.log.details.get("fallbackQueries", 0) + found.fallback_queries
+        )
+        if "recallAtK" not in self.log.details and len(query_docs):
+            rng = np.random.default_rng([self.seed, 20])
+            probe = np.sort(rng.permutation(len(query_docs))[:RECALL_PROBE])
+            indptr, indices = options.get("exclude_indptr"), options.get("exclude_indices")
+            sub_indptr = sub_indices = None
+            if indptr is not None and indices is not None:
+                pieces = [indices[indptr[i] : indptr[i + 1]] for i in probe]
+                sub_indptr = np.zeros(len(probe) + 1, dtype=np.int64)
+                sub_indptr[1:] = np.cumsum([len(p) for p in pieces])
+                sub_indices = (
+                    np.concatenate(pieces).astype(np.int32)
+                    if pieces
+                    else np.zeros(0, dtype=np.int32)
+                )
+            exact = search_dense(
+                self.vectors,
+                query_docs[probe],
+                k=options["k"],
+                near_duplicate_threshold=options.get("near_duplicate_threshold"),
+                exclude_indptr=sub_indptr,
+                exclude_indices=sub_indices,
+                n_threads=self.threads,
+            )
+            self.log.details.update(
+                recall_details(found.result.neighbours[probe], exact.neighbours, options["k"])
+            )
+        return found.result
+
+
+def recall_details(approximate: np.ndarray, exact: np.ndarray, k: int) -> dict[str, Any]:
+    """recall@k of approximate neighbour lists against exact ones (``-1`` = no neighbour)."""
+    hits = total = 0
+    for got, truth in zip(approximate, exact, strict=True):
+        truth_set = set(truth[truth >= 0].tolist())
+        hits += len(truth_set & set(got[got >= 0].tolist()))
+        total += len(truth_set)
+    return {
+        "recallAtK": round(hits / total, 4) if total else None,
+        "recallK": k,
+        "recallProbeQueries": int(len(exact)),
+        "recallAgainst": "exact dense search, same queries and leave-out masks",
+    }
+
+
+def evaluation_searchers(
+    spec: HoldoutSpec,
+    text: IndexHandle,
+    open_warehouse: OpenWarehouse,
+    *,
+    index_dir: Path,
+    threads: int,
+) -> tuple[dict[str, Searcher], list[RetrievalLog]]:
+    """A searcher per retrieval the spec uses (the grouping's and each variant's)."""
+    wanted: dict[Retrieval, str] = {}
+    if spec.grouping.mode == "nearDuplicate":
+        wanted[spec.grouping.retrieval] = "grouping"
+    for retrieval in spec.retrievals:
+        wanted[retrieval] = "grouping+evidence" if retrieval in wanted else "evidence"
+    searchers: dict[str, Searcher] = {}
+    logs: list[RetrievalLog] = []
+    vectors: np.ndarray | None = None
+    for retrieval, purpose in wanted.items():
+        log = RetrievalLog(retrieval, purpose)
+        logs.append(log)
+        if retrieval.space == "tfidf":
+            searchers[retrieval.key] = _Timed(text_searcher(text.index, n_threads=threads), log)
+            log.details["indexBuilt"] = text.built
+            continue
+        assert spec.embeddings_version is not None
+        if vectors is None:
+            vectors = load_vectors(open_warehouse, index_dir, spec.case_id, spec.embeddings_version)
+        log.details["embeddingsVersion"] = spec.embeddings_version
+        if retrieval.backend == "exact":
+            from eval_pipelines.core.embeddings.dense import search_dense
+
+            exact = functools.partial(search_dense, vectors, n_threads=threads)
+            searchers[retrieval.key] = _Timed(exact, log)
+            continue
+        handle = load_or_build_ann(
+            index_dir, spec.case_id, spec.embeddings_version, vectors, n_threads=threads
+        )
+        log.details.update(indexBuilt=handle.built, indexSeconds=round(handle.seconds, 3))
+        searchers[retrieval.key] = _Timed(
+            _Approximate(handle.index, vectors, seed=spec.seed, threads=threads, log=log), log
+        )
+    return searchers, logs
