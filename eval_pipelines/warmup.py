@@ -42,8 +42,13 @@ def _warm_sparse_search() -> None:
 
 
 def main() -> None:
+    from eval_pipelines.core.embeddings.warmup import warm_up_dense
+
     started = time.perf_counter()
     _warm_sparse_search()
+    # The dense search and pynndescent (a build, queries, save and load): pynndescent's own
+    # kernels take minutes to compile cold, which a user's first command must never pay.
+    warm_up_dense()
     print(f"numeric kernels ready in {time.perf_counter() - started:.1f} s")
 
 
