@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from eval_pipelines.core.csr_rows import subset_csr_rows
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.text.retrieval import NEAR_DUPLICATE_TOLERANCE
 
@@ -141,16 +142,12 @@ def dense_request(
 
 def subset(req: DenseRequest, rows: npt.NDArray[np.int64]) -> DenseRequest:
     """The same request restricted to some of its queries (``rows`` index the queries)."""
-    lo = req.exclude_indptr[rows]
-    lengths = req.exclude_indptr[rows + 1] - lo
-    indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    take = np.repeat(lo - indptr[:-1], lengths) + np.arange(indptr[-1])
+    indptr, indices = subset_csr_rows(req.exclude_indptr, req.exclude_indices, rows)
     return DenseRequest(
         queries=req.queries[rows],
         k=req.k,
         cut=req.cut,
         use_threshold=req.use_threshold,
         exclude_indptr=indptr,
-        exclude_indices=req.exclude_indices[take],
+        exclude_indices=indices,
     )

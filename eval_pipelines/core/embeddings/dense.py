@@ -35,10 +35,10 @@ from eval_pipelines.core.embeddings._arguments import (
     subset,
     unit_vectors,
 )
-from eval_pipelines.core.embeddings._heap import drain_heap, sift_down, sift_up
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.retrieval import SearchResult
+from eval_pipelines.core.topk_heap import drain_heap, sift_down, sift_up
 
 numba_cache.configure()
 

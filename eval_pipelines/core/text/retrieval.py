@@ -42,8 +42,10 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from eval_pipelines.core.csr_rows import subset_csr_rows
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.interrupts import deferred_interrupts
+from eval_pipelines.core.topk_heap import drain_heap, sift_down, sift_up, worse
 
 numba_cache.configure()
 
@@ -455,66 +457,6 @@ def _request(
 # --------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True, inline="always")
-def _worse(s_a: float, i_a: int, s_b: float, i_b: int) -> bool:
-    """Heap order: lower similarity is worse; at equal similarity the larger id is worse."""
-    return s_a < s_b or (s_a == s_b and i_a > i_b)
-
-
-@numba.njit(cache=True)
-def _sift_down(heap_s: np.ndarray, heap_i: np.ndarray, size: int, pos: int) -> None:
-    s = heap_s[pos]
-    i = heap_i[pos]
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        right = child + 1
-        if right < size and _worse(heap_s[right], heap_i[right], heap_s[child], heap_i[child]):
-            child = right
-        if not _worse(heap_s[child], heap_i[child], s, i):
-            break
-        heap_s[pos] = heap_s[child]
-        heap_i[pos] = heap_i[child]
-        pos = child
-    heap_s[pos] = s
-    heap_i[pos] = i
-
-
-@numba.njit(cache=True)
-def _sift_up(heap_s: np.ndarray, heap_i: np.ndarray, pos: int) -> None:
-    s = heap_s[pos]
-    i = heap_i[pos]
-    while pos > 0:
-        parent = (pos - 1) // 2
-        if not _worse(s, i, heap_s[parent], heap_i[parent]):
-            break
-        heap_s[pos] = heap_s[parent]
-        heap_i[pos] = heap_i[parent]
-        pos = parent
-    heap_s[pos] = s
-    heap_i[pos] = i
-
-
-@numba.njit(cache=True)
-def _drain(
-    heap_s: np.ndarray,
-    heap_i: np.ndarray,
-    size: int,
-    neighbours: np.ndarray,
-    similarities: np.ndarray,
-    qi: int,
-) -> None:
-    """Pop the worst to the back until empty: the heap drains into best-first order."""
-    while size > 0:
-        size -= 1
-        neighbours[qi, size] = heap_i[0]
-        similarities[qi, size] = heap_s[0]
-        heap_s[0] = heap_s[size]
-        heap_i[0] = heap_i[size]
-        _sift_down(heap_s, heap_i, size, 0)
-
-
 @numba.njit(cache=True)
 def _lower_bound(ids: np.ndarray, start: int, stop: int, value: int) -> int:
     """First position in the sorted ``ids[start:stop]`` holding an id >= ``value``."""
@@ -633,19 +575,19 @@ def _search_kernel(
                 if size < k:
                     heap_s[size] = s
                     heap_i[size] = d
-                    _sift_up(heap_s, heap_i, size)
+                    sift_up(heap_s, heap_i, size)
                     size += 1
                 elif s > heap_s[0]:
                     # Documents arrive by ascending id, so an equal score never displaces.
                     heap_s[0] = s
                     heap_i[0] = d
-                    _sift_down(heap_s, heap_i, size, 0)
+                    sift_down(heap_s, heap_i, size, 0)
             for e in range(excl_indptr[qi], excl_indptr[qi + 1]):
                 d = excl_indices[e]
                 if lo <= d < hi:
                     excluded[d - lo] = False
             nd_counts[qi] = n_nd
-            _drain(heap_s, heap_i, size, neighbours, similarities, qi)
+            drain_heap(heap_s, heap_i, size, neighbours[qi], similarities[qi])
     return neighbours, similarities, nd_counts, nd_buf, reads
 
 
@@ -713,12 +655,12 @@ def _push_largest(th_s: np.ndarray, th_i: np.ndarray, size: int, k: int, p: floa
     if size < k:
         th_s[size] = p
         th_i[size] = d
-        _sift_up(th_s, th_i, size)
+        sift_up(th_s, th_i, size)
         return size + 1
     if p > th_s[0]:
         th_s[0] = p
         th_i[0] = d
-        _sift_down(th_s, th_i, size, 0)
+        sift_down(th_s, th_i, size, 0)
     return size
 
 
@@ -1241,16 +1183,16 @@ def _pruned_kernel(
                 if n_heap < k:
                     heap_s[n_heap] = s
                     heap_i[n_heap] = d
-                    _sift_up(heap_s, heap_i, n_heap)
+                    sift_up(heap_s, heap_i, n_heap)
                     n_heap += 1
-                elif _worse(heap_s[0], heap_i[0], s, d):
+                elif worse(heap_s[0], heap_i[0], s, d):
                     # Candidates come in no particular order, so ties need the id rule here.
                     heap_s[0] = s
                     heap_i[0] = d
-                    _sift_down(heap_s, heap_i, n_heap, 0)
+                    sift_down(heap_s, heap_i, n_heap, 0)
             nd_counts[qi] = n_nd
             nd_buf[qi, : min(n_nd, nd_cap)].sort()
-            _drain(heap_s, heap_i, n_heap, neighbours, similarities, qi)
+            drain_heap(heap_s, heap_i, n_heap, neighbours[qi], similarities[qi])
 
             # Partial scores are everywhere once pruning starts: clearing the whole array
             # (a memset) is cheaper than tracking which documents were touched.
@@ -1356,19 +1298,14 @@ def _run_kernel(
 
 def _subset_request(req: _Request, rows: np.ndarray) -> _Request:
     """The same request restricted to some of its queries."""
-    lo = req.exclude_indptr[rows]
-    hi = req.exclude_indptr[rows + 1]
-    lengths = hi - lo
-    indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    take = np.repeat(lo - indptr[:-1], lengths) + np.arange(indptr[-1])
+    indptr, indices = subset_csr_rows(req.exclude_indptr, req.exclude_indices, rows)
     return _Request(
         queries=req.queries[rows],
         k=req.k,
         cut=req.cut,
         use_threshold=req.use_threshold,
         exclude_indptr=indptr,
-        exclude_indices=req.exclude_indices[take],
+        exclude_indices=indices,
         lo=req.lo,
         hi=req.hi,
     )

@@ -2,9 +2,13 @@
 loading the Dagster definitions compiles nothing."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from eval_pipelines.core.text import numba_cache
+from eval_pipelines.core.text.numba_cache import sources_fingerprint
 
 
 def _run(code: str, env: dict[str, str]) -> str:
@@ -21,7 +25,25 @@ def test_default_cache_folder_is_per_user(tmp_path: Path) -> None:
         "import numba.core.config as c, eval_pipelines.core.text.retrieval\nprint(c.CACHE_DIR)",
         env,
     )
-    assert folder == str(tmp_path / "cache" / "eval_pipelines" / "numba")
+    assert Path(folder).parent == tmp_path / "cache" / "eval_pipelines" / "numba"
+    assert Path(folder).name == sources_fingerprint()
+
+
+def test_the_folder_changes_with_any_kernel_source(tmp_path: Path) -> None:
+    """numba checks a cached kernel against its own file only: a change to the heap module
+    alone must not leave the search kernels running the old heap."""
+    copy = tmp_path / "core"
+    shutil.copytree(numba_cache._CORE, copy)
+    before = sources_fingerprint()
+    heap = copy / "topk_heap.py"
+    heap.write_text(heap.read_text() + "\n")
+    original = numba_cache._CORE
+    numba_cache._CORE = copy
+    try:
+        assert sources_fingerprint() != before
+    finally:
+        numba_cache._CORE = original
+    assert sources_fingerprint() == before
 
 
 def test_an_explicit_numba_cache_dir_wins(tmp_path: Path) -> None:
@@ -38,3 +60,12 @@ def test_loading_the_definitions_imports_no_numba() -> None:
         "import sys, eval_pipelines.definitions\nprint('numba' in sys.modules)", dict(os.environ)
     )
     assert loaded == "False"
+
+
+def test_every_module_that_defines_kernels_is_in_the_fingerprint() -> None:
+    defining = {
+        path.relative_to(numba_cache._CORE).as_posix()
+        for path in numba_cache._CORE.rglob("*.py")
+        if "numba.njit" in path.read_text() and path.name != "numba_cache.py"
+    }
+    assert defining == set(numba_cache.KERNEL_MODULES)

@@ -1,13 +1,28 @@
 """A bounded min-heap of (similarity, id) pairs for top-k selection inside numba kernels.
 
 The root is the worst kept pair: lowest similarity, and at equal similarity the larger id, so
-draining the heap yields neighbours by descending similarity with ties to the smaller id.
+draining the heap yields neighbours by descending similarity with ties to the smaller id. The
+sparse search (:mod:`eval_pipelines.core.text.retrieval`) and the dense searches
+(:mod:`eval_pipelines.core.embeddings`) all keep their top-k here, so they order and break
+ties identically.
+
+Only :func:`worse` is inlined by numba. The other helpers stay ordinary calls: forcing them
+inline (``inline="always"``) compiled more slowly and measured 2-3% slower on the sparse
+search, and no faster on the dense one.
+
+numba's disk cache checks only the source of the file a kernel is defined in, not of the
+functions it calls; :mod:`eval_pipelines.core.text.numba_cache` therefore keys the cache folder
+by the sources of every kernel module, this one included.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+
+from eval_pipelines.core.text import numba_cache
+
+numba_cache.configure()
 
 
 @numba.njit(cache=True, inline="always")
@@ -16,8 +31,9 @@ def worse(s_a: float, i_a: int, s_b: float, i_b: int) -> bool:
     return s_a < s_b or (s_a == s_b and i_a > i_b)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def sift_down(heap_s: np.ndarray, heap_i: np.ndarray, size: int, pos: int) -> None:
+    """Move the pair at ``pos`` down until no child of it is worse (after replacing the root)."""
     s = heap_s[pos]
     i = heap_i[pos]
     while True:
@@ -36,8 +52,9 @@ def sift_down(heap_s: np.ndarray, heap_i: np.ndarray, size: int, pos: int) -> No
     heap_i[pos] = i
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def sift_up(heap_s: np.ndarray, heap_i: np.ndarray, pos: int) -> None:
+    """Move the pair at ``pos`` up while it is worse than its parent (after appending it)."""
     s = heap_s[pos]
     i = heap_i[pos]
     while pos > 0:
@@ -51,7 +68,7 @@ def sift_up(heap_s: np.ndarray, heap_i: np.ndarray, pos: int) -> None:
     heap_i[pos] = i
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def drain_heap(
     heap_s: np.ndarray, heap_i: np.ndarray, size: int, out_i: np.ndarray, out_s: np.ndarray
 ) -> None:
