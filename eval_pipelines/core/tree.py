@@ -8,7 +8,7 @@ Level 1 is the top of the tree; a code's depth is the level it sits at.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -122,21 +122,21 @@ def tree_from_parent_links(nodes: pl.DataFrame) -> CodeTree:
             seen.add(cursor)
             chain.append(cursor)
             cursor = parent_of[cursor]
-        prefix = paths[cursor] if cursor is not None else ()
-        for offset, node in enumerate(reversed(chain)):
-            paths[node] = prefix + tuple(reversed(chain))[: offset + 1]
+        path = paths[cursor] if cursor is not None else ()
+        for node in reversed(chain):
+            path = (*path, node)
+            paths[node] = path
 
     max_depth = max((len(p) for p in paths.values()), default=0)
-    kinds = nodes.get_column("kind").cast(pl.String).to_list() if "kind" in nodes.columns else None
+    kinds_by_depth: defaultdict[int, Counter[str]] = defaultdict(Counter)
+    if "kind" in nodes.columns:
+        kinds = nodes.get_column("kind").cast(pl.String).to_list()
+        for code, kind in zip(codes, kinds, strict=True):
+            kinds_by_depth[len(paths[code])][kind] += 1
     levels = []
     for depth in range(1, max_depth + 1):
-        name = f"level {depth}"
-        if kinds is not None:
-            counts = Counter(
-                kind for code, kind in zip(codes, kinds, strict=True) if len(paths[code]) == depth
-            )
-            if counts:
-                name = counts.most_common(1)[0][0]
+        counts = kinds_by_depth.get(depth)
+        name = counts.most_common(1)[0][0] if counts else f"level {depth}"
         levels.append(Level(depth=depth, name=name))
     repeated = {name for name, count in Counter(lv.name for lv in levels).items() if count > 1}
     # Several levels of one kind (ICD-10-CM's 4-, 5- and 6-character subcategories) get their

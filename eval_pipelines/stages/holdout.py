@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +23,11 @@ import polars as pl
 
 from eval_pipelines.core.errors import ConflictError, NotFoundError
 from eval_pipelines.core.holdout.classify import (
-    Neighbour,
     Prediction,
     RecordToClassify,
     evidence_tree,
     get_classifier,
-    neighbours_by_record,
+    neighbours_from_frame,
 )
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
@@ -53,7 +52,7 @@ from eval_pipelines.core.holdout.scoring import (
 )
 from eval_pipelines.core.holdout.spec import HoldoutSpec, Variant, spec_from_json
 from eval_pipelines.core.tree import CodeTree
-from eval_pipelines.stages.text_index import IndexHandle, load_or_build_index
+from eval_pipelines.stages.text_index import IndexHandle, records_index
 from eval_pipelines.storage import cases, evaluations, holdout, memo
 
 KIND = "holdout"
@@ -120,18 +119,30 @@ def sample_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any
 def _records_and_index(
     open_warehouse: OpenWarehouse, eval_id: str, index_dir: Path
 ) -> tuple[HoldoutSpec, pl.DataFrame, IndexHandle]:
+    """The spec, the records without their texts (searches read the index instead) and the
+    text index, whose texts are read only if it must be built."""
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
-        records = cases.load_records(conn, spec.case_id, spec.records_version)
-    handle = load_or_build_index(
-        index_dir, spec.case_id, spec.records_version, records.get_column("text").to_list()
+        records = cases.load_records_without_text(conn, spec.case_id, spec.records_version)
+    handle = records_index(
+        open_warehouse,
+        index_dir,
+        spec.case_id,
+        spec.records_version,
+        n_records=records.height,
     )
     return spec, records, handle
 
 
 def index_stage(open_warehouse: OpenWarehouse, eval_id: str, *, index_dir: Path) -> dict[str, Any]:
-    """Load the cached text index of the evaluation's records version, or build it."""
-    spec, _, handle = _records_and_index(open_warehouse, eval_id, index_dir)
+    """Open the cached text index of the evaluation's records version, checked against the
+    number of stored records, or build it (reading the texts only then)."""
+    with open_warehouse(read_only=True) as conn:
+        spec = load_spec(conn, eval_id)
+        n_records = cases.count_records(conn, spec.case_id, spec.records_version)
+    handle = records_index(
+        open_warehouse, index_dir, spec.case_id, spec.records_version, n_records=n_records
+    )
     return {
         "case": spec.case_id,
         "records_version": spec.records_version,
@@ -152,7 +163,7 @@ class ClassifyTask:
     position: int
     variant: Variant
     records: list[RecordToClassify]
-    neighbours: dict[str, list[Neighbour]]
+    evidence: pl.DataFrame
     memo: list[MemoEntry]
     memo_version: str
     tree: CodeTree
@@ -191,29 +202,29 @@ def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[Classi
             conn, eval_id, spec.case_id, spec.records_version
         )
     ]
-    neighbours = {
-        retrieval.key: neighbours_by_record(
-            holdout.retrieved_neighbours(
-                conn, eval_id, spec.case_id, spec.records_version, retrieval.key
-            )
+    evidence = {
+        retrieval.key: holdout.retrieved_evidence(
+            conn, eval_id, spec.case_id, spec.records_version, retrieval.key
         )
         for retrieval in spec.retrievals
     }
     memo_by_variant = _variant_memo(conn, spec, tree)
     # One tree for every variant: cut to the labels any retrieval brought and any memo names.
-    every_retrieval = {
-        f"{key}\x00{sample}": found
-        for key, by in neighbours.items()
-        for sample, found in by.items()
-    }
-    tree = evidence_tree(tree, every_retrieval, [e for m in memo_by_variant.values() for e in m])
+    tree = evidence_tree(
+        tree,
+        pl.concat([frame.select("label_node") for frame in evidence.values()]),
+        [e for m in memo_by_variant.values() for e in m],
+    )
     return [
         ClassifyTask(
             eval_id=eval_id,
             position=position,
             variant=variant,
             records=records,
-            neighbours=neighbours[variant.config.retrieval.key],
+            # The retrieval serves the variant asking for the most; each takes its own share.
+            evidence=evidence[variant.config.retrieval.key].filter(
+                pl.col("rank") <= variant.config.candidates
+            ),
             memo=memo_by_variant[variant.name],
             memo_version=memo_version(memo_by_variant[variant.name]),
             tree=tree,
@@ -236,7 +247,11 @@ def classify_variant(task: ClassifyTask) -> VariantPredictions:
     classifier = get_classifier(task.variant.config.classifier)
     started = time.perf_counter()
     predictions: list[Prediction] = classifier(
-        task.records, task.neighbours, task.memo, task.variant.config, tree=task.tree
+        task.records,
+        neighbours_from_frame(task.evidence),
+        task.memo,
+        task.variant.config,
+        tree=task.tree,
     )
     seconds = time.perf_counter() - started
     frame = pl.DataFrame(
@@ -492,18 +507,16 @@ def approximate_retrieval_warnings(retrievals: list[dict[str, Any]]) -> list[dic
     return warnings
 
 
-def evidence_rows(
-    candidates: pl.DataFrame, label_of: dict[str, str]
-) -> Iterator[tuple[str, str, float, str]]:
-    """``(sample_key, evidence_key, similarity, label node)`` of a leave-out's candidates
-    frame (as :func:`~eval_pipelines.core.holdout.classify.neighbours_by_record` takes)."""
-    for row in candidates.iter_rows(named=True):
-        yield (
-            row["sample_key"],
-            row["evidence_key"],
-            row["similarity"],
-            label_of[row["evidence_key"]],
-        )
+def evidence_frame(candidates: pl.DataFrame, label_of: dict[str, str]) -> pl.DataFrame:
+    """A leave-out's candidates as the evidence frame a classify task carries
+    (:data:`~eval_pipelines.core.holdout.classify.EVIDENCE_COLUMNS`, by sample, then rank:
+    the order ``classify_tasks`` reads stored candidates back in)."""
+    return candidates.sort("sample_key", "rank").select(
+        "sample_key",
+        "evidence_key",
+        "similarity",
+        pl.col("evidence_key").replace_strict(label_of, return_dtype=pl.String).alias("label_node"),
+    )
 
 
 def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, int]:

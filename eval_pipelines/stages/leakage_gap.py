@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from eval_pipelines.core.holdout.classify import evidence_tree, neighbours_by_record
+from eval_pipelines.core.holdout.classify import evidence_tree
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.report import paired_levels_to_json
 from eval_pipelines.core.holdout.scoring import row_outcomes
@@ -26,7 +26,8 @@ from eval_pipelines.stages.holdout import (
     classify_tasks,
     classify_variant,
     evaluation_clusters,
-    evidence_rows,
+    evidence_frame,
+    load_spec,
     pinned_tree,
     variant_outcomes,
 )
@@ -41,9 +42,10 @@ def leakage_gap_stage(
     from eval_pipelines.core.holdout.grouping import compute_leave_out_in_spaces
     from eval_pipelines.stages.retrievers import evaluation_searchers
 
+    with open_warehouse(read_only=True) as conn:
+        if not load_spec(conn, eval_id).leakage_check:
+            return {"requested": False}
     spec, records, handle = _records_and_index(open_warehouse, eval_id, index_dir)
-    if not spec.leakage_check:
-        return {"requested": False}
     with open_warehouse(read_only=True) as conn:
         sample = holdout.load_sample(conn, eval_id).get_column("record_key").to_list()
         (task, *_) = classify_tasks(conn, eval_id)
@@ -71,9 +73,9 @@ def leakage_gap_stage(
         candidates={task.variant.config.retrieval.key: task.variant.config.candidates},
     )
     label_of = dict(zip(keys, records.get_column("label_node").to_list(), strict=True))
-    neighbours = neighbours_by_record(evidence_rows(ungrouped.candidates, label_of))
+    evidence = evidence_frame(ungrouped.candidates, label_of)
     result = classify_variant(
-        replace(task, neighbours=neighbours, tree=evidence_tree(tree, neighbours, task.memo))
+        replace(task, evidence=evidence, tree=evidence_tree(tree, evidence, task.memo))
     )
     baseline = task.variant.name
     levels = compare_outcomes(

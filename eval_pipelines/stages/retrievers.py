@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from eval_pipelines.core.csr_rows import subset_csr_rows
 from eval_pipelines.core.holdout.grouping import Searcher, text_searcher
 from eval_pipelines.core.holdout.spec import HoldoutSpec, Retrieval
 from eval_pipelines.core.text.retrieval import SearchResult
-from eval_pipelines.stages.embedding_index import OpenWarehouse, load_or_build_ann, load_vectors
-from eval_pipelines.stages.text_index import IndexHandle
+from eval_pipelines.stages.embedding_index import load_or_build_ann, load_vectors
+from eval_pipelines.stages.text_index import IndexHandle, OpenWarehouse
 
 # Queries of the seeded probe on which the approximate backend is compared with exact search.
 RECALL_PROBE = 200
@@ -88,14 +90,7 @@ class _Approximate:
             indptr, indices = options.get("exclude_indptr"), options.get("exclude_indices")
             sub_indptr = sub_indices = None
             if indptr is not None and indices is not None:
-                pieces = [indices[indptr[i] : indptr[i + 1]] for i in probe]
-                sub_indptr = np.zeros(len(probe) + 1, dtype=np.int64)
-                sub_indptr[1:] = np.cumsum([len(p) for p in pieces])
-                sub_indices = (
-                    np.concatenate(pieces).astype(np.int32)
-                    if pieces
-                    else np.zeros(0, dtype=np.int32)
-                )
+                sub_indptr, sub_indices = subset_csr_rows(indptr, indices, probe)
             exact = search_dense(
                 self.vectors,
                 query_docs[probe],
@@ -108,6 +103,25 @@ class _Approximate:
             self.log.details.update(
                 recall_details(found.result.neighbours[probe], exact.neighbours, options["k"])
             )
+        return found.result
+
+
+class _ApproximateUnprobed:
+    """pynndescent with over-fetch, without the recall probe: for a search whose retrieval is
+    searched again, and measured, in another step of the same evaluation."""
+
+    def __init__(self, index: Any, vectors: np.ndarray, *, log: RetrievalLog) -> None:
+        self.index = index
+        self.vectors = vectors
+        self.log = log
+
+    def __call__(self, query_docs: np.ndarray, **options: Any) -> SearchResult:
+        from eval_pipelines.core.embeddings.ann import search_ann
+
+        found = search_ann(self.index, self.vectors, query_docs, **options)
+        self.log.details["fallbackQueries"] = (
+            self.log.details.get("fallbackQueries", 0) + found.fallback_queries
+        )
         return found.result
 
 
@@ -126,27 +140,44 @@ def recall_details(approximate: np.ndarray, exact: np.ndarray, k: int) -> dict[s
     }
 
 
-def evaluation_searchers(
-    spec: HoldoutSpec,
-    text: IndexHandle,
-    open_warehouse: OpenWarehouse,
-    *,
-    index_dir: Path,
-    threads: int,
-) -> tuple[dict[str, Searcher], list[RetrievalLog]]:
-    """A searcher per retrieval the spec uses (the grouping's and each variant's)."""
+def retrieval_purposes(spec: HoldoutSpec) -> dict[Retrieval, str]:
+    """Each retrieval the spec uses (the grouping's and each variant's) and what for:
+    ``grouping``, ``evidence`` or ``grouping+evidence``."""
     wanted: dict[Retrieval, str] = {}
     if spec.grouping.mode == "nearDuplicate":
         wanted[spec.grouping.retrieval] = "grouping"
     for retrieval in spec.retrievals:
         wanted[retrieval] = "grouping+evidence" if retrieval in wanted else "evidence"
+    return wanted
+
+
+def evaluation_searchers(
+    spec: HoldoutSpec,
+    text: IndexHandle | None,
+    open_warehouse: OpenWarehouse,
+    *,
+    index_dir: Path,
+    threads: int,
+    keys: Collection[str] | None = None,
+    unprobed: Collection[str] = (),
+) -> tuple[dict[str, Searcher], list[RetrievalLog]]:
+    """A searcher per retrieval the spec uses (the grouping's and each variant's), or only
+    per retrieval in ``keys``, so a step loads only the vectors and indexes it searches.
+
+    ``text`` is needed only when a TF-IDF retrieval is built. An approximate retrieval in
+    ``unprobed`` skips the recall probe: a step passes the retrieval that another step searches
+    again and measures, so the probe runs once per evaluation.
+    """
     searchers: dict[str, Searcher] = {}
     logs: list[RetrievalLog] = []
     vectors: np.ndarray | None = None
-    for retrieval, purpose in wanted.items():
+    for retrieval, purpose in retrieval_purposes(spec).items():
+        if keys is not None and retrieval.key not in keys:
+            continue
         log = RetrievalLog(retrieval, purpose)
         logs.append(log)
         if retrieval.space == "tfidf":
+            assert text is not None, "a TF-IDF retrieval needs the text index"
             searchers[retrieval.key] = _Timed(text_searcher(text.index, n_threads=threads), log)
             log.details["indexBuilt"] = text.built
             continue
@@ -164,7 +195,10 @@ def evaluation_searchers(
             index_dir, spec.case_id, spec.embeddings_version, vectors, n_threads=threads
         )
         log.details.update(indexBuilt=handle.built, indexSeconds=round(handle.seconds, 3))
-        searchers[retrieval.key] = _Timed(
-            _Approximate(handle.index, vectors, seed=spec.seed, threads=threads, log=log), log
+        approximate: Searcher = (
+            _ApproximateUnprobed(handle.index, vectors, log=log)
+            if retrieval.key in unprobed
+            else _Approximate(handle.index, vectors, seed=spec.seed, threads=threads, log=log)
         )
+        searchers[retrieval.key] = _Timed(approximate, log)
     return searchers, logs

@@ -11,12 +11,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import duckdb
+
+from eval_pipelines.storage import cases
+
 if TYPE_CHECKING:
     from eval_pipelines.core.text.retrieval import TextIndex
+
+OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
 
 # Opened indexes kept per process. A handful covers the records versions one run touches;
 # evicted ones are unmapped once no caller holds them.
@@ -84,33 +92,85 @@ def _remember(path: Path, identity: tuple[int, int], index: TextIndex) -> None:
             _cache.popitem(last=False)
 
 
+def open_index(
+    index_dir: Path, case_id: str, records_version: str, *, n_docs: int
+) -> IndexHandle | None:
+    """The cached index of this records version if it is there and covers ``n_docs``
+    records, from this process's cache or memory-mapped from disk; None otherwise."""
+    path = index_path(index_dir, case_id, records_version)
+    started = time.perf_counter()
+    index = _open_cached(path)
+    if index is None or index.n_docs != n_docs:
+        return None
+    return IndexHandle(index, path, built=False, seconds=time.perf_counter() - started)
+
+
+def open_or_build_index(
+    index_dir: Path,
+    case_id: str,
+    records_version: str,
+    *,
+    n_docs: int,
+    texts: Callable[[], list[str]],
+) -> IndexHandle:
+    """Open the cached index of this records version, or build and cache it.
+
+    ``texts`` is called only to build, so a step that finds the index reads no record; it
+    must return the version's ``n_docs`` texts in ``record_key`` order. The version pins the
+    content, so a cached index that covers as many records always matches them. The returned
+    index is memory-mapped from disk either way.
+    """
+    from eval_pipelines.core.text.retrieval import build_text_index, save_text_index
+    from eval_pipelines.core.text.vectorize import fit_transform
+
+    found = open_index(index_dir, case_id, records_version, n_docs=n_docs)
+    if found is not None:
+        return found
+    path = index_path(index_dir, case_id, records_version)
+    started = time.perf_counter()
+    _, matrix = fit_transform(texts())
+    index_dir.mkdir(parents=True, exist_ok=True)
+    save_text_index(build_text_index(matrix), path)
+    return IndexHandle(_reopen(path), path, built=True, seconds=time.perf_counter() - started)
+
+
+def _reopen(path: Path) -> TextIndex:
+    """A freshly saved index, memory-mapped from disk so that every caller searches the same
+    shared, read-only pages."""
+    from eval_pipelines.core.text.retrieval import load_text_index
+
+    identity = _identity(path)
+    index = load_text_index(path)
+    if identity is not None:
+        _remember(path, identity, index)
+    return index
+
+
 def load_or_build_index(
     index_dir: Path, case_id: str, records_version: str, texts: list[str]
 ) -> IndexHandle:
     """Load the cached index for this records version, or build and cache it.
 
-    ``texts`` must be in ``record_key`` order; the version pins the content, so a cached index
-    always matches the records it was built from. The returned index is memory-mapped from
-    disk either way.
+    ``texts`` must be in ``record_key`` order (see :func:`open_or_build_index`).
     """
-    from eval_pipelines.core.text.retrieval import (
-        build_text_index,
-        load_text_index,
-        save_text_index,
+    return open_or_build_index(
+        index_dir, case_id, records_version, n_docs=len(texts), texts=lambda: texts
     )
-    from eval_pipelines.core.text.vectorize import fit_transform
 
-    path = index_path(index_dir, case_id, records_version)
-    started = time.perf_counter()
-    index = _open_cached(path)
-    if index is not None and index.n_docs == len(texts):
-        return IndexHandle(index, path, built=False, seconds=time.perf_counter() - started)
-    _, matrix = fit_transform(texts)
-    index_dir.mkdir(parents=True, exist_ok=True)
-    save_text_index(build_text_index(matrix), path)
-    # Reopened from disk so that every caller searches the same shared, read-only pages.
-    identity = _identity(path)
-    index = load_text_index(path)
-    if identity is not None:
-        _remember(path, identity, index)
-    return IndexHandle(index, path, built=True, seconds=time.perf_counter() - started)
+
+def records_index(
+    open_warehouse: OpenWarehouse,
+    index_dir: Path,
+    case_id: str,
+    records_version: str,
+    *,
+    n_records: int,
+) -> IndexHandle:
+    """The index of a stored records version of ``n_records`` records; the texts are read
+    from the warehouse only when the index must be built."""
+
+    def texts() -> list[str]:
+        with open_warehouse(read_only=True) as conn:
+            return cases.load_record_texts(conn, case_id, records_version)
+
+    return open_or_build_index(index_dir, case_id, records_version, n_docs=n_records, texts=texts)

@@ -8,6 +8,7 @@ versions they pinned.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -228,15 +229,112 @@ def record_keys(conn: duckdb.DuckDBPyConnection, case_id: str, records_version: 
     return [row[0] for row in rows]
 
 
+# Trees built in this process, by (case, tree version, fingerprint of the stored nodes). The
+# version hashes codes and parent links; the fingerprint adds what it leaves out (kinds name the
+# levels), so a tree is rebuilt if another warehouse holds the same version with other kinds.
+# The steps of one in-process run load the same tree three times (0.2-0.3 s each at 98k nodes).
+_TREES: OrderedDict[tuple[str, str, str, int, int], CodeTree] = OrderedDict()
+_TREES_KEPT = 4
+
+
+def count_records(conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str) -> int:
+    """How many records one version holds (what its text index must cover), without reading
+    them."""
+    require_records_version(conn, case_id, records_version)
+    row = conn.execute(
+        "SELECT count(*) FROM records WHERE case_id = ? AND records_version = ?",
+        [case_id, records_version],
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def load_record_keys(
+    conn: duckdb.DuckDBPyConnection,
+    case_id: str,
+    records_version: str,
+    *,
+    with_metadata: bool = False,
+) -> pl.DataFrame:
+    """``record_key`` (and ``metadata`` when asked) of one version in ``load_records``'s
+    order: what a search step needs of the records, without their texts and labels."""
+    require_records_version(conn, case_id, records_version)
+    if with_metadata:
+        return query_frame(
+            conn,
+            "SELECT record_key, metadata FROM records "
+            "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
+            [case_id, records_version],
+        )
+    return query_frame(
+        conn,
+        "SELECT record_key FROM records "
+        "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
+        [case_id, records_version],
+    )
+
+
+def load_records_without_text(
+    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
+) -> pl.DataFrame:
+    """``load_records`` without the ``text`` column (the bulk of a version's bytes), for
+    steps that search the cached index instead of reading the texts."""
+    require_records_version(conn, case_id, records_version)
+    return query_frame(
+        conn,
+        "SELECT record_key, label, label_node, metadata FROM records "
+        "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
+        [case_id, records_version],
+    )
+
+
+def load_record_texts(
+    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
+) -> list[str]:
+    """The texts of one version in ``record_key`` order (what the text index is built from)."""
+    require_records_version(conn, case_id, records_version)
+    return (
+        query_frame(
+            conn,
+            "SELECT text FROM records "
+            "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
+            [case_id, records_version],
+        )
+        .get_column("text")
+        .to_list()
+    )
+
+
 def load_tree(conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str) -> CodeTree:
     """One tree version of a case."""
     row = conn.execute(
-        "SELECT tree_mode, prefix_lengths FROM tree_versions "
-        "WHERE case_id = ? AND tree_version = ?",
+        "SELECT v.tree_mode, v.prefix_lengths, count(n.code), "
+        "coalesce(sum(hash(n.code, n.parent, n.kind)), 0) "
+        "FROM tree_versions v LEFT JOIN tree_nodes n "
+        "ON n.case_id = v.case_id AND n.tree_version = v.tree_version "
+        "WHERE v.case_id = ? AND v.tree_version = ? GROUP BY v.tree_mode, v.prefix_lengths",
         [case_id, tree_version],
     ).fetchone()
     if row is None:
         raise NotFoundError(f"tree version {tree_version} of case {case_id!r} is not stored")
+    key = (case_id, tree_version, row[0], int(row[2]), int(row[3]))
+    cached = _TREES.get(key)
+    if cached is not None:
+        _TREES.move_to_end(key)
+        return cached
+    tree = _build_tree(conn, case_id, tree_version, row[0], row[1])
+    _TREES[key] = tree
+    while len(_TREES) > _TREES_KEPT:
+        _TREES.popitem(last=False)
+    return tree
+
+
+def _build_tree(
+    conn: duckdb.DuckDBPyConnection,
+    case_id: str,
+    tree_version: str,
+    mode: str,
+    prefix_lengths: str | None,
+) -> CodeTree:
     nodes = query_frame(
         conn,
         "SELECT code, parent, title, kind FROM tree_nodes "
@@ -244,8 +342,9 @@ def load_tree(conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str) 
         [case_id, tree_version],
     )
     tree = tree_from_parent_links(nodes)
-    if row[0] == "prefix":
-        tree = replace(tree, mode="prefix", prefix_lengths=tuple(json.loads(row[1])))
+    if mode == "prefix":
+        assert prefix_lengths is not None
+        tree = replace(tree, mode="prefix", prefix_lengths=tuple(json.loads(prefix_lengths)))
     return tree
 
 

@@ -82,3 +82,32 @@ def test_shard_count_is_checked(small_case: str) -> None:
     )["evalId"]
     with pytest.raises(dg.Failure, match="shards"):
         _run(eval_id, 0)
+
+
+def test_a_space_searched_for_groups_and_evidence_has_one_retrieval_row(small_case: str) -> None:
+    from eval_pipelines.api.embeddings import embed_case
+
+    embed_case(small_case, method="lsa", dim=16, seed=0)
+    dense = {"space": "embedding", "backend": "exact"}
+    variants = [{"name": "baseline"}, {"name": "dense", "config": {"retrieval": dense}}]
+    eval_id = api.start_holdout_eval(
+        small_case,
+        variants,
+        sample_size=80,
+        seed=9,
+        grouping={"mode": "nearDuplicate", "threshold": 0.9, "retrieval": dense},
+        launch="none",
+    )["evalId"]
+    _run(eval_id, 1)
+    unsharded = _stored(eval_id)
+    _run(eval_id, 3)
+    assert _stored(eval_id) == unsharded
+    with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT retrieval, purpose, json_extract(payload, '$.queries')::INT "
+            "FROM eval_retrievals WHERE eval_id = ? ORDER BY retrieval",
+            [eval_id],
+        ).fetchall()
+    # The plan searched the dense space for the groups, the store for the evidence: one row.
+    assert rows == [("embedding:exact", "grouping+evidence", 160), ("tfidf:exact", "evidence", 80)]
+    assert unsharded[2].count("`embedding` exact for grouping+evidence") == 1
