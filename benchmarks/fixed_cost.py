@@ -18,7 +18,7 @@ event log: CLI start -> run created (imports, the warehouse write, the run recor
 started (``RUN_START``: the run's process, its imports) -> first step -> run finished (the
 steps) -> CLI exit (noticing the end, reading and printing the report). Prints one ``name:
 value`` line per phase and run (and ``cli_cpu``, the CPU seconds of the command itself), then
-the best and the median of each, the slowest steps (median seconds) and the CLI's start-up
+the best and the median of each, every step by its median seconds (slowest first) and the CLI's start-up
 alone (``eval holdout --help``).
 """
 
@@ -229,7 +229,7 @@ def main() -> None:
         key: statistics.median(m["step_seconds"][key] for m in measured if key in m["step_seconds"])
         for key in keys
     }
-    for key, seconds in sorted(medians.items(), key=lambda item: -item[1])[:6]:
+    for key, seconds in sorted(medians.items(), key=lambda item: -item[1]):
         line(f"step {key} median_s", seconds)
     if not args.keep_dispatcher:
         stop_dispatcher(home)

@@ -23,7 +23,7 @@ from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.classify import (
     RecordToClassify,
     get_classifier,
-    neighbours_by_record,
+    neighbours_from_frame,
 )
 from eval_pipelines.core.holdout.memo import memo_version_of, parse_memo_entry
 from eval_pipelines.core.holdout.sampling import draw_sample
@@ -32,7 +32,7 @@ from eval_pipelines.core.workflows.classify_node import grouping_config
 from eval_pipelines.core.workflows.definition import Workflow, workflow_from_content
 from eval_pipelines.core.workflows.execute import CacheKey, Execution
 from eval_pipelines.core.workflows.nodes import Document
-from eval_pipelines.stages.holdout import evidence_rows
+from eval_pipelines.stages.holdout import evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
 from eval_pipelines.storage import cases, memo
 
@@ -163,7 +163,7 @@ def classify_executions(
         n_threads=threads,
     )
     label_of = dict(zip(record_keys, records.get_column("label_node").to_list(), strict=True))
-    neighbours = neighbours_by_record(evidence_rows(leave_out.candidates, label_of))
+    neighbours = neighbours_from_frame(evidence_frame(leave_out.candidates, label_of))
     entries = [parse_memo_entry(raw, tree) for raw in pinned["memoEntries"]]
     metadata_of = dict(zip(record_keys, records.get_column("metadata").to_list(), strict=True))
     to_classify = [

@@ -23,14 +23,14 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.holdout.classify import Neighbour, RecordToClassify, known_classifiers
+from eval_pipelines.core.holdout.classify import RecordToClassify, evidence_tree, known_classifiers
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version
 from eval_pipelines.core.holdout.report import proportion_to_json
 from eval_pipelines.core.holdout.sampling import Sample, draw_sample
 from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, score_variant
 from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant, parse_config
 from eval_pipelines.core.tree import CodeTree
-from eval_pipelines.stages.holdout import ClassifyTask, classify_variant
+from eval_pipelines.stages.holdout import ClassifyTask, classify_variant, evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
 from eval_pipelines.storage import cases, memo
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
@@ -82,19 +82,6 @@ class Sweep:
     rows: tuple[SweepRow, ...]
     index_built: bool
     seconds: float
-
-
-def _neighbours(candidates: pl.DataFrame, label_of: dict[str, str]) -> dict[str, list[Neighbour]]:
-    """Retrieved evidence per sampled record, by rank (as ``classify_tasks`` reads it back)."""
-    neighbours: dict[str, list[Neighbour]] = {}
-    ordered = candidates.sort("sample_key", "rank").select(
-        "sample_key", "evidence_key", "similarity"
-    )
-    for sample_key, evidence_key, similarity in ordered.iter_rows():
-        neighbours.setdefault(sample_key, []).append(
-            Neighbour(evidence_key, float(similarity), label_of[evidence_key])
-        )
-    return neighbours
 
 
 def baseline_config(raw: Any, max_depth: int, case_target_depth: tuple[int, ...]) -> ClassifyConfig:
@@ -163,7 +150,6 @@ def grouping_sweep_stage(
     labels = records.select("record_key", "label", "label_node").filter(
         pl.col("record_key").is_in(list(sample.keys))
     )
-    memo_codes = {code for entry in entries for code in entry.rule.codes}
 
     groupings = [
         Grouping(mode="none", threshold=None),
@@ -192,19 +178,18 @@ def grouping_sweep_stage(
                 )
             )
         )
-        neighbours = _neighbours(leave_out.candidates, label_of)
-        supplied = {key: len(items) for key, items in neighbours.items()}
-        touched = {item.label_node for items in neighbours.values() for item in items}
+        evidence = evidence_frame(leave_out.candidates, label_of)
+        supplied = dict(evidence.group_by("sample_key").len().iter_rows())
         predictions = classify_variant(
             ClassifyTask(
                 eval_id=f"{case_id}-grouping-sweep",
                 position=0,
                 variant=variant,
                 records=to_classify,
-                neighbours=neighbours,
+                evidence=evidence,
                 memo=entries,
                 memo_version=memo_version(entries),
-                tree=tree.restricted_to(touched | memo_codes),
+                tree=evidence_tree(tree, evidence, entries),
             )
         ).predictions
         outcomes = row_outcomes(predictions, labels, tree)

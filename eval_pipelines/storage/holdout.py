@@ -165,22 +165,24 @@ def sampled_records(
     return [(key, text, json.loads(meta)) for key, text, meta in rows]
 
 
-def retrieved_neighbours(
+def retrieved_evidence(
     conn: duckdb.DuckDBPyConnection,
     eval_id: str,
     case_id: str,
     records_version: str,
     retrieval: str = "tfidf:exact",
-) -> list[tuple[str, str, float, str]]:
-    """``(sample_key, evidence_key, similarity, evidence label node)`` by sample, then rank,
-    of the evidence one retrieval (``space:backend``) found."""
-    return conn.execute(
-        "SELECT c.sample_key, c.evidence_key, c.similarity, r.label_node FROM candidates c "
+) -> pl.DataFrame:
+    """``sample_key, rank, evidence_key, similarity, label_node`` (the evidence record's
+    label) by sample, then rank, of the evidence one retrieval (``space:backend``) found."""
+    return query_frame(
+        conn,
+        "SELECT c.sample_key, c.rank, c.evidence_key, c.similarity, r.label_node "
+        "FROM candidates c "
         "JOIN records r ON r.case_id = ? AND r.records_version = ? "
         "AND r.record_key = c.evidence_key WHERE c.eval_id = ? AND c.retrieval = ? "
         "ORDER BY c.sample_key, c.rank",
         [case_id, records_version, eval_id, retrieval],
-    ).fetchall()
+    )
 
 
 PREDICTION_COLUMNS = (
