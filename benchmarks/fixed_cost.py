@@ -18,8 +18,8 @@ event log: CLI start -> run created (imports, the warehouse write, the run recor
 started (``RUN_START``: the run's process, its imports) -> first step -> run finished (the
 steps) -> CLI exit (noticing the end, reading and printing the report). Prints one ``name:
 value`` line per phase and run (and ``cli_cpu``, the CPU seconds of the command itself), then
-the best and the median of each, every step by its median seconds (slowest first) and the CLI's start-up
-alone (``eval holdout --help``).
+the best and the median of each, every step by its median seconds (slowest first) and the
+CLI's start-up alone (``eval holdout --help``).
 """
 
 from __future__ import annotations
