@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.stages.text_index import OpenWarehouse
 from eval_pipelines.storage import embeddings
 
@@ -26,56 +25,10 @@ if TYPE_CHECKING:
 # The approximate index is built with a fixed seed: the set's content and this seed pin it.
 ANN_SEED = 0
 
-T = TypeVar("T")
-
-
-class _OpenedFiles(Generic[T]):
-    """What was read from files in this process, served again while each file is the one it
-    was read from (same inode and mtime: files are replaced by renaming a new one into place),
-    so steps that run one after another in one process (a plan's grouping search, then the
-    store's evidence search) map vectors and unpickle an index once."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[Path, tuple[tuple[int, int], T]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: Path) -> T | None:
-        identity = _identity(path)
-        with self._lock:
-            entry = self._entries.get(path)
-            if entry is None or identity is None or entry[0] != identity:
-                return None
-            self._entries.move_to_end(path)
-            return entry[1]
-
-    def put(self, path: Path, identity: tuple[int, int] | None, value: T) -> None:
-        """Remember ``value``, read from ``path`` when it had ``identity``."""
-        if identity is None:
-            return
-        with self._lock:
-            self._entries[path] = (identity, value)
-            self._entries.move_to_end(path)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns
-
-
 # A couple of embedding sets per process: the one a run searches, and one it replaced.
-_vectors: _OpenedFiles[np.ndarray] = _OpenedFiles(2)
+_vectors: OpenedFiles[np.ndarray] = OpenedFiles(2)
 # Each index with the vectors object it was checked against (a hit must search those).
-_ann: _OpenedFiles[tuple[np.ndarray, AnnIndex]] = _OpenedFiles(2)
+_ann: OpenedFiles[tuple[np.ndarray, AnnIndex]] = OpenedFiles(2)
 
 
 def clear_embedding_cache() -> None:
@@ -122,13 +75,13 @@ def load_vectors(
         info = embeddings.embedding_set(conn, case_id, embeddings_version)
         if not path.exists():
             _write_npy(path, embeddings.load_vectors(conn, case_id, embeddings_version))
-    identity = _identity(path)
+    identity = file_identity(path)
     vectors = np.load(path, mmap_mode="r")
     if vectors.shape != (info.n_records, info.dim):
         # A file left by something else under this name: rebuild it from the warehouse.
         with open_warehouse(read_only=True) as conn:
             _write_npy(path, embeddings.load_vectors(conn, case_id, embeddings_version))
-        identity = _identity(path)
+        identity = file_identity(path)
         vectors = np.load(path, mmap_mode="r")
     _vectors.put(path, identity, vectors)
     return vectors
@@ -158,7 +111,7 @@ def load_or_build_ann(
     opened = _ann.get(path)
     if opened is not None and opened[0] is vectors:
         return AnnHandle(opened[1], path, built=False, seconds=time.perf_counter() - started)
-    identity = _identity(path)
+    identity = file_identity(path)
     if identity is not None:
         try:
             index = load_ann_index(path, vectors)
@@ -169,7 +122,7 @@ def load_or_build_ann(
     index = build_ann_index(vectors, seed=ANN_SEED, n_threads=n_threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_ann_index(index, path)
-    _ann.put(path, _identity(path), (vectors, index))
+    _ann.put(path, file_identity(path), (vectors, index))
     return AnnHandle(index, path, built=True, seconds=time.perf_counter() - started)
 
 

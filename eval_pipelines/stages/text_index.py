@@ -8,9 +8,7 @@ small cache, so stages that run one after another in the same process do not reo
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.storage import cases
 
 if TYPE_CHECKING:
@@ -26,13 +25,9 @@ if TYPE_CHECKING:
 
 OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
 
-# Opened indexes kept per process. A handful covers the records versions one run touches;
-# evicted ones are unmapped once no caller holds them.
-_CACHE_SIZE = 4
-# path -> ((inode, mtime in ns) of the directory when opened, index). A rebuilt index is a
-# new directory renamed into place, so its identity differs and the stale entry is ignored.
-_cache: OrderedDict[Path, tuple[tuple[int, int], TextIndex]] = OrderedDict()
-_cache_lock = threading.Lock()
+# Opened indexes kept per process: a handful covers the records versions one run touches. A
+# rebuilt index is a new directory renamed into place, so the stale entry is not served.
+_opened: OpenedFiles[TextIndex] = OpenedFiles(4)
 
 
 @dataclass(frozen=True)
@@ -51,45 +46,26 @@ def index_path(index_dir: Path, case_id: str, records_version: str) -> Path:
 
 def clear_index_cache() -> None:
     """Forget every opened index (tests; a long-lived process that wants its memory back)."""
-    with _cache_lock:
-        _cache.clear()
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns
+    _opened.clear()
 
 
 def _open_cached(path: Path) -> TextIndex | None:
     """The index at ``path`` from the cache or memory-mapped from disk; None if unreadable."""
     from eval_pipelines.core.text.retrieval import load_text_index
 
-    identity = _identity(path)
+    cached = _opened.get(path)
+    if cached is not None:
+        return cached
+    identity = file_identity(path)
     if identity is None:
         return None
-    with _cache_lock:
-        entry = _cache.get(path)
-        if entry is not None and entry[0] == identity:
-            _cache.move_to_end(path)
-            return entry[1]
     try:
         index = load_text_index(path)
     except (OSError, ValueError):
         # Missing files or a foreign format: treated like no index, so it is rebuilt.
         return None
-    _remember(path, identity, index)
+    _opened.put(path, identity, index)
     return index
-
-
-def _remember(path: Path, identity: tuple[int, int], index: TextIndex) -> None:
-    with _cache_lock:
-        _cache[path] = (identity, index)
-        _cache.move_to_end(path)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
 
 
 def open_index(
@@ -139,10 +115,9 @@ def _reopen(path: Path) -> TextIndex:
     shared, read-only pages."""
     from eval_pipelines.core.text.retrieval import load_text_index
 
-    identity = _identity(path)
+    identity = file_identity(path)
     index = load_text_index(path)
-    if identity is not None:
-        _remember(path, identity, index)
+    _opened.put(path, identity, index)
     return index
 
 
