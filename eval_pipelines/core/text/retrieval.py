@@ -14,11 +14,11 @@ sum of the products in the same order on both paths (query features ascending), 
 neighbour orders and near-duplicate sets agree bit for bit.
 
 By default the fast path prunes (MaxScore): it reads posting lists in descending order of
-their contribution bound, stops taking in new documents once those it has not seen can no
-longer reach the top-k or the near-duplicate cut, keeps reading only the lists that help to
-rule out seen documents, and rescores the few that remain from their document rows, in
-ascending feature order, so the scores are the exact ones. ``prune=False`` keeps the plain
-scan of every posting list; both return the same results.
+their contribution bound per posting, stops taking in new documents once those it has not
+seen can no longer reach the top-k or the near-duplicate cut, keeps reading only the lists
+that help to rule out seen documents, and rescores the few that remain from their document
+rows, in ascending feature order, so the scores are the exact ones. ``prune=False`` keeps
+the plain scan of every posting list; both return the same results.
 
 The index is stored as a directory of ``.npy`` files that :func:`load_text_index` memory-maps
 read-only, so opening it costs milliseconds and processes share the pages.
@@ -774,12 +774,26 @@ def _live_pass(
     level = max(min(neighbour_floor, near_duplicate_floor), _POOL_LEVEL_MIN)
     base = theta - 2.0 * margin
     scale = _GAP_BINS / remaining if remaining > 0.0 else 0.0
-    gaps[:] = 0.0
+    # Two reads: a branch-free filter on the level (most documents fall below it, in no
+    # predictable pattern), then the finer tests on the few that pass, in the same order.
+    n_level = 0
+    if dense:
+        for d in range(n):
+            live[n_level] = d
+            n_level += acc[d] >= level
+    else:
+        for t in range(n):
+            d = live[t]
+            live[n_level] = d
+            n_level += acc[d] >= level
+    # Four interleaved histograms: neighbouring documents often fall in the same bin, and
+    # one counter per bin would make each count wait for the previous one.
+    counts = np.zeros((4, _GAP_BINS + 1), dtype=np.int64)
     kept = 0
-    for t in range(n):
-        d = t if dense else live[t]
+    for t in range(n_level):
+        d = live[t]
         p = acc[d]
-        if p < level or d == q_local:
+        if d == q_local:
             continue
         if p < near_duplicate_floor:
             if excluded[d] or p < neighbour_floor:
@@ -787,13 +801,16 @@ def _live_pass(
             position = (base - p) * scale
             if position > 0.0:
                 # Compared as a float first: a tiny ``remaining`` makes the position huge.
-                gaps[_GAP_BINS if position >= _GAP_BINS else int(np.ceil(position))] += 1.0
+                b = _GAP_BINS if position >= _GAP_BINS else int(np.ceil(position))
+                counts[t & 3, b] += 1
             elif p > theta and not final:
                 size = _push_largest(th_s, th_i, size, k, p, d)
         live[kept] = d
         kept += 1
-    for i in range(1, _GAP_BINS + 1):
-        gaps[i] += gaps[i - 1]
+    total = 0
+    for i in range(_GAP_BINS + 1):
+        total += counts[0, i] + counts[1, i] + counts[2, i] + counts[3, i]
+        gaps[i] = total
     if size == k:
         theta = max(theta, float(th_s[0]))
     return theta, kept
@@ -895,17 +912,18 @@ def _pruned_kernel(
     """MaxScore search of documents ``[lo, hi)``, with the results of :func:`_search_kernel`.
 
     Needs non-negative weights. Per query the posting lists are read in descending order of
-    their bound (query weight times the list's largest weight); ``remaining``, the sum of
-    the bounds not yet read, bounds what any document can still gain. Meanwhile theta, a
-    lower bound of the final k-th neighbour score, rises from a small pool of candidates
-    (:func:`_theta_pass`) and from the exact scores of the best of them
-    (:func:`_exact_theta`). Once ``remaining`` plus the margin is below both theta and the
-    near-duplicate cut, documents without a partial score cannot matter any more: the others
-    that still can are collected (:func:`_live_pass`, again as the bounds tighten), and a
-    further list is read only if that is cheaper than rescoring the candidates it would
-    eliminate (``row_cost`` postings' worth each). The survivors are scored exactly from
-    their rows (or, when that would cost more, by rereading every list in feature order)
-    and routed as in the plain scan.
+    their bound (query weight times the list's largest weight) divided by their length, so
+    that the lists still unread when pruning starts are long ones of small bound (any order
+    is exact; this one reads fewer postings); ``remaining``, the sum of the bounds not yet
+    read, bounds what any document can still gain. Meanwhile theta, a lower bound of the
+    final k-th neighbour score, rises from a small pool of candidates (:func:`_theta_pass`)
+    and from the exact scores of the best of them (:func:`_exact_theta`). Once ``remaining``
+    plus the margin is below both theta and the near-duplicate cut, documents without a
+    partial score cannot matter any more: the others that still can are collected
+    (:func:`_live_pass`, again as the bounds tighten), and a further list is read only if
+    that is cheaper than rescoring the candidates it would eliminate (``row_cost`` postings'
+    worth each). The survivors are scored exactly from their rows (or, when that would cost
+    more, by rereading every list in feature order) and routed as in the plain scan.
 
     Also returns, per query, the postings read, the postings the plain scan would read, the
     documents rescored from their rows and the row entries that took.
@@ -967,7 +985,12 @@ def _pruned_kernel(
                 # Nothing in range, or only zero products: a bound of 0, never read.
                 bound[j] = np.float64(wq) * np.float64(feature_max[f]) if stop > start else 0.0
                 remaining += bound[j]
-            order = np.argsort(-bound)
+            # Bound per posting: the lists left unread when pruning starts are then the ones
+            # that buy the most unread bound for the fewest postings.
+            density = np.empty(m, dtype=np.float64)
+            for j in range(m):
+                density[j] = bound[j] / max(stops[j] - starts[j], 1)
+            order = np.argsort(-density)
             # A round of exact scores costs at most 2k rows, mostly fewer (rows already
             # scored are not read again); k rows' worth of reading between two rounds keeps
             # them a modest share of the work.
