@@ -30,7 +30,7 @@ THRESHOLD_RULE = "each threshold must be a number above 0 and at most 1"
 def validate_thresholds(thresholds: Any) -> tuple[float, ...]:
     """At least one threshold, each a number in (0, 1], no two equal. Returned highest first
     (so the evidence held out grows down the sweep)."""
-    from eval_pipelines.core.text.retrieval import NEAR_DUPLICATE_TOLERANCE
+    from eval_pipelines.core.search_request import NEAR_DUPLICATE_TOLERANCE
 
     if isinstance(thresholds, str | bytes) or not isinstance(thresholds, Sequence):
         raise InputError(THRESHOLDS_FLAG, thresholds, "give a list of thresholds, e.g. [0.9, 0.95]")

@@ -80,3 +80,22 @@ def drain_heap(
         heap_s[0] = heap_s[size]
         heap_i[0] = heap_i[size]
         sift_down(heap_s, heap_i, size, 0)
+
+
+@numba.njit(cache=True)
+def push_largest(
+    heap_s: np.ndarray, heap_i: np.ndarray, size: int, k: int, s: float | np.floating, i: int
+) -> int:
+    """Keep the k largest pairs seen: add ``(s, i)`` while the heap has room, else replace the
+    root if ``s`` is larger (ties keep the pair already held: callers feed ids in ascending
+    order, or need only the values). Returns the heap's new size."""
+    if size < k:
+        heap_s[size] = s
+        heap_i[size] = i
+        sift_up(heap_s, heap_i, size)
+        return size + 1
+    if s > heap_s[0]:
+        heap_s[0] = s
+        heap_i[0] = i
+        sift_down(heap_s, heap_i, size, 0)
+    return size

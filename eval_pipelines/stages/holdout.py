@@ -644,7 +644,7 @@ class Leakage:
 
 def leakage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> Leakage:
     """Recount, from the stored rows, the neighbours that break the leave-out rule."""
-    from eval_pipelines.core.text.retrieval import NEAR_DUPLICATE_TOLERANCE
+    from eval_pipelines.core.search_request import NEAR_DUPLICATE_TOLERANCE
 
     spec = load_spec(conn, eval_id)
     field_count = near_count = None

@@ -30,17 +30,13 @@ import numpy as np
 import numpy.typing as npt
 
 from eval_pipelines.core.embeddings import _nndescent
-from eval_pipelines.core.embeddings._arguments import (
-    DenseRequest,
-    dense_request,
-    subset,
-    unit_vectors,
-)
+from eval_pipelines.core.embeddings._arguments import unit_vectors
 from eval_pipelines.core.embeddings.dense import _NEAR_DUPLICATE_CAP, _search, search_dense
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.retrieval import SearchResult
-from eval_pipelines.core.topk_heap import drain_heap, sift_down, sift_up
+from eval_pipelines.core.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()
 
@@ -323,15 +319,7 @@ def _rescore(
             if ep < e_end and excl_indices[ep] == d:
                 continue
             n_ok += 1
-            if size < k:
-                heap_s[size] = s
-                heap_i[size] = d
-                sift_up(heap_s, heap_i, size)
-                size += 1
-            elif s > heap_s[0]:
-                heap_s[0] = s
-                heap_i[0] = d
-                sift_down(heap_s, heap_i, size, 0)
+            size = push_largest(heap_s, heap_i, size, k, s, d)
         admissible[r] = n_ok
         nd_counts[r] = n_nd
         drain_heap(heap_s, heap_i, size, neighbours[r], similarities[r])
@@ -391,7 +379,7 @@ def search_ann(
         raise InputError(
             "vectors.shape", array.shape, f"must be the index's ({index.n_docs}, {index.dim})"
         )
-    req = dense_request(
+    req = check_request(
         array.shape[0], query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices
     )
     if isinstance(overfetch, bool) or not isinstance(overfetch, int) or overfetch < 0:
@@ -409,7 +397,7 @@ def _fetch_sizes(wanted: np.ndarray) -> np.ndarray:
 
 
 def _search_ann(
-    index: AnnIndex, vectors: np.ndarray, req: DenseRequest, overfetch: int, n_threads: int
+    index: AnnIndex, vectors: np.ndarray, req: SearchRequest, overfetch: int, n_threads: int
 ) -> AnnSearch:
     n_queries, n_docs, k = req.queries.shape[0], vectors.shape[0], req.k
     neighbours = np.full((n_queries, k), -1, dtype=np.int32)
@@ -425,7 +413,7 @@ def _search_ann(
         short: list[np.ndarray] = []
         for size in np.unique(fetch[pending]):
             rows = pending[fetch[pending] == size]
-            sub = subset(req, rows)
+            sub = subset_request(req, rows)
             candidates = _nndescent.query(index.nndescent, vectors[sub.queries], int(size))
             found = _rescore(
                 vectors,
@@ -451,7 +439,7 @@ def _search_ann(
     # answer (complete near-duplicate set included).
     fallback = np.union1d(pending, np.flatnonzero(fetch >= exact_limit)).astype(np.int64)
     if fallback.size:
-        exact = _search(vectors, subset(req, fallback), n_threads, _NEAR_DUPLICATE_CAP)
+        exact = _search(vectors, subset_request(req, fallback), n_threads, _NEAR_DUPLICATE_CAP)
         neighbours[fallback] = exact.neighbours
         similarities[fallback] = exact.similarities
         for pos, row in enumerate(fallback):

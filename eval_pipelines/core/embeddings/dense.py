@@ -29,16 +29,12 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from eval_pipelines.core.embeddings._arguments import (
-    DenseRequest,
-    dense_request,
-    subset,
-    unit_vectors,
-)
+from eval_pipelines.core.embeddings._arguments import unit_vectors
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.retrieval import SearchResult
-from eval_pipelines.core.topk_heap import drain_heap, sift_down, sift_up
+from eval_pipelines.core.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()
 
@@ -111,21 +107,12 @@ def _scan_block(
                 ep += 1
             if ep < e_end and excl_indices[ep] == d:
                 continue
-            if size < k:
-                hs[size] = s
-                hi[size] = d
-                sift_up(hs, hi, size)
-                size += 1
+            if size < k or s > floor:
+                # Documents arrive by ascending id, so an equal score never displaces.
+                size = push_largest(hs, hi, size, k, s, d)
                 if size == k:
                     floor = hs[0]
                     gate = min(floor, cut)
-            elif s > floor:
-                # Documents arrive by ascending id, so an equal score never displaces.
-                hs[0] = s
-                hi[0] = d
-                sift_down(hs, hi, size, 0)
-                floor = hs[0]
-                gate = min(floor, cut)
         sizes[r] = size
         excl_pos[r] = ep
 
@@ -155,7 +142,7 @@ class _Block:
 
 
 def _search_block(
-    vectors: np.ndarray, req: DenseRequest, start: int, stop: int, nd_cap: int, scratch: np.ndarray
+    vectors: np.ndarray, req: SearchRequest, start: int, stop: int, nd_cap: int, scratch: np.ndarray
 ) -> _Block:
     """Queries ``start:stop`` against every document block; ``scratch`` holds one score block."""
     n_rows = stop - start
@@ -198,7 +185,7 @@ def _search_block(
 
 def _search_threaded(
     vectors: np.ndarray,
-    req: DenseRequest,
+    req: SearchRequest,
     bounds: list[tuple[int, int]],
     nd_cap: int,
     scratch_size: int,
@@ -231,7 +218,7 @@ def _search_threaded(
             raise
 
 
-def _search(vectors: np.ndarray, req: DenseRequest, n_threads: int, nd_cap: int) -> SearchResult:
+def _search(vectors: np.ndarray, req: SearchRequest, n_threads: int, nd_cap: int) -> SearchResult:
     """Blocks of queries spread over worker threads; one result row per query."""
     n_queries = req.queries.shape[0]
     bounds = [(lo, min(lo + _QUERY_BLOCK, n_queries)) for lo in range(0, n_queries, _QUERY_BLOCK)]
@@ -268,7 +255,9 @@ def _search(vectors: np.ndarray, req: DenseRequest, n_threads: int, nd_cap: int)
     if overflow.size:
         # Rerun just the overflowing queries with room for every near-duplicate; their
         # neighbours are the same, their near-duplicate lists now complete.
-        rerun = _search(vectors, subset(req, overflow), n_threads, int(nd_counts[overflow].max()))
+        rerun = _search(
+            vectors, subset_request(req, overflow), n_threads, int(nd_counts[overflow].max())
+        )
         kept = np.minimum(nd_counts, nd_cap)
         kept_indptr = np.zeros(n_queries + 1, dtype=np.int64)
         np.cumsum(kept, out=kept_indptr[1:])
@@ -336,7 +325,7 @@ def search_dense(
     agree to about 1e-6 may swap places relative to :func:`search_dense_brute_force`.
     """
     array = unit_vectors(vectors)
-    req = dense_request(
+    req = check_request(
         array.shape[0], query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices
     )
     if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
@@ -359,7 +348,7 @@ def search_dense_brute_force(
     and benchmarks (it sorts every score).
     """
     array = unit_vectors(vectors)
-    req = dense_request(
+    req = check_request(
         array.shape[0], query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices
     )
     n_queries = req.queries.shape[0]

@@ -31,7 +31,7 @@ import errno
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numba
@@ -42,16 +42,14 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from eval_pipelines.core.csr_rows import subset_csr_rows
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.interrupts import deferred_interrupts
-from eval_pipelines.core.topk_heap import drain_heap, sift_down, sift_up, worse
+from eval_pipelines.core.topk_heap import drain_heap, push_largest, sift_down, sift_up, worse
 
 numba_cache.configure()
 
-# Near-duplicate tolerance: float32 rounding puts the self-similarity of an exact duplicate
-# a few ulps below 1.0, so a threshold of 1.0 must still catch it.
-NEAR_DUPLICATE_TOLERANCE = 1e-5
 # Near-duplicates kept per query on the first pass; queries with more are rerun with room for
 # all of them, so the cap costs time, never results.
 _NEAR_DUPLICATE_CAP = 256
@@ -380,14 +378,10 @@ def _bounds(index: TextIndex) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Request:
-    queries: npt.NDArray[np.int64]
-    k: int
-    cut: np.float32  # near-duplicate cut-off, threshold - tolerance, in float32
-    use_threshold: bool
-    exclude_indptr: npt.NDArray[np.int64]
-    exclude_indices: npt.NDArray[np.int32]
-    lo: int  # documents searched: [lo, hi)
+class _Request(SearchRequest):
+    """A checked request and the documents it searches: ``[lo, hi)``."""
+
+    lo: int
     hi: int
 
 
@@ -400,56 +394,13 @@ def _request(
     exclude_indices: npt.ArrayLike | None,
     doc_range: tuple[int, int] | None = None,
 ) -> _Request:
-    queries = np.asarray(query_docs)
-    if queries.ndim != 1 or (queries.size and not np.issubdtype(queries.dtype, np.integer)):
-        raise ValueError(f"query_docs.shape={queries.shape}: must be a 1-d array of integers")
-    queries = queries.astype(np.int64, copy=False)
-    if queries.size and (queries.min() < 0 or queries.max() >= index.n_docs):
-        raise ValueError(f"query_docs: ids must lie in [0, {index.n_docs})")
-    if k < 1:
-        raise ValueError(f"k={k}: must be at least 1")
+    checked = check_request(
+        index.n_docs, query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices
+    )
     lo, hi = (0, index.n_docs) if doc_range is None else (int(doc_range[0]), int(doc_range[1]))
     if not 0 <= lo <= hi <= index.n_docs:
-        raise ValueError(f"doc_range=({lo}, {hi}): must satisfy 0 <= lo <= hi <= {index.n_docs}")
-    use_threshold = near_duplicate_threshold is not None
-    cut = np.float32(np.inf)
-    if near_duplicate_threshold is not None:
-        if not NEAR_DUPLICATE_TOLERANCE < near_duplicate_threshold <= 1.0:
-            raise ValueError(
-                f"near_duplicate_threshold={near_duplicate_threshold}: must be in (1e-5, 1]"
-            )
-        cut = np.float32(near_duplicate_threshold - NEAR_DUPLICATE_TOLERANCE)
-    if (exclude_indptr is None) != (exclude_indices is None):
-        raise ValueError("exclude_indptr and exclude_indices: give both or neither")
-    if exclude_indptr is None or exclude_indices is None:
-        excl_indptr = np.zeros(queries.shape[0] + 1, dtype=np.int64)
-        excl_indices = np.zeros(0, dtype=np.int32)
-    else:
-        excl_indptr = np.asarray(exclude_indptr).astype(np.int64, copy=False)
-        excl_indices = np.asarray(exclude_indices).astype(np.int32, copy=False)
-        if excl_indptr.shape != (queries.shape[0] + 1,):
-            raise ValueError(
-                f"exclude_indptr.shape={excl_indptr.shape}: must be ({queries.shape[0] + 1},)"
-            )
-        if (
-            excl_indptr[0] != 0
-            or np.any(np.diff(excl_indptr) < 0)
-            or excl_indptr[-1] > excl_indices.shape[0]
-        ):
-            raise ValueError("exclude_indptr: must start at 0, not decrease, and fit the indices")
-        used = excl_indices[: excl_indptr[-1]]
-        if used.size and (used.min() < 0 or used.max() >= index.n_docs):
-            raise ValueError(f"exclude_indices: ids must lie in [0, {index.n_docs})")
-    return _Request(
-        queries=queries,
-        k=int(k),
-        cut=cut,
-        use_threshold=use_threshold,
-        exclude_indptr=excl_indptr,
-        exclude_indices=excl_indices,
-        lo=lo,
-        hi=hi,
-    )
+        raise InputError("doc_range", (lo, hi), f"must satisfy 0 <= lo <= hi <= {index.n_docs}")
+    return _Request(**{f.name: getattr(checked, f.name) for f in fields(checked)}, lo=lo, hi=hi)
 
 
 # --------------------------------------------------------------------------------------------
@@ -572,16 +523,10 @@ def _search_kernel(
                 # weights, which TF-IDF never has, but must still be reset above).
                 if s < 0.0 or excluded[local]:
                     continue
-                if size < k:
-                    heap_s[size] = s
-                    heap_i[size] = d
-                    sift_up(heap_s, heap_i, size)
-                    size += 1
-                elif s > heap_s[0]:
-                    # Documents arrive by ascending id, so an equal score never displaces.
-                    heap_s[0] = s
-                    heap_i[0] = d
-                    sift_down(heap_s, heap_i, size, 0)
+                # Most documents fall below the heap's minimum: test before the call.
+                # Documents arrive by ascending id, so an equal score never displaces.
+                if size < k or s > heap_s[0]:
+                    size = push_largest(heap_s, heap_i, size, k, s, d)
             for e in range(excl_indptr[qi], excl_indptr[qi + 1]):
                 d = excl_indices[e]
                 if lo <= d < hi:
@@ -650,21 +595,6 @@ def _row_score(
 
 
 @numba.njit(cache=True)
-def _push_largest(th_s: np.ndarray, th_i: np.ndarray, size: int, k: int, p: float, d: int) -> int:
-    """Keep the k largest (value, id) pairs seen in the min-heap; returns its new size."""
-    if size < k:
-        th_s[size] = p
-        th_i[size] = d
-        sift_up(th_s, th_i, size)
-        return size + 1
-    if p > th_s[0]:
-        th_s[0] = p
-        th_i[0] = d
-        sift_down(th_s, th_i, size, 0)
-    return size
-
-
-@numba.njit(cache=True)
 def _theta_pass(
     acc: np.ndarray,
     pool: np.ndarray,
@@ -704,9 +634,9 @@ def _theta_pass(
         p = acc[d]
         if d == q_local or excluded[d]:
             continue
-        n_top = _push_largest(top_s, top_i, n_top, top_s.shape[0], p, d)
+        n_top = push_largest(top_s, top_i, n_top, top_s.shape[0], p, d)
         if theta < p < limit:
-            size = _push_largest(th_s, th_i, size, k, p, d)
+            size = push_largest(th_s, th_i, size, k, p, d)
     if size == k:
         theta = max(theta, float(th_s[0]))
     if n_top < top_s.shape[0]:
@@ -766,7 +696,7 @@ def _live_pass(
             d = t if dense else live[t]
             p = acc[d]
             if theta < p < near_duplicate_floor and d != q_local and not excluded[d]:
-                size = _push_largest(th_s, th_i, size, k, p, d)
+                size = push_largest(th_s, th_i, size, k, p, d)
         if size == k:
             theta = max(theta, float(th_s[0]))
         size = 0
@@ -804,7 +734,7 @@ def _live_pass(
                 b = _GAP_BINS if position >= _GAP_BINS else int(np.ceil(position))
                 counts[t & 3, b] += 1
             elif p > theta and not final:
-                size = _push_largest(th_s, th_i, size, k, p, d)
+                size = push_largest(th_s, th_i, size, k, p, d)
         live[kept] = d
         kept += 1
     total = 0
@@ -881,7 +811,7 @@ def _exact_theta(
         d = ids[t]
         s = exact[d]
         if 0.0 < s < cut:
-            size = _push_largest(th_s, th_i, size, k, float(s), d)
+            size = push_largest(th_s, th_i, size, k, float(s), d)
     return float(th_s[0]) if size == k else 0.0
 
 
@@ -1319,21 +1249,6 @@ def _run_kernel(
     )
 
 
-def _subset_request(req: _Request, rows: np.ndarray) -> _Request:
-    """The same request restricted to some of its queries."""
-    indptr, indices = subset_csr_rows(req.exclude_indptr, req.exclude_indices, rows)
-    return _Request(
-        queries=req.queries[rows],
-        k=req.k,
-        cut=req.cut,
-        use_threshold=req.use_threshold,
-        exclude_indptr=indptr,
-        exclude_indices=indices,
-        lo=req.lo,
-        hi=req.hi,
-    )
-
-
 def search(
     index: TextIndex,
     query_docs: npt.ArrayLike,
@@ -1402,7 +1317,7 @@ def search(
         with deferred_interrupts() as interrupt:
             for start in range(0, max(n_queries, 1), _QUERIES_PER_CALL):
                 rows = np.arange(start, min(start + _QUERIES_PER_CALL, n_queries))
-                chunk = req if rows.size == n_queries else _subset_request(req, rows)
+                chunk = req if rows.size == n_queries else subset_request(req, rows)
                 parts.append(_search_chunk(index, chunk, n_threads, prune, stats))
                 if interrupt.requested:
                     break
@@ -1427,7 +1342,7 @@ def _search_chunk(
     overflow = np.flatnonzero(nd_counts > _NEAR_DUPLICATE_CAP)
     if overflow.size:
         # Rerun just the overflowing queries with room for every near-duplicate.
-        sub = _subset_request(req, overflow)
+        sub = subset_request(req, overflow)
         big_cap = int(nd_counts[overflow].max())
         sub_nb, sub_sim, _, sub_buf, *_ = _run_kernel(index, sub, big_cap, n_threads, prune)
         neighbours[overflow] = sub_nb

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from eval_pipelines.core.search_request import NEAR_DUPLICATE_TOLERANCE
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import vectorize as vz
 
@@ -354,7 +355,7 @@ def test_demo_records_match_brute_force() -> None:
 # Tolerance on similarities: the search sums float32 products (about 1e-7 relative rounding
 # per term, over tens of shared features, on rows normalised in float32) while the oracle
 # works in float64, so scores differ by about 1e-6 at most here (1.1e-6 seen on the synthetic
-# corpus). 1e-5 is ten times that, and the margin retrieval.NEAR_DUPLICATE_TOLERANCE allows
+# corpus). 1e-5 is ten times that, and the margin search_request.NEAR_DUPLICATE_TOLERANCE allows
 # for float32 rounding; a wrong ranking or a wrong score is off by far more.
 _ORACLE_TOLERANCE = 1e-5
 
@@ -386,7 +387,7 @@ def _oracle_near_duplicates(
 
     docs = sp.csr_matrix(matrix, dtype=np.float64)
     oracle = NearestNeighbors(metric="cosine", algorithm="brute").fit(docs)
-    cut = threshold - rt.NEAR_DUPLICATE_TOLERANCE
+    cut = threshold - NEAR_DUPLICATE_TOLERANCE
     bounds = []
     for radius in (1.0 - cut - _ORACLE_TOLERANCE, 1.0 - cut + _ORACLE_TOLERANCE):
         rows = oracle.radius_neighbors(
