@@ -123,7 +123,12 @@ def _records_and_index(
     text index, whose texts are read only if it must be built."""
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
-        records = cases.load_records_without_text(conn, spec.case_id, spec.records_version)
+        records = cases.load_records(
+            conn,
+            spec.case_id,
+            spec.records_version,
+            columns=("record_key", "label", "label_node", "metadata"),
+        )
     handle = records_index(
         open_warehouse,
         index_dir,

@@ -181,8 +181,11 @@ def plan_retrieval(
     validate_shards(shards)
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
-        records = cases.load_record_keys(
-            conn, spec.case_id, spec.records_version, with_metadata=_groups_by_field(spec)
+        records = cases.load_records(
+            conn,
+            spec.case_id,
+            spec.records_version,
+            columns=("record_key", "metadata") if _groups_by_field(spec) else ("record_key",),
         )
         sample = holdout.load_sample(conn, eval_id)
     positions = _positions(eval_id, records.get_column("record_key"), sample)
@@ -218,12 +221,12 @@ def retrieve_shard(
     the warehouse (unless the index is missing and must be built).
     """
     from eval_pipelines.core.holdout.grouping import leave_out_searches
-    from eval_pipelines.core.text.shards import search_shard
+    from eval_pipelines.core.text.retrieval import search
 
     handle = _text_index(open_warehouse, plan, index_dir)
     started = time.perf_counter()
     searcher = functools.partial(
-        search_shard, handle.index, doc_range=plan.ranges[shard], n_threads=threads
+        search, handle.index, doc_range=plan.ranges[shard], n_threads=threads
     )
     results, _ = leave_out_searches(
         {TFIDF: searcher},
@@ -361,7 +364,9 @@ def store_leave_out(
         logs += more_logs
     logs = one_row_per_retrieval(logs)
     with open_warehouse() as conn:
-        record_keys = cases.load_record_keys(conn, spec.case_id, spec.records_version)
+        record_keys = cases.load_records(
+            conn, spec.case_id, spec.records_version, columns=("record_key",)
+        )
         result = leave_out_frames(
             record_keys.get_column("record_key").to_list(),
             plan.positions,

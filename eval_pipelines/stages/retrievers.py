@@ -65,16 +65,25 @@ class _Timed:
 
 class _Approximate:
     """pynndescent with over-fetch; on the first call it also measures recall@k against the
-    exact dense search on a seeded probe of the same queries, with the same masks."""
+    exact dense search on a seeded probe of the same queries, with the same masks, unless
+    ``probe`` is off (the retrieval is searched again, and measured, in another step)."""
 
     def __init__(
-        self, index: Any, vectors: np.ndarray, *, seed: int, threads: int, log: RetrievalLog
+        self,
+        index: Any,
+        vectors: np.ndarray,
+        *,
+        seed: int,
+        threads: int,
+        log: RetrievalLog,
+        probe: bool = True,
     ) -> None:
         self.index = index
         self.vectors = vectors
         self.seed = seed
         self.threads = threads
         self.log = log
+        self.probe = probe
 
     def __call__(self, query_docs: np.ndarray, **options: Any) -> SearchResult:
         from eval_pipelines.core.embeddings.ann import search_ann
@@ -84,7 +93,7 @@ class _Approximate:
         self.log.details["fallbackQueries"] = (
             self.log.details.get("fallbackQueries", 0) + found.fallback_queries
         )
-        if "recallAtK" not in self.log.details and len(query_docs):
+        if self.probe and "recallAtK" not in self.log.details and len(query_docs):
             rng = np.random.default_rng([self.seed, 20])
             probe = np.sort(rng.permutation(len(query_docs))[:RECALL_PROBE])
             indptr, indices = options.get("exclude_indptr"), options.get("exclude_indices")
@@ -103,25 +112,6 @@ class _Approximate:
             self.log.details.update(
                 recall_details(found.result.neighbours[probe], exact.neighbours, options["k"])
             )
-        return found.result
-
-
-class _ApproximateUnprobed:
-    """pynndescent with over-fetch, without the recall probe: for a search whose retrieval is
-    searched again, and measured, in another step of the same evaluation."""
-
-    def __init__(self, index: Any, vectors: np.ndarray, *, log: RetrievalLog) -> None:
-        self.index = index
-        self.vectors = vectors
-        self.log = log
-
-    def __call__(self, query_docs: np.ndarray, **options: Any) -> SearchResult:
-        from eval_pipelines.core.embeddings.ann import search_ann
-
-        found = search_ann(self.index, self.vectors, query_docs, **options)
-        self.log.details["fallbackQueries"] = (
-            self.log.details.get("fallbackQueries", 0) + found.fallback_queries
-        )
         return found.result
 
 
@@ -195,10 +185,13 @@ def evaluation_searchers(
             index_dir, spec.case_id, spec.embeddings_version, vectors, n_threads=threads
         )
         log.details.update(indexBuilt=handle.built, indexSeconds=round(handle.seconds, 3))
-        approximate: Searcher = (
-            _ApproximateUnprobed(handle.index, vectors, log=log)
-            if retrieval.key in unprobed
-            else _Approximate(handle.index, vectors, seed=spec.seed, threads=threads, log=log)
+        approximate = _Approximate(
+            handle.index,
+            vectors,
+            seed=spec.seed,
+            threads=threads,
+            log=log,
+            probe=retrieval.key not in unprobed,
         )
         searchers[retrieval.key] = _Timed(approximate, log)
     return searchers, logs

@@ -146,6 +146,10 @@ def records_index(
 
     def texts() -> list[str]:
         with open_warehouse(read_only=True) as conn:
-            return cases.load_record_texts(conn, case_id, records_version)
+            return (
+                cases.load_records(conn, case_id, records_version, columns=("text",))
+                .get_column("text")
+                .to_list()
+            )
 
     return open_or_build_index(index_dir, case_id, records_version, n_docs=n_records, texts=texts)

@@ -205,14 +205,27 @@ def require_records_version(
         )
 
 
+RECORD_COLUMNS = ("record_key", "text", "label", "label_node", "metadata")
+
+
 def load_records(
-    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
+    conn: duckdb.DuckDBPyConnection,
+    case_id: str,
+    records_version: str,
+    *,
+    columns: tuple[str, ...] = RECORD_COLUMNS,
 ) -> pl.DataFrame:
-    """One records version ordered by ``record_key`` (the order the text index uses)."""
+    """One records version ordered by ``record_key`` (the order the text index uses); only
+    ``columns`` (of :data:`RECORD_COLUMNS`) are read, so a step that needs keys does not read
+    every text."""
+    unknown = [c for c in columns if c not in RECORD_COLUMNS]
+    if unknown or not columns:
+        raise ValueError(f"columns={columns!r}: must be some of {RECORD_COLUMNS}")
     require_records_version(conn, case_id, records_version)
+    # Column names come from RECORD_COLUMNS only; the values stay parameters.
     return query_frame(
         conn,
-        "SELECT record_key, text, label, label_node, metadata FROM records "
+        f"SELECT {', '.join(columns)} FROM records "
         "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
         [case_id, records_version],
     )
@@ -246,62 +259,6 @@ def count_records(conn: duckdb.DuckDBPyConnection, case_id: str, records_version
         [case_id, records_version],
     ).fetchone()
     return int(row[0]) if row else 0
-
-
-def load_record_keys(
-    conn: duckdb.DuckDBPyConnection,
-    case_id: str,
-    records_version: str,
-    *,
-    with_metadata: bool = False,
-) -> pl.DataFrame:
-    """``record_key`` (and ``metadata`` when asked) of one version in ``load_records``'s
-    order: what a search step needs of the records, without their texts and labels."""
-    require_records_version(conn, case_id, records_version)
-    if with_metadata:
-        return query_frame(
-            conn,
-            "SELECT record_key, metadata FROM records "
-            "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
-            [case_id, records_version],
-        )
-    return query_frame(
-        conn,
-        "SELECT record_key FROM records "
-        "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
-        [case_id, records_version],
-    )
-
-
-def load_records_without_text(
-    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
-) -> pl.DataFrame:
-    """``load_records`` without the ``text`` column (the bulk of a version's bytes), for
-    steps that search the cached index instead of reading the texts."""
-    require_records_version(conn, case_id, records_version)
-    return query_frame(
-        conn,
-        "SELECT record_key, label, label_node, metadata FROM records "
-        "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
-        [case_id, records_version],
-    )
-
-
-def load_record_texts(
-    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str
-) -> list[str]:
-    """The texts of one version in ``record_key`` order (what the text index is built from)."""
-    require_records_version(conn, case_id, records_version)
-    return (
-        query_frame(
-            conn,
-            "SELECT text FROM records "
-            "WHERE case_id = ? AND records_version = ? ORDER BY record_key",
-            [case_id, records_version],
-        )
-        .get_column("text")
-        .to_list()
-    )
 
 
 def load_tree(conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str) -> CodeTree:

@@ -1,7 +1,8 @@
 """Neighbour search split by document range, and the exact merge of the parts.
 
-A shard is a contiguous range ``[lo, hi)`` of document ids. :func:`search_shard` searches
-only the documents of one shard; queries are still global document ids (a query's vector is
+A shard is a contiguous range ``[lo, hi)`` of document ids.
+:func:`~eval_pipelines.core.text.retrieval.search` with ``doc_range=(lo, hi)`` searches only
+the documents of one shard; queries are still global document ids (a query's vector is
 its row of the full matrix) and so are leave-out lists and every id in the result. Because
 the query itself, its near-duplicates and its leave-outs are masked inside each shard, every
 shard's top-k is the exact top-k of that shard's admissible documents; the global top-k is
@@ -40,48 +41,6 @@ def shard_ranges(n_docs: int, shards: int) -> list[tuple[int, int]]:
         raise ValueError(f"n_docs={n_docs}: must not be negative")
     bounds = [n_docs * i // shards for i in range(shards + 1)]
     return list(zip(bounds[:-1], bounds[1:], strict=True))
-
-
-def search_shard(
-    index: TextIndex,
-    query_docs: npt.ArrayLike,
-    *,
-    doc_range: tuple[int, int],
-    k: int,
-    near_duplicate_threshold: float | None = None,
-    exclude_indptr: npt.ArrayLike | None = None,
-    exclude_indices: npt.ArrayLike | None = None,
-    n_threads: int = 2,
-) -> SearchResult:
-    """Top-k neighbours and near-duplicates of the queries among the documents of one shard.
-
-    Parameters
-    ----------
-    index
-        The full index (a loaded index is memory-mapped, so a shard reads only its part of
-        each posting list).
-    query_docs
-        Global document ids to query.
-    doc_range
-        ``(lo, hi)``: the shard's documents.
-    k, near_duplicate_threshold, exclude_indptr, exclude_indices, n_threads
-        As in :func:`~eval_pipelines.core.text.retrieval.search`; leave-out ids are global.
-
-    Returns
-    -------
-    SearchResult
-        Global ids, all within the shard.
-    """
-    return search(
-        index,
-        query_docs,
-        k=k,
-        near_duplicate_threshold=near_duplicate_threshold,
-        exclude_indptr=exclude_indptr,
-        exclude_indices=exclude_indices,
-        n_threads=n_threads,
-        doc_range=doc_range,
-    )
 
 
 def merge_shard_results(parts: list[SearchResult], *, k: int) -> SearchResult:
@@ -170,7 +129,7 @@ def search_sharded(
         Identical to ``search(index, query_docs, k=k, ...)``.
     """
     parts = [
-        search_shard(
+        search(
             index,
             query_docs,
             doc_range=doc_range,

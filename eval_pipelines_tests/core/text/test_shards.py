@@ -84,8 +84,7 @@ def test_shards_hold_only_their_documents_and_merge_in_any_order(index: rt.TextI
     queries = np.arange(0, 3000, 11)
     ranges = sh.shard_ranges(index.n_docs, 3)
     parts = [
-        sh.search_shard(index, queries, doc_range=r, k=15, near_duplicate_threshold=0.93)
-        for r in ranges
+        rt.search(index, queries, doc_range=r, k=15, near_duplicate_threshold=0.93) for r in ranges
     ]
     for (lo, hi), part in zip(ranges, parts, strict=True):
         found = np.concatenate([part.neighbours[part.neighbours >= 0], part.near_duplicate_indices])
