@@ -18,23 +18,19 @@ def _warm_sparse_search() -> None:
     saved and searched memory-mapped, as the stages use it, so that exactly their calls are
     compiled and cached here.
     """
-    from eval_pipelines.core.text.retrieval import (
-        build_text_index,
-        load_text_index,
-        save_text_index,
-        search,
-    )
+    from eval_pipelines.core.text.retrieval import build_text_index, search
+    from eval_pipelines.core.text.segments import load_segmented_index, write_segmented_index
     from eval_pipelines.core.text.shards import search_sharded
     from eval_pipelines.core.text.vectorize import fit_transform
 
     texts = ["warm up the kernels", "warm the kernels up", "another text", "kernels"]
-    _, matrix = fit_transform(texts)
-    built = build_text_index(matrix)
+    built = build_text_index(fit_transform(texts)[1])
     queries = np.arange(len(texts))
     with tempfile.TemporaryDirectory(prefix="eval-pipelines-warmup-") as folder:
         path = Path(folder) / "warmup.tfidf"
-        save_text_index(built, path)
-        loaded = load_text_index(path)
+        # Two segments, as a large case's index has them.
+        write_segmented_index(texts, path, segment_docs=2)
+        loaded = load_segmented_index(path)
         for index in (built, loaded):
             for prune in (True, False):
                 search(index, queries, k=2, near_duplicate_threshold=0.9, prune=prune)

@@ -89,7 +89,7 @@ def embed_case(
         info.records_version,
         records.get_column("text").to_list(),
     )
-    vectors = check_embeddings(keys, keys, lsa_vectors(handle.index.docs, dim=dim, seed=seed))
+    vectors = check_embeddings(keys, keys, lsa_vectors(handle.index.matrix(), dim=dim, seed=seed))
     embedding_set = embedding_set_for(
         case_id, info.records_version, keys, vectors, method=f"lsa-{dim}-seed{seed}", source=None
     )

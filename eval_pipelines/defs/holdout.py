@@ -111,7 +111,10 @@ def evidence_index(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     meta = holdout.index_stage(
-        warehouse.connect, context.partition_key, index_dir=warehouse.index_dir_path()
+        warehouse.connect,
+        context.partition_key,
+        index_dir=warehouse.index_dir_path(),
+        log=context.log.info,
     )
     meta["path"] = dg.MetadataValue.path(meta["path"])
     return dg.MaterializeResult(metadata=meta)

@@ -139,21 +139,39 @@ def _records_and_index(
     return spec, records, handle
 
 
-def index_stage(open_warehouse: OpenWarehouse, eval_id: str, *, index_dir: Path) -> dict[str, Any]:
+def index_stage(
+    open_warehouse: OpenWarehouse,
+    eval_id: str,
+    *,
+    index_dir: Path,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Open the cached text index of the evaluation's records version, checked against the
-    number of stored records, or build it (reading the texts only then)."""
+    number of stored records, or build it (reading the texts only then; ``log`` hears of
+    each segment written)."""
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
         n_records = cases.count_records(conn, spec.case_id, spec.records_version)
+
+    def progress(written: int, segments: int) -> None:
+        if log is not None:
+            log(f"text index of {n_records:,} records: segment {written} of {segments} written")
+
     handle = records_index(
-        open_warehouse, index_dir, spec.case_id, spec.records_version, n_records=n_records
+        open_warehouse,
+        index_dir,
+        spec.case_id,
+        spec.records_version,
+        n_records=n_records,
+        progress=progress,
     )
     return {
         "case": spec.case_id,
         "records_version": spec.records_version,
         "records": handle.index.n_docs,
-        "nonzeros": int(handle.index.docs.nnz),
-        "features": int(handle.index.docs.shape[1]),
+        "segments": len(handle.index.segments),
+        "nonzeros": handle.index.nnz,
+        "features": handle.index.n_features,
         "built": handle.built,
         "seconds": round(handle.seconds, 3),
         "path": str(handle.path),

@@ -2,9 +2,11 @@
 evaluation of that version. The numeric kernels are imported on first use, so importing this
 module (as the Dagster definitions do) compiles nothing.
 
-On disk the index is a directory of ``.npy`` files that loading memory-maps read-only
-(milliseconds, pages shared between processes); in a process, opened indexes are kept in a
-small cache, so stages that run one after another in the same process do not reopen them."""
+On disk the index is a directory of segments of ``.npy`` files (see
+:mod:`eval_pipelines.core.text.segments`: built a million records at a time, so the memory
+of a build does not grow with the case) that loading memory-maps read-only (milliseconds,
+pages shared between processes); in a process, opened indexes are kept in a small cache, so
+stages that run one after another in the same process do not reopen them."""
 
 from __future__ import annotations
 
@@ -21,26 +23,26 @@ from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.storage import cases
 
 if TYPE_CHECKING:
-    from eval_pipelines.core.text.retrieval import TextIndex
+    from eval_pipelines.core.text.retrieval import SegmentedIndex
 
 OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
 
 # Opened indexes kept per process: a handful covers the records versions one run touches. A
 # rebuilt index is a new directory renamed into place, so the stale entry is not served.
-_opened: OpenedFiles[TextIndex] = OpenedFiles(4)
+_opened: OpenedFiles[SegmentedIndex] = OpenedFiles(4)
 
 
 @dataclass(frozen=True)
 class IndexHandle:
-    index: TextIndex
+    index: SegmentedIndex
     path: Path
     built: bool
     seconds: float
 
 
 def index_path(index_dir: Path, case_id: str, records_version: str) -> Path:
-    """Directory of the index of one records version (indexes of the older ``.npz`` format
-    sit under another name and are ignored: the index is rebuilt next to them)."""
+    """Directory of the index of one records version (indexes of older formats, ``.npz``
+    files or a directory without segments, are not read: the index is rebuilt)."""
     return index_dir / f"{case_id}-{records_version}.tfidf"
 
 
@@ -49,9 +51,9 @@ def clear_index_cache() -> None:
     _opened.clear()
 
 
-def _open_cached(path: Path) -> TextIndex | None:
+def _open_cached(path: Path) -> SegmentedIndex | None:
     """The index at ``path`` from the cache or memory-mapped from disk; None if unreadable."""
-    from eval_pipelines.core.text.retrieval import load_text_index
+    from eval_pipelines.core.text.segments import load_segmented_index
 
     cached = _opened.get(path)
     if cached is not None:
@@ -60,7 +62,7 @@ def _open_cached(path: Path) -> TextIndex | None:
     if identity is None:
         return None
     try:
-        index = load_text_index(path)
+        index = load_segmented_index(path)
     except (OSError, ValueError):
         # Missing files or a foreign format: treated like no index, so it is rebuilt.
         return None
@@ -88,48 +90,62 @@ def open_or_build_index(
     *,
     n_docs: int,
     texts: Callable[[], list[str]],
+    segment_docs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> IndexHandle:
     """Open the cached index of this records version, or build and cache it.
 
     ``texts`` is called only to build, so a step that finds the index reads no record; it
     must return the version's ``n_docs`` texts in ``record_key`` order. The version pins the
     content, so a cached index that covers as many records always matches them. The returned
-    index is memory-mapped from disk either way.
+    index is memory-mapped from disk either way. ``segment_docs`` (default: the segments
+    module's) and ``progress`` are handed to
+    :func:`~eval_pipelines.core.text.segments.write_segmented_index`.
     """
-    from eval_pipelines.core.text.retrieval import build_text_index, save_text_index
-    from eval_pipelines.core.text.vectorize import fit_transform
+    from eval_pipelines.core.text.segments import DEFAULT_SEGMENT_DOCS, write_segmented_index
 
     found = open_index(index_dir, case_id, records_version, n_docs=n_docs)
     if found is not None:
         return found
     path = index_path(index_dir, case_id, records_version)
     started = time.perf_counter()
-    _, matrix = fit_transform(texts())
     index_dir.mkdir(parents=True, exist_ok=True)
-    save_text_index(build_text_index(matrix), path)
+    write_segmented_index(
+        texts(), path, segment_docs=segment_docs or DEFAULT_SEGMENT_DOCS, progress=progress
+    )
     return IndexHandle(_reopen(path), path, built=True, seconds=time.perf_counter() - started)
 
 
-def _reopen(path: Path) -> TextIndex:
+def _reopen(path: Path) -> SegmentedIndex:
     """A freshly saved index, memory-mapped from disk so that every caller searches the same
     shared, read-only pages."""
-    from eval_pipelines.core.text.retrieval import load_text_index
+    from eval_pipelines.core.text.segments import load_segmented_index
 
     identity = file_identity(path)
-    index = load_text_index(path)
+    index = load_segmented_index(path)
     _opened.put(path, identity, index)
     return index
 
 
 def load_or_build_index(
-    index_dir: Path, case_id: str, records_version: str, texts: list[str]
+    index_dir: Path,
+    case_id: str,
+    records_version: str,
+    texts: list[str],
+    *,
+    segment_docs: int | None = None,
 ) -> IndexHandle:
     """Load the cached index for this records version, or build and cache it.
 
     ``texts`` must be in ``record_key`` order (see :func:`open_or_build_index`).
     """
     return open_or_build_index(
-        index_dir, case_id, records_version, n_docs=len(texts), texts=lambda: texts
+        index_dir,
+        case_id,
+        records_version,
+        n_docs=len(texts),
+        texts=lambda: texts,
+        segment_docs=segment_docs,
     )
 
 
@@ -140,9 +156,11 @@ def records_index(
     records_version: str,
     *,
     n_records: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> IndexHandle:
     """The index of a stored records version of ``n_records`` records; the texts are read
-    from the warehouse only when the index must be built."""
+    from the warehouse only when the index must be built (``progress`` as in
+    :func:`open_or_build_index`)."""
 
     def texts() -> list[str]:
         with open_warehouse(read_only=True) as conn:
@@ -152,4 +170,6 @@ def records_index(
                 .to_list()
             )
 
-    return open_or_build_index(index_dir, case_id, records_version, n_docs=n_records, texts=texts)
+    return open_or_build_index(
+        index_dir, case_id, records_version, n_docs=n_records, texts=texts, progress=progress
+    )

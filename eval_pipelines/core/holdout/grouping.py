@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.holdout.spec import Grouping, Retrieval
-from eval_pipelines.core.text.retrieval import SearchResult, TextIndex, search
+from eval_pipelines.core.text.retrieval import SearchIndex, SearchResult, search
 
 
 @dataclass(frozen=True)
@@ -87,13 +87,13 @@ class Searcher(Protocol):
     ) -> SearchResult: ...
 
 
-def text_searcher(index: TextIndex, *, n_threads: int = 2) -> Searcher:
+def text_searcher(index: SearchIndex, *, n_threads: int = 2) -> Searcher:
     """The exact sparse scan over a case's TF-IDF vectors as a :class:`Searcher`."""
     return functools.partial(search, index, n_threads=n_threads)
 
 
 def compute_leave_out(
-    index: TextIndex,
+    index: SearchIndex,
     record_keys: list[str],
     metadata: list[str],
     positions: np.ndarray,

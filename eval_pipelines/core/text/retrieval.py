@@ -27,12 +27,15 @@ read-only, so opening it costs milliseconds and processes share the pages.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
+import mmap
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import NamedTuple, TypeAlias
 
 import numba
 import numpy as np
@@ -46,6 +49,12 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.interrupts import deferred_interrupts
+from eval_pipelines.core.text.search_result import (
+    SearchResult,
+    concatenate_results,
+    merge_shard_results,
+    shift_ids,
+)
 from eval_pipelines.core.topk_heap import drain_heap, push_largest, sift_down, sift_up, worse
 
 numba_cache.configure()
@@ -118,30 +127,106 @@ class TextIndex:
             object.__setattr__(self, "feature_max", _feature_max(self.postings))
         object.__setattr__(self, "nonnegative", not np.isinf(_bounds(self)).any())
 
+    @property
+    def nnz(self) -> int:
+        """Stored weights (nonzeros of ``docs``)."""
+        return int(self.docs.nnz)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.docs.shape[1])
+
+    def rows(self, ids: npt.NDArray[np.int64]) -> sp.csr_matrix:
+        """The rows of documents ``ids``, in that order."""
+        return self.docs[ids]
+
+    def release_pages(self) -> None:
+        """Unmap the pages of a memory-mapped index from this process (a no-op for arrays in
+        memory). They stay in the page cache, so reading them again costs a minor fault,
+        not a disk read; the process's resident memory, which counts every mapped page it
+        has touched, falls back. A segmented search calls this after each segment, so that
+        it holds one segment's pages at a time instead of the whole index's."""
+        for matrix in (self.docs, self.postings):
+            for array in (matrix.data, matrix.indices, matrix.indptr):
+                _drop_mapped_pages(array)
+
+
+def _drop_mapped_pages(array: np.ndarray) -> None:
+    """``madvise(MADV_DONTNEED)`` on the file mapping behind ``array``, if there is one."""
+    base: object = array
+    while base is not None:
+        handle = getattr(base, "_mmap", None)
+        if isinstance(handle, mmap.mmap):
+            handle.madvise(mmap.MADV_DONTNEED)
+            return
+        base = getattr(base, "base", None)
+
 
 @dataclass(frozen=True)
-class SearchResult:
-    """Neighbours and near-duplicates of a batch of queries.
+class SegmentedIndex:
+    """Documents indexed as consecutive ranges (segments), each a :class:`TextIndex` of its
+    own with local ids from 0.
+
+    An index too large to build or hold at once is built, stored and searched a segment at a
+    time: document ``d`` of the whole is document ``d - starts[s]`` of the segment ``s`` that
+    holds it. The segments must be weighted alike (one IDF fitted on every document), so that
+    scores compare across segments and :func:`search` equals a search of one index over all
+    the rows.
 
     Attributes
     ----------
-    neighbours
-        int32, ``(n_queries, k)``: document ids by descending similarity, ties by smaller id;
-        ``-1`` where fewer than k admissible documents have a positive similarity.
-    similarities
-        float32, same shape: cosine similarity of each neighbour, 0 where the id is ``-1``.
-    near_duplicate_indptr
-        int64, ``(n_queries + 1,)``: CSR row pointers into ``near_duplicate_indices``.
-    near_duplicate_indices
-        int32: per query, ascending ids of every document other than the query whose cosine
-        similarity is at least ``threshold - 1e-5``. The tolerance absorbs float32 rounding,
-        so a threshold of 1.0 catches exact duplicates. Empty when no threshold was given.
+    segments
+        The parts in document order, at least one, all with the same number of features.
+    starts
+        int64, ``(len(segments) + 1,)``: the first global id of each segment, then ``n_docs``.
+    n_docs
+        Documents in all segments.
     """
 
-    neighbours: np.ndarray
-    similarities: np.ndarray
-    near_duplicate_indptr: np.ndarray
-    near_duplicate_indices: np.ndarray
+    segments: tuple[TextIndex, ...]
+    starts: npt.NDArray[np.int64] = field(init=False, repr=False, compare=False)
+    n_docs: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.segments:
+            raise ValueError("segments: need at least one")
+        widths = sorted({segment.n_features for segment in self.segments})
+        if len(widths) > 1:
+            raise ValueError(f"segments: feature counts {widths} differ; they must be equal")
+        starts = np.zeros(len(self.segments) + 1, dtype=np.int64)
+        np.cumsum([segment.n_docs for segment in self.segments], out=starts[1:])
+        object.__setattr__(self, "starts", starts)
+        object.__setattr__(self, "n_docs", int(starts[-1]))
+
+    @property
+    def nnz(self) -> int:
+        """Stored weights of all segments."""
+        return sum(segment.nnz for segment in self.segments)
+
+    @property
+    def n_features(self) -> int:
+        return self.segments[0].n_features
+
+    def rows(self, ids: npt.NDArray[np.int64]) -> sp.csr_matrix:
+        """The rows of documents ``ids`` (global ids), in that order."""
+        ids = np.asarray(ids, dtype=np.int64)
+        owner = np.searchsorted(self.starts, ids, side="right") - 1
+        parts = [sp.csr_matrix((0, self.n_features), dtype=np.float32)]
+        positions = [np.zeros(0, dtype=np.int64)]
+        for segment in np.unique(owner):
+            chosen = np.flatnonzero(owner == segment)
+            local = ids[chosen] - self.starts[segment]
+            parts.append(sp.csr_matrix(self.segments[segment].docs[local]))
+            positions.append(chosen)
+        stacked = sp.vstack(parts, format="csr", dtype=np.float32)
+        return stacked[np.argsort(np.concatenate(positions), kind="stable")]
+
+    def matrix(self) -> sp.csr_matrix:
+        """Every document's row as one matrix (materialised: as large as the index's rows)."""
+        return sp.vstack([segment.docs for segment in self.segments], format="csr")
+
+
+SearchIndex: TypeAlias = TextIndex | SegmentedIndex
 
 
 @dataclass
@@ -228,7 +313,7 @@ def build_text_index(matrix: sp.spmatrix | sp.sparray) -> TextIndex:
     return TextIndex(docs=docs, postings=postings, n_docs=docs.shape[0])
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
     """fsync a file or a directory (a directory's entries are durable only once it is)."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -257,7 +342,7 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-def _replace_directory(new: Path, path: Path) -> None:
+def replace_directory(new: Path, path: Path) -> None:
     """Move the complete directory ``new`` to ``path``, replacing what was there.
 
     A plain rename is atomic but refuses a non-empty target, so an existing index is swapped
@@ -314,9 +399,9 @@ def save_text_index(index: TextIndex, path: Path) -> None:
                 np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
                 handle.flush()
                 os.fsync(handle.fileno())
-        _fsync_path(staging)
-        _replace_directory(staging, path)
-        _fsync_path(path.parent)
+        fsync_path(staging)
+        replace_directory(staging, path)
+        fsync_path(path.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -386,7 +471,7 @@ class _Request(SearchRequest):
 
 
 def _request(
-    index: TextIndex,
+    n_docs: int,
     query_docs: npt.ArrayLike,
     k: int,
     near_duplicate_threshold: float | None,
@@ -395,11 +480,11 @@ def _request(
     doc_range: tuple[int, int] | None = None,
 ) -> _Request:
     checked = check_request(
-        index.n_docs, query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices
+        n_docs, query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices
     )
-    lo, hi = (0, index.n_docs) if doc_range is None else (int(doc_range[0]), int(doc_range[1]))
-    if not 0 <= lo <= hi <= index.n_docs:
-        raise InputError("doc_range", (lo, hi), f"must satisfy 0 <= lo <= hi <= {index.n_docs}")
+    lo, hi = (0, n_docs) if doc_range is None else (int(doc_range[0]), int(doc_range[1]))
+    if not 0 <= lo <= hi <= n_docs:
+        raise InputError("doc_range", (lo, hi), f"must satisfy 0 <= lo <= hi <= {n_docs}")
     return _Request(**{f.name: getattr(checked, f.name) for f in fields(checked)}, lo=lo, hi=hi)
 
 
@@ -453,7 +538,10 @@ def _search_kernel(
     lo: int,
     hi: int,
     whole: bool,
-    queries: np.ndarray,
+    q_indptr: np.ndarray,
+    q_indices: np.ndarray,
+    q_data: np.ndarray,
+    q_self: np.ndarray,
     k: int,
     use_threshold: bool,
     cut: np.float32,
@@ -464,11 +552,14 @@ def _search_kernel(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Inverted-index scan of documents ``[lo, hi)``: every posting of every query feature.
 
-    Returns neighbours, similarities, near-duplicate counts and ids, and postings read per
-    query. ``nd_buf[i]`` holds the first ``nd_cap`` near-duplicates of query ``i``;
-    ``nd_counts[i]`` is the true count, so the caller can tell when the buffer overflowed.
+    Query ``i`` is row ``i`` of the CSR ``(q_indptr, q_indices, q_data)``; ``q_self[i]`` is
+    its id among this index's documents (outside ``[lo, hi)`` when it is not one of them), so
+    that it is never its own neighbour. Returns neighbours, similarities, near-duplicate
+    counts and ids, and postings read per query. ``nd_buf[i]`` holds the first ``nd_cap``
+    near-duplicates of query ``i``; ``nd_counts[i]`` is the true count, so the caller can tell
+    when the buffer overflowed.
     """
-    n_queries = queries.shape[0]
+    n_queries = q_self.shape[0]
     n_range = hi - lo
     # Posting ids are uint32 (see _unsigned): subtracting an unsigned offset keeps the local
     # id unsigned, so numba needs no negative-index check in the innermost loop.
@@ -486,13 +577,11 @@ def _search_kernel(
         heap_s = np.empty(k, dtype=np.float32)
         heap_i = np.empty(k, dtype=np.int32)
         for qi in range(chunk, n_queries, n_chunks):
-            q = queries[qi]
+            q = q_self[qi]
             read = 0
-            for jj in range(docs_indptr[q], docs_indptr[q + 1]):
-                wq = docs_data[jj]
-                start, stop = _posting_span(
-                    post_indptr, post_indices, docs_indices[jj], lo, hi, whole
-                )
+            for jj in range(q_indptr[qi], q_indptr[qi + 1]):
+                wq = q_data[jj]
+                start, stop = _posting_span(post_indptr, post_indices, q_indices[jj], lo, hi, whole)
                 read += stop - start
                 for kk in range(start, stop):
                     acc[post_indices[kk] - lo_u] += wq * post_data[kk]
@@ -827,7 +916,10 @@ def _pruned_kernel(
     lo: int,
     hi: int,
     whole: bool,
-    queries: np.ndarray,
+    q_indptr: np.ndarray,
+    q_indices: np.ndarray,
+    q_data: np.ndarray,
+    q_self: np.ndarray,
     k: int,
     use_threshold: bool,
     cut: np.float32,
@@ -836,6 +928,7 @@ def _pruned_kernel(
     nd_cap: int,
     n_chunks: int,
     row_cost: float,
+    theta_floor: np.ndarray,
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:
@@ -855,10 +948,16 @@ def _pruned_kernel(
     worth each). The survivors are scored exactly from their rows (or, when that would cost
     more, by rereading every list in feature order) and routed as in the plain scan.
 
+    Queries are given as in :func:`_search_kernel`. ``theta_floor[i]`` is a known lower
+    bound of query ``i``'s k-th neighbour score (the k-th score among documents searched
+    before, in other segments; 0 when none is known): theta starts there, so a range
+    searched after others prunes from its first lists on. Documents below it may then be
+    missing from this range's top-k, which the merge with those other results makes good.
+
     Also returns, per query, the postings read, the postings the plain scan would read, the
     documents rescored from their rows and the row entries that took.
     """
-    n_queries = queries.shape[0]
+    n_queries = q_self.shape[0]
     n_range = hi - lo
     n_features = post_indptr.shape[0] - 1
     lo_u = np.uint64(lo)
@@ -890,9 +989,9 @@ def _pruned_kernel(
         top_i = np.empty(2 * k, dtype=np.int32)
         gaps = np.zeros(_GAP_BINS + 1, dtype=np.float64)
         for qi in range(chunk, n_queries, n_chunks):
-            q = queries[qi]
-            first = docs_indptr[q]
-            m = docs_indptr[q + 1] - first
+            q = q_self[qi]
+            first = q_indptr[qi]
+            m = q_indptr[qi + 1] - first
             q_local = q - lo if lo <= q < hi else -1
             for e in range(excl_indptr[qi], excl_indptr[qi + 1]):
                 d = excl_indices[e]
@@ -905,8 +1004,8 @@ def _pruned_kernel(
             total = 0
             remaining = 0.0
             for j in range(m):
-                f = docs_indices[first + j]
-                wq = docs_data[first + j]
+                f = q_indices[first + j]
+                wq = q_data[first + j]
                 qw[f] = wq
                 start, stop = _posting_span(post_indptr, post_indices, f, lo, hi, whole)
                 starts[j] = start
@@ -927,7 +1026,9 @@ def _pruned_kernel(
             exact_cost = k * row_cost
 
             read = 0
-            theta = 0.0
+            # A known lower bound of the k-th neighbour score (from documents searched
+            # before this range), else 0.
+            theta = float(theta_floor[qi])
             # Theta candidates: every admissible document at or above ``theta_level`` (at
             # first any positive score, so the pool starts as the documents seen); the scan
             # appends those that cross it, _theta_pass raises it.
@@ -951,7 +1052,7 @@ def _pruned_kernel(
                 start = starts[j]
                 stop = stops[j]
                 length = stop - start
-                wq = docs_data[first + j]
+                wq = q_data[first + j]
                 slack = remaining + margin
                 if not settled:
                     # A pass costs O(pool): making one only once as many postings were read
@@ -1095,7 +1196,7 @@ def _pruned_kernel(
             if rescan:
                 acc[:] = 0.0
                 for j in range(m):
-                    wq = docs_data[first + j]
+                    wq = q_data[first + j]
                     for kk in range(starts[j], stops[j]):
                         acc[post_indices[kk] - lo_u] += wq * post_data[kk]
                 read += total
@@ -1153,7 +1254,7 @@ def _pruned_kernel(
             for t in range(n_scored):
                 exact[scored[t]] = -1.0
             for j in range(m):
-                qw[docs_indices[first + j]] = 0.0
+                qw[q_indices[first + j]] = 0.0
             for e in range(excl_indptr[qi], excl_indptr[qi + 1]):
                 d = excl_indices[e]
                 if lo <= d < hi:
@@ -1192,7 +1293,12 @@ def _kernel_array(array: np.ndarray, ids: bool = False) -> np.ndarray:
 
 
 def _run_kernel(
-    index: TextIndex, req: _Request, nd_cap: int, n_threads: int, prune: bool
+    index: TextIndex,
+    req: _Request,
+    queries: _Queries,
+    nd_cap: int,
+    n_threads: int,
+    prune: bool,
 ) -> tuple[np.ndarray, ...]:
     """Call the pruned or the plain kernel on the index arrays (see :func:`_kernel_array`).
 
@@ -1204,6 +1310,7 @@ def _run_kernel(
     n_chunks = max(1, min(n_threads, n_queries))
     docs = index.docs
     postings = index.postings
+    rows = queries.rows
     common = (
         _kernel_array(docs.indptr),
         _kernel_array(docs.indices, ids=True),
@@ -1213,6 +1320,13 @@ def _run_kernel(
         _kernel_array(postings.data),
     )
     whole = req.lo == 0 and req.hi == index.n_docs
+    # One dtype per argument whatever the source, so one compiled kernel serves them all.
+    query_args = (
+        _kernel_array(rows.indptr.astype(np.int64, copy=False)),
+        _kernel_array(rows.indices.astype(np.int32, copy=False), ids=True),
+        _kernel_array(rows.data.astype(np.float32, copy=False)),
+        _kernel_array(req.queries),
+    )
     if not prune or not index.nonnegative:
         zeros = np.zeros(n_queries, dtype=np.int64)
         nb, sims, nd_counts, nd_buf, reads = _search_kernel(
@@ -1220,7 +1334,7 @@ def _run_kernel(
             req.lo,
             req.hi,
             whole,
-            req.queries,
+            *query_args,
             req.k,
             req.use_threshold,
             req.cut,
@@ -1237,7 +1351,7 @@ def _run_kernel(
         req.lo,
         req.hi,
         whole,
-        req.queries,
+        *query_args,
         req.k,
         req.use_threshold,
         req.cut,
@@ -1246,11 +1360,12 @@ def _run_kernel(
         nd_cap,
         n_chunks,
         mean_row * _RESCORE_COST,
+        _kernel_array(queries.theta_floor),
     )
 
 
 def search(
-    index: TextIndex,
+    index: SearchIndex,
     query_docs: npt.ArrayLike,
     *,
     k: int,
@@ -1271,10 +1386,15 @@ def search(
     ``exclude_indices[exclude_indptr[i]:exclude_indptr[i + 1]]`` are then excluded, and the
     neighbours are the k remaining documents of highest positive similarity.
 
+    A :class:`SegmentedIndex` is searched a segment at a time and the parts merged exactly;
+    each segment starts pruning from the k-th neighbour score found in the segments before it
+    (a document below it cannot enter the top k), so later segments read far fewer postings.
+
     Parameters
     ----------
     index
-        From :func:`build_text_index` or :func:`load_text_index`.
+        From :func:`build_text_index` or :func:`load_text_index`, or a
+        :class:`SegmentedIndex` (ids are then global: segment offsets are added).
     query_docs
         Document ids to query, 1-d integers.
     k
@@ -1304,10 +1424,17 @@ def search(
         Neighbours, similarities and near-duplicate sets, one row per query.
     """
     req = _request(
-        index, query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices, doc_range
+        index.n_docs,
+        query_docs,
+        k,
+        near_duplicate_threshold,
+        exclude_indptr,
+        exclude_indices,
+        doc_range,
     )
     n_queries = req.queries.shape[0]
-    parts: list[SearchResult] = []
+    queries = _Queries(index.rows(req.queries), np.zeros(n_queries, dtype=np.float32))
+    merged: SearchResult | None = None
     previous_threads = numba.get_num_threads()
     pool_size = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     numba.set_num_threads(max(1, min(n_threads, pool_size)))
@@ -1315,23 +1442,87 @@ def search(
         # Queries go to the kernel in chunks so that an interrupt (a terminated run) is
         # honoured between chunks instead of crashing inside the parallel kernel.
         with deferred_interrupts() as interrupt:
-            for start in range(0, max(n_queries, 1), _QUERIES_PER_CALL):
-                rows = np.arange(start, min(start + _QUERIES_PER_CALL, n_queries))
-                chunk = req if rows.size == n_queries else subset_request(req, rows)
-                parts.append(_search_chunk(index, chunk, n_threads, prune, stats))
+            for offset, part, lo, hi in _spans(index, req.lo, req.hi):
+                local = _shifted(req, offset, lo, hi)
+                found = []
+                for start in range(0, max(n_queries, 1), _QUERIES_PER_CALL):
+                    rows = np.arange(start, min(start + _QUERIES_PER_CALL, n_queries))
+                    if rows.size == n_queries:
+                        chunk, chunk_queries = local, queries
+                    else:
+                        chunk, chunk_queries = subset_request(local, rows), queries.subset(rows)
+                    found.append(_search_chunk(part, chunk, chunk_queries, n_threads, prune, stats))
+                    if interrupt.requested:
+                        break
+                if isinstance(index, SegmentedIndex):
+                    part.release_pages()
+                result = shift_ids(concatenate_results(found), offset)
+                merged = result if merged is None else merge_shard_results([merged, result], k=k)
                 if interrupt.requested:
                     break
+                queries = _Queries(queries.rows, _kth_scores(merged, req.k))
     finally:
         numba.set_num_threads(previous_threads)
-    return _concatenate(parts)
+    assert merged is not None
+    return merged
+
+
+class _Queries(NamedTuple):
+    """The queries' rows (CSR, one per query, whatever index they come from) and, per query,
+    a known lower bound of its k-th neighbour score (0 when none is known)."""
+
+    rows: sp.csr_matrix
+    theta_floor: npt.NDArray[np.float32]
+
+    def subset(self, rows: npt.NDArray[np.int64]) -> _Queries:
+        return _Queries(self.rows[rows], self.theta_floor[rows])
+
+
+def _spans(index: SearchIndex, lo: int, hi: int) -> list[tuple[int, TextIndex, int, int]]:
+    """``(offset, segment, local lo, local hi)`` of each part of ``index`` that holds some of
+    the documents ``[lo, hi)``; one (empty) part when none does."""
+    if isinstance(index, TextIndex):
+        return [(0, index, lo, hi)]
+    spans = []
+    for position, segment in enumerate(index.segments):
+        start = int(index.starts[position])
+        first, last = max(lo, start), min(hi, start + segment.n_docs)
+        if first < last:
+            spans.append((start, segment, first - start, last - start))
+    return spans or [(0, index.segments[0], 0, 0)]
+
+
+def _shifted(req: _Request, offset: int, lo: int, hi: int) -> _Request:
+    """The request in the ids of a part that starts at document ``offset``: queries and
+    leave-outs outside the part fall outside ``[lo, hi)`` and are ignored there."""
+    if offset == 0:
+        return dataclasses.replace(req, lo=lo, hi=hi)
+    return dataclasses.replace(
+        req,
+        queries=req.queries - offset,
+        exclude_indices=(req.exclude_indices.astype(np.int64) - offset).astype(np.int32),
+        lo=lo,
+        hi=hi,
+    )
+
+
+def _kth_scores(result: SearchResult, k: int) -> npt.NDArray[np.float32]:
+    """Each query's k-th neighbour score so far, 0 where it has fewer than k."""
+    last = result.neighbours[:, k - 1]
+    return np.where(last >= 0, result.similarities[:, k - 1], 0.0).astype(np.float32)
 
 
 def _search_chunk(
-    index: TextIndex, req: _Request, n_threads: int, prune: bool, stats: SearchStats | None
+    index: TextIndex,
+    req: _Request,
+    queries: _Queries,
+    n_threads: int,
+    prune: bool,
+    stats: SearchStats | None,
 ) -> SearchResult:
     """One kernel call (and a rerun for queries with more near-duplicates than the cap)."""
     (neighbours, similarities, nd_counts, nd_buf, reads, totals, docs_rescored, entries) = (
-        _run_kernel(index, req, _NEAR_DUPLICATE_CAP, n_threads, prune)
+        _run_kernel(index, req, queries, _NEAR_DUPLICATE_CAP, n_threads, prune)
     )
     if stats is not None:
         stats.queries += req.queries.shape[0]
@@ -1344,7 +1535,9 @@ def _search_chunk(
         # Rerun just the overflowing queries with room for every near-duplicate.
         sub = subset_request(req, overflow)
         big_cap = int(nd_counts[overflow].max())
-        sub_nb, sub_sim, _, sub_buf, *_ = _run_kernel(index, sub, big_cap, n_threads, prune)
+        sub_nb, sub_sim, _, sub_buf, *_ = _run_kernel(
+            index, sub, queries.subset(overflow), big_cap, n_threads, prune
+        )
         neighbours[overflow] = sub_nb
         similarities[overflow] = sub_sim
 
@@ -1366,27 +1559,13 @@ def _search_chunk(
     )
 
 
-def _concatenate(parts: list[SearchResult]) -> SearchResult:
-    if len(parts) == 1:
-        return parts[0]
-    counts = np.concatenate([np.diff(p.near_duplicate_indptr) for p in parts])
-    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    return SearchResult(
-        neighbours=np.concatenate([p.neighbours for p in parts]),
-        similarities=np.concatenate([p.similarities for p in parts]),
-        near_duplicate_indptr=indptr,
-        near_duplicate_indices=np.concatenate([p.near_duplicate_indices for p in parts]),
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # Reference
 # --------------------------------------------------------------------------------------------
 
 
 def search_brute_force(
-    index: TextIndex,
+    index: SearchIndex,
     query_docs: npt.ArrayLike,
     *,
     k: int,
@@ -1398,10 +1577,19 @@ def search_brute_force(
     """Reference for :func:`search`: dense scores from a scipy product, then numpy sorting.
 
     Same parameters (but no tuning ones) and result as :func:`search`; meant for tests and
-    benchmarks (it holds a dense ``(256, n_docs)`` block of scores at a time).
+    benchmarks (it holds a dense ``(256, n_docs)`` block of scores at a time; a
+    :class:`SegmentedIndex` is first joined into one index).
     """
+    if isinstance(index, SegmentedIndex):
+        index = build_text_index(index.matrix())
     req = _request(
-        index, query_docs, k, near_duplicate_threshold, exclude_indptr, exclude_indices, doc_range
+        index.n_docs,
+        query_docs,
+        k,
+        near_duplicate_threshold,
+        exclude_indptr,
+        exclude_indices,
+        doc_range,
     )
     n_queries = req.queries.shape[0]
     neighbours = np.full((n_queries, k), -1, dtype=np.int32)

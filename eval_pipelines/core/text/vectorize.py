@@ -534,9 +534,47 @@ def fit_transform(
     df = np.zeros(n_features, dtype=np.int64)
     indptr, indices, values = _term_frequency_rows(texts, n_features, batch_size, df)
     n_docs = len(texts)
-    idf = (np.log((1.0 + n_docs) / (1.0 + df)) + 1.0).astype(np.float32)
+    idf = _idf(df, n_docs)
     _weight_rows(indptr, indices, values, idf)
     return TfidfModel(idf=idf, n_features=n_features), _csr(indptr, indices, values, n_features)
+
+
+def fit(
+    texts: Sequence[str],
+    *,
+    n_features: int = DEFAULT_N_FEATURES,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> TfidfModel:
+    """Fit IDF weights on texts without keeping their rows.
+
+    The same model as :func:`fit_transform` gives, in the memory of one batch's rows: for a
+    corpus whose matrix does not fit in memory, fit here, then :func:`transform` it a part at
+    a time (each part's rows equal the corresponding rows of ``fit_transform``).
+
+    Parameters
+    ----------
+    texts
+        The corpus, one string per row.
+    n_features
+        Number of hash buckets, a power of two.
+    batch_size
+        Texts tokenised at a time.
+
+    Returns
+    -------
+    TfidfModel
+        The IDF weights.
+    """
+    _check_n_features(n_features)
+    df = np.zeros(n_features, dtype=np.int64)
+    for lo, hi in _batches(len(texts), batch_size):
+        _term_frequency_rows(texts[lo:hi], n_features, batch_size, df)
+    return TfidfModel(idf=_idf(df, len(texts)), n_features=n_features)
+
+
+def _idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Smooth IDF (scikit-learn's ``smooth_idf=True``) as float32."""
+    return (np.log((1.0 + n_docs) / (1.0 + df)) + 1.0).astype(np.float32)
 
 
 def transform(

@@ -283,7 +283,7 @@ def test_failed_save_leaves_the_old_index(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(rt, "_replace_directory", broken)
+    monkeypatch.setattr(rt, "replace_directory", broken)
     with pytest.raises(OSError, match="disk full"):
         rt.save_text_index(rt.build_text_index(index.docs[:10]), path)
     assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]

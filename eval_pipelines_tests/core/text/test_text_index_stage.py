@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from eval_pipelines.core.text import retrieval as rt
+from eval_pipelines.core.text import segments as sg
 from eval_pipelines.stages import text_index as ti
 from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
 
@@ -26,7 +27,7 @@ def test_index_is_built_once_then_reused(tmp_path: Path) -> None:
     assert first.built
     assert first.path == tmp_path / "case-v1.tfidf" and first.path.is_dir()
     # Even a fresh build is handed out memory-mapped, read-only.
-    assert not first.index.docs.data.flags.writeable
+    assert not first.index.segments[0].docs.data.flags.writeable
     second = ti.load_or_build_index(tmp_path, "case", "v1", texts)
     assert not second.built
     assert second.index is first.index  # from the in-process cache, not reopened
@@ -37,7 +38,7 @@ def test_index_is_built_once_then_reused(tmp_path: Path) -> None:
     for a in (first, third):
         np.testing.assert_array_equal(
             rt.search(a.index, queries, k=5).neighbours,
-            rt.search(rt.build_text_index(a.index.docs), queries, k=5).neighbours,
+            rt.search(rt.build_text_index(a.index.matrix()), queries, k=5).neighbours,
         )
 
 
@@ -45,7 +46,7 @@ def test_a_rebuilt_index_is_not_served_from_the_cache(tmp_path: Path) -> None:
     texts = _synthetic_texts(300, seed=4)
     cached = ti.load_or_build_index(tmp_path, "case", "v1", texts)
     # Another process replaces the directory (same name, new contents).
-    rt.save_text_index(rt.build_text_index(cached.index.docs[:100]), cached.path)
+    sg.write_segmented_index(texts[:100], cached.path)
     reopened = ti.load_or_build_index(tmp_path, "case", "v1", texts[:100])
     assert not reopened.built
     assert reopened.index.n_docs == 100
@@ -62,3 +63,20 @@ def test_old_npz_files_are_ignored_and_broken_directories_rebuilt(tmp_path: Path
     (broken / "shape.npy").write_bytes(b"garbage")
     handle = ti.load_or_build_index(tmp_path, "case", "v2", texts)
     assert handle.built and handle.index.n_docs == 200
+    # An index of the unsegmented format (one directory of arrays) is rebuilt as segments.
+    unsegmented = tmp_path / "case-v3.tfidf"
+    rt.save_text_index(rt.build_text_index(handle.index.matrix()), unsegmented)
+    rebuilt = ti.load_or_build_index(tmp_path, "case", "v3", texts)
+    assert rebuilt.built and (unsegmented / "starts.npy").exists()
+
+
+def test_a_large_case_is_built_in_segments(tmp_path: Path) -> None:
+    texts = _synthetic_texts(500, seed=6)
+    handle = ti.load_or_build_index(tmp_path, "case", "v1", texts, segment_docs=128)
+    assert [s.n_docs for s in handle.index.segments] == [128, 128, 128, 116]
+    whole = ti.load_or_build_index(tmp_path, "case", "v2", texts)
+    queries = np.arange(0, 500, 3)
+    expected = rt.search(whole.index, queries, k=8, near_duplicate_threshold=0.95)
+    found = rt.search(handle.index, queries, k=8, near_duplicate_threshold=0.95)
+    np.testing.assert_array_equal(found.neighbours, expected.neighbours)
+    np.testing.assert_array_equal(found.near_duplicate_indices, expected.near_duplicate_indices)
