@@ -32,9 +32,15 @@ class Deferred:
 @contextmanager
 def deferred_interrupts() -> Iterator[Deferred]:
     """Record SIGINT instead of raising inside the block; deliver it to the previous handler
-    on the way out. Outside the main thread (where handlers cannot be set) nothing changes."""
+    on the way out. Outside the main thread (where handlers cannot be set), or when SIGINT is
+    ignored, nothing changes."""
     deferred = Deferred()
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        # An ignored SIGINT (e.g. inherited from a parent that ignores it) stays ignored:
+        # recording it would stop the caller's loop early with nothing raised afterwards.
         yield deferred
         return
     previous = signal.signal(signal.SIGINT, deferred.record)

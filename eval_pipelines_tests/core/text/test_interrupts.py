@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from eval_pipelines.core.text.interrupts import deferred_interrupts
+
 SEARCH_FOREVER = """
 import sys
 import numpy as np
@@ -25,19 +27,41 @@ while True:
 DEMO = Path(__file__).resolve().parents[3] / "data" / "demo" / "icd10cm_records.parquet"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_during_the_parallel_search_raises_keyboard_interrupt() -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", SEARCH_FOREVER, str(DEMO)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A child inherits an ignored SIGINT (some earlier test in the suite can leave the
+        # runner ignoring it); a Dagster run process starts with the default handler.
+        preexec_fn=_default_sigint,
     )
-    assert process.stdout is not None and process.stdout.readline().strip() == "searching"
-    time.sleep(1.0)  # inside a kernel call by now
-    sent = time.monotonic()
-    os.kill(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "searching"
+        time.sleep(1.0)  # inside a kernel call by now
+        sent = time.monotonic()
+        os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        # Never leave a search running for the rest of the suite when the test fails.
+        process.kill()
     # An uncaught KeyboardInterrupt ends Python with -SIGINT; the crash was -SIGSEGV (-11).
     assert process.returncode == -signal.SIGINT, (process.returncode, stderr[-300:])
     assert "KeyboardInterrupt" in stderr
     assert time.monotonic() - sent < 10  # honoured after the current chunk
+
+
+def test_an_ignored_sigint_stays_ignored_and_stops_nothing() -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with deferred_interrupts() as interrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        assert not interrupt.requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
