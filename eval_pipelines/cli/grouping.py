@@ -10,7 +10,7 @@ from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
-from eval_pipelines.core.stats import INSUFFICIENT
+from eval_pipelines.core.verdicts import INSUFFICIENT
 
 
 def parse_thresholds(text: str) -> list[float]:

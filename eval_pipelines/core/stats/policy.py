@@ -7,8 +7,11 @@ while its raw counts are still shown.
 
 from __future__ import annotations
 
+from eval_pipelines.core.verdicts import INSUFFICIENT
+
+__all__ = ["INSUFFICIENT", "MIN_N", "is_sufficient"]
+
 MIN_N = 20
-INSUFFICIENT = "insufficient_evidence"
 
 
 def is_sufficient(n: int, *, min_n: int = MIN_N) -> bool:
