@@ -33,6 +33,8 @@ import mmap
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
@@ -392,19 +394,33 @@ def save_text_index(index: TextIndex, path: Path) -> None:
         "feature_max": _bounds(index),
         "shape": np.asarray(index.docs.shape, dtype=np.int64),
     }
+    with staged_directory(path) as staging:
+        for name, array in arrays.items():
+            save_array(staging / f"{name}.npy", array)
+
+
+@contextmanager
+def staged_directory(path: Path) -> Iterator[Path]:
+    """A temporary directory next to ``path`` to write into; when the block completes it is
+    flushed and takes the place of ``path`` whole (:func:`replace_directory`), and when the
+    block fails it is removed, leaving ``path`` as it was."""
     staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
-        for name, array in arrays.items():
-            with open(staging / f"{name}.npy", "wb") as handle:
-                np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-                handle.flush()
-                os.fsync(handle.fileno())
+        yield staging
         fsync_path(staging)
         replace_directory(staging, path)
         fsync_path(path.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    """Write one ``.npy`` file and flush it to disk."""
+    with open(path, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def load_text_index(path: Path) -> TextIndex:

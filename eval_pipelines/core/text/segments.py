@@ -18,9 +18,6 @@ one, never part of one.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -29,10 +26,10 @@ import numpy as np
 from eval_pipelines.core.text.retrieval import (
     SegmentedIndex,
     build_text_index,
-    fsync_path,
     load_text_index,
-    replace_directory,
+    save_array,
     save_text_index,
+    staged_directory,
 )
 from eval_pipelines.core.text.vectorize import DEFAULT_N_FEATURES, fit, transform
 
@@ -85,8 +82,7 @@ def write_segmented_index(
     path = Path(path)
     ranges = segment_ranges(len(texts), segment_docs)
     model = fit(texts, n_features=n_features)
-    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
+    with staged_directory(path) as staging:
         for number, (lo, hi) in enumerate(ranges):
             # One segment's rows and postings in memory at a time.
             save_text_index(
@@ -94,17 +90,10 @@ def write_segmented_index(
             )
             if progress is not None:
                 progress(number + 1, len(ranges))
-        starts = np.array([lo for lo, _ in ranges] + [len(texts)], dtype=np.int64)
-        with open(staging / _STARTS, "wb") as handle:
-            np.save(handle, starts, allow_pickle=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        fsync_path(staging)
-        replace_directory(staging, path)
-        fsync_path(path.parent)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        save_array(
+            staging / _STARTS,
+            np.array([lo for lo, _ in ranges] + [len(texts)], dtype=np.int64),
+        )
 
 
 def load_segmented_index(path: Path) -> SegmentedIndex:
