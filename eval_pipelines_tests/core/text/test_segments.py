@@ -3,6 +3,7 @@ results of one index over every document."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,21 @@ def whole() -> rt.TextIndex:
     return rt.build_text_index(vz.fit_transform(_TEXTS)[1])
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], rt.SegmentedIndex]:
+    """The corpus's segmented index for a segment size, written once per module (each segment
+    stores 8 MB of per-feature arrays, so small segment sizes cost disk)."""
+    folder = tmp_path_factory.mktemp("segmented")
+    cache: dict[int, rt.SegmentedIndex] = {}
+
+    def get(segment_docs: int) -> rt.SegmentedIndex:
+        if segment_docs not in cache:
+            cache[segment_docs] = _segmented(folder, segment_docs)
+        return cache[segment_docs]
+
+    return get
+
+
 def _segmented(tmp_path: Path, segment_docs: int, texts: list[str] = _TEXTS) -> rt.SegmentedIndex:
     path = tmp_path / f"evidence-{segment_docs}.tfidf"
     sg.write_segmented_index(texts, path, segment_docs=segment_docs)
@@ -36,8 +52,10 @@ def test_fit_gives_the_idf_of_fit_transform() -> None:
     np.testing.assert_array_equal(model.idf, vz.fit_transform(_TEXTS)[0].idf)
 
 
-def test_segments_hold_the_rows_of_the_whole_matrix(whole: rt.TextIndex, tmp_path: Path) -> None:
-    segmented = _segmented(tmp_path, 700)
+def test_segments_hold_the_rows_of_the_whole_matrix(
+    whole: rt.TextIndex, built: Callable[[int], rt.SegmentedIndex]
+) -> None:
+    segmented = built(700)
     assert [s.n_docs for s in segmented.segments] == [700, 700, 700, 700, 200]
     assert segmented.starts.tolist() == [0, 700, 1400, 2100, 2800, 3000]
     assert segmented.n_docs == 3000 and segmented.nnz == whole.nnz
@@ -54,9 +72,12 @@ def test_segments_hold_the_rows_of_the_whole_matrix(whole: rt.TextIndex, tmp_pat
 @pytest.mark.parametrize("segment_docs", [97, 333, 700, 2999, 3000, 10_000])
 @pytest.mark.parametrize("threshold", [None, 0.93, 1.0])
 def test_segmented_search_equals_one_index_and_brute_force(
-    whole: rt.TextIndex, tmp_path: Path, segment_docs: int, threshold: float | None
+    whole: rt.TextIndex,
+    built: Callable[[int], rt.SegmentedIndex],
+    segment_docs: int,
+    threshold: float | None,
 ) -> None:
-    segmented = _segmented(tmp_path, segment_docs)
+    segmented = built(segment_docs)
     queries = np.concatenate(
         [[10, 13, 20, 21, 30, 2999], np.random.default_rng(2).choice(3000, 150, replace=False)]
     )
@@ -79,9 +100,9 @@ def test_segmented_search_equals_one_index_and_brute_force(
 
 @pytest.mark.parametrize("doc_range", [(0, 3000), (650, 1450), (700, 1400), (10, 20), (5, 5)])
 def test_a_document_range_across_segments(
-    whole: rt.TextIndex, tmp_path: Path, doc_range: tuple[int, int]
+    whole: rt.TextIndex, built: Callable[[int], rt.SegmentedIndex], doc_range: tuple[int, int]
 ) -> None:
-    segmented = _segmented(tmp_path, 700)
+    segmented = built(700)
     queries = np.arange(0, 3000, 17)
     kwargs = dict(k=15, near_duplicate_threshold=0.93, doc_range=doc_range)
     _assert_same(
@@ -139,15 +160,17 @@ def test_later_segments_prune_from_the_kth_score_found_before(tmp_path: Path) ->
     assert carried.postings_read < 0.8 * alone.postings_read
 
 
-def test_empty_corpus_and_no_queries(tmp_path: Path) -> None:
+def test_empty_corpus_and_no_queries(
+    tmp_path: Path, built: Callable[[int], rt.SegmentedIndex]
+) -> None:
     empty = _segmented(tmp_path, 10, [])
     assert empty.n_docs == 0 and len(empty.segments) == 1
-    found = rt.search(_segmented(tmp_path, 700), np.zeros(0, dtype=np.int64), k=4)
+    found = rt.search(built(700), np.zeros(0, dtype=np.int64), k=4)
     assert found.neighbours.shape == (0, 4)
 
 
-def test_bad_input_is_refused(tmp_path: Path) -> None:
-    segmented = _segmented(tmp_path, 700)
+def test_bad_input_is_refused(tmp_path: Path, built: Callable[[int], rt.SegmentedIndex]) -> None:
+    segmented = built(700)
     with pytest.raises(ValueError, match="query_docs"):
         rt.search(segmented, np.array([3000]), k=3)
     with pytest.raises(ValueError, match="doc_range"):
