@@ -50,7 +50,7 @@ from numba.extending import intrinsic
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
-from eval_pipelines.core.text.interrupts import deferred_interrupts
+from eval_pipelines.core.text.interrupts import Deferred, deferred_interrupts
 from eval_pipelines.core.text.search_result import (
     SearchResult,
     concatenate_results,
@@ -1450,37 +1450,57 @@ def search(
     )
     n_queries = req.queries.shape[0]
     queries = _Queries(index.rows(req.queries), np.zeros(n_queries, dtype=np.float32))
+    spans = _spans(index, req.lo, req.hi)
     merged: SearchResult | None = None
     previous_threads = numba.get_num_threads()
     pool_size = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     numba.set_num_threads(max(1, min(n_threads, pool_size)))
     try:
-        # Queries go to the kernel in chunks so that an interrupt (a terminated run) is
-        # honoured between chunks instead of crashing inside the parallel kernel.
         with deferred_interrupts() as interrupt:
-            for offset, part, lo, hi in _spans(index, req.lo, req.hi):
-                local = _shifted(req, offset, lo, hi)
-                found = []
-                for start in range(0, max(n_queries, 1), _QUERIES_PER_CALL):
-                    rows = np.arange(start, min(start + _QUERIES_PER_CALL, n_queries))
-                    if rows.size == n_queries:
-                        chunk, chunk_queries = local, queries
-                    else:
-                        chunk, chunk_queries = subset_request(local, rows), queries.subset(rows)
-                    found.append(_search_chunk(part, chunk, chunk_queries, n_threads, prune, stats))
-                    if interrupt.requested:
-                        break
-                if isinstance(index, SegmentedIndex):
+            for offset, part, lo, hi in spans:
+                if merged is not None:
+                    queries = _Queries(queries.rows, _kth_scores(merged, req.k))
+                found = _search_part(
+                    part, _shifted(req, offset, lo, hi), queries, n_threads, prune, stats, interrupt
+                )
+                if len(spans) > 1:
+                    # Hold one segment's pages at a time; with one part there is nothing to
+                    # gain, and the next search would fault every page in again.
                     part.release_pages()
-                result = shift_ids(concatenate_results(found), offset)
+                result = shift_ids(found, offset)
                 merged = result if merged is None else merge_shard_results([merged, result], k=k)
                 if interrupt.requested:
                     break
-                queries = _Queries(queries.rows, _kth_scores(merged, req.k))
     finally:
         numba.set_num_threads(previous_threads)
     assert merged is not None
     return merged
+
+
+def _search_part(
+    index: TextIndex,
+    req: _Request,
+    queries: _Queries,
+    n_threads: int,
+    prune: bool,
+    stats: SearchStats | None,
+    interrupt: Deferred,
+) -> SearchResult:
+    """Every query against one index, a kernel call per chunk of queries, so that an
+    interrupt (a terminated run) is honoured between chunks instead of crashing inside the
+    parallel kernel: the search stops after the chunk in which it arrived."""
+    n_queries = req.queries.shape[0]
+    found = []
+    for start in range(0, max(n_queries, 1), _QUERIES_PER_CALL):
+        rows = np.arange(start, min(start + _QUERIES_PER_CALL, n_queries))
+        if rows.size == n_queries:
+            found.append(_search_chunk(index, req, queries, n_threads, prune, stats))
+        else:
+            chunk = subset_request(req, rows)
+            found.append(_search_chunk(index, chunk, queries.subset(rows), n_threads, prune, stats))
+        if interrupt.requested:
+            break
+    return concatenate_results(found)
 
 
 class _Queries(NamedTuple):
