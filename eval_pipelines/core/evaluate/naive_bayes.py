@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, sparse
+from scipy import sparse
 
 ALPHA = 1.0
 TAU_BOUNDS = (0.05, 20.0)
@@ -151,6 +151,10 @@ class NaiveBayes:
 def fit_temperature(scores: np.ndarray, truth: np.ndarray) -> float:
     """The temperature tau minimising the mean negative log likelihood of ``truth`` under
     ``softmax(scores / tau)`` (bounded search in [0.05, 20])."""
+    # Imported here: scipy.optimize takes 0.2 s to import, and every process that loads the
+    # definitions imports this module, holdout runs included, which never fit a temperature.
+    from scipy import optimize
+
     eps = float(np.finfo(np.float64).eps)
     rows = np.arange(len(truth))
 

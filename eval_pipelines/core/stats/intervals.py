@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats
+# scipy.special.ndtri is the normal quantile scipy.stats.norm.ppf calls, without importing
+# scipy.stats (0.2-0.4 s).
+from scipy import special
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> Interv
         raise ValueError(f"k={k}: must be between 0 and n={n}")
     if not 0.0 < confidence_level < 1.0:
         raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
-    z = float(stats.norm.ppf(0.5 + confidence_level / 2.0))
+    z = float(special.ndtri(0.5 + confidence_level / 2.0))
     p_hat = k / n
     denominator = 1.0 + z * z / n
     centre = (p_hat + z * z / (2.0 * n)) / denominator

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scipy import stats
+# scipy.special, not scipy.stats: the same binomial CDF without importing all of scipy.stats
+# (0.2-0.4 s), which every evaluation's run would otherwise pay for two functions.
+from scipy import special
 
 
 @dataclass(frozen=True)
@@ -61,5 +63,5 @@ def mcnemar_exact(b: int, c: int) -> McNemarResult:
     smaller = min(b, c)
     if discordant == 0:
         return McNemarResult(b=b, c=c, statistic=0, pvalue=1.0)
-    pvalue = min(1.0, 2.0 * float(stats.binom.cdf(smaller, discordant, 0.5)))
+    pvalue = min(1.0, 2.0 * float(special.bdtr(smaller, discordant, 0.5)))
     return McNemarResult(b=b, c=c, statistic=smaller, pvalue=pvalue)
