@@ -112,27 +112,22 @@ def tree_from_parent_links(nodes: pl.DataFrame) -> CodeTree:
             raise InputError("tree.parent", parent, f"parent of {code!r} is not a code in the tree")
 
     paths: dict[str, tuple[str, ...]] = {}
-    for code in parent_of:
-        chain: list[str] = []
-        cursor: str | None = code
-        seen: set[str] = set()
-        while cursor is not None and cursor not in paths:
-            if cursor in seen:
-                raise InputError("tree.parent", cursor, "parent links must not form a cycle")
-            seen.add(cursor)
-            chain.append(cursor)
-            cursor = parent_of[cursor]
-        path = paths[cursor] if cursor is not None else ()
-        for node in reversed(chain):
-            path = (*path, node)
-            paths[node] = path
+    for code, parent in parent_of.items():
+        # Parents usually come before their children (a stored tree is read in code order):
+        # one lookup then; the walk up is for the others.
+        above = () if parent is None else paths.get(parent)
+        if above is not None:
+            paths[code] = (*above, code)
+        else:
+            _add_path(code, parent_of, paths)
 
     max_depth = max((len(p) for p in paths.values()), default=0)
     kinds_by_depth: defaultdict[int, Counter[str]] = defaultdict(Counter)
     if "kind" in nodes.columns:
         kinds = nodes.get_column("kind").cast(pl.String).to_list()
-        for code, kind in zip(codes, kinds, strict=True):
-            kinds_by_depth[len(paths[code])][kind] += 1
+        depths = [len(paths[code]) for code in codes]
+        for (depth, kind), count in Counter(zip(depths, kinds, strict=True)).items():
+            kinds_by_depth[depth][kind] += count
     levels = []
     for depth in range(1, max_depth + 1):
         counts = kinds_by_depth.get(depth)
@@ -145,6 +140,26 @@ def tree_from_parent_links(nodes: pl.DataFrame) -> CodeTree:
         Level(lv.depth, f"{lv.name} L{lv.depth}") if lv.name in repeated else lv for lv in levels
     ]
     return CodeTree(mode="tree", levels=tuple(levels), paths=paths)
+
+
+def _add_path(
+    code: str, parent_of: dict[str, str | None], paths: dict[str, tuple[str, ...]]
+) -> None:
+    """Give ``code`` and the ancestors above it that have no path yet their paths, walking up
+    the parent links."""
+    chain: list[str] = []
+    cursor: str | None = code
+    seen: set[str] = set()
+    while cursor is not None and cursor not in paths:
+        if cursor in seen:
+            raise InputError("tree.parent", cursor, "parent links must not form a cycle")
+        seen.add(cursor)
+        chain.append(cursor)
+        cursor = parent_of[cursor]
+    path = paths[cursor] if cursor is not None else ()
+    for node in reversed(chain):
+        path = (*path, node)
+        paths[node] = path
 
 
 def tree_from_prefix_levels(labels: list[str], prefix_lengths: list[int]) -> CodeTree:

@@ -5,16 +5,18 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.tree import tree_from_parent_links, tree_from_prefix_levels
 
 
-def _tree():
-    return tree_from_parent_links(
-        pl.DataFrame(
-            {
-                "code": ["1", "A00-A09", "A00", "A00.0", "A01", "A01.0", "A01.00"],
-                "parent": [None, "1", "A00-A09", "A00", "A00-A09", "A01", "A01.0"],
-                "kind": ["chapter", "block", "category", "sub", "category", "sub", "sub"],
-            }
-        )
+def _tree_rows():
+    return pl.DataFrame(
+        {
+            "code": ["1", "A00-A09", "A00", "A00.0", "A01", "A01.0", "A01.00"],
+            "parent": [None, "1", "A00-A09", "A00", "A00-A09", "A01", "A01.0"],
+            "kind": ["chapter", "block", "category", "sub", "category", "sub", "sub"],
+        }
     )
+
+
+def _tree():
+    return tree_from_parent_links(_tree_rows())
 
 
 def test_levels_come_from_parent_links_not_prefixes():
@@ -40,12 +42,23 @@ def test_prefix_levels_ignore_separators():
     assert tree.node_of("0201") == "0201"
 
 
+@pytest.mark.parametrize("order", [[6, 5, 4, 3, 2, 1, 0], [3, 6, 0, 5, 1, 4, 2]])
+def test_row_order_does_not_change_the_tree(order):
+    # Children before their parents take the walk up the links; parents first, one lookup.
+    rows = _tree_rows()[order]
+    tree = tree_from_parent_links(rows)
+    assert tree.paths == _tree().paths
+    assert tree.levels == _tree().levels
+
+
 @pytest.mark.parametrize(
     ("codes", "parents", "field"),
     [
         (["a", "b"], [None, "zz"], "tree.parent"),
         (["a", "a"], [None, None], "tree.code"),
         (["a", "b"], ["b", "a"], "tree.parent"),
+        (["a", "b"], [None, "b"], "tree.parent"),  # its own parent
+        (["r", "a", "b", "c"], [None, "c", "a", "b"], "tree.parent"),  # a loop below a root
         (["a", ""], [None, "a"], "tree.code"),
     ],
 )
