@@ -46,6 +46,11 @@ def index_path(index_dir: Path, case_id: str, records_version: str) -> Path:
     return index_dir / f"{case_id}-{records_version}.tfidf"
 
 
+def legacy_index_path(index_dir: Path, case_id: str, records_version: str) -> Path:
+    """Where releases before the segmented index kept it: one ``.npz`` file."""
+    return index_dir / f"{case_id}-{records_version}.npz"
+
+
 def clear_index_cache() -> None:
     """Forget every opened index (tests; a long-lived process that wants its memory back)."""
     _opened.clear()
@@ -113,6 +118,9 @@ def open_or_build_index(
     write_segmented_index(
         texts(), path, segment_docs=segment_docs or DEFAULT_SEGMENT_DOCS, progress=progress
     )
+    # The same version's index in the format before memory-mapped segments is never read
+    # again: removed, or it would hold its disk space (0.3 GB at 130k records) for good.
+    legacy_index_path(index_dir, case_id, records_version).unlink(missing_ok=True)
     return IndexHandle(_reopen(path), path, built=True, seconds=time.perf_counter() - started)
 
 

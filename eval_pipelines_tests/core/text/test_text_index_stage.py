@@ -52,12 +52,19 @@ def test_a_rebuilt_index_is_not_served_from_the_cache(tmp_path: Path) -> None:
     assert reopened.index.n_docs == 100
 
 
-def test_old_npz_files_are_ignored_and_broken_directories_rebuilt(tmp_path: Path) -> None:
+def test_old_npz_files_are_never_read_and_removed_once_rebuilt(tmp_path: Path) -> None:
     texts = _synthetic_texts(200, seed=5)
     old = tmp_path / "case-v1.npz"
     old.write_bytes(b"not an index")
+    other_version = tmp_path / "case-v9.npz"
+    other_version.write_bytes(b"not an index either")
     assert ti.load_or_build_index(tmp_path, "case", "v1", texts).built
-    assert old.exists()
+    assert not old.exists()
+    assert other_version.exists()  # only the version just rebuilt
+
+
+def test_broken_and_unsegmented_directories_are_rebuilt(tmp_path: Path) -> None:
+    texts = _synthetic_texts(200, seed=5)
     broken = tmp_path / "case-v2.tfidf"
     broken.mkdir()
     (broken / "shape.npy").write_bytes(b"garbage")
