@@ -74,6 +74,33 @@ def test_mcnemar_matches_scipy_binomtest():
         )
 
 
+def test_mcnemar_p_is_exact_to_the_last_bit_for_small_counts():
+    # Reference: the two-sided tail as a fraction of integers, rounded once by Python.
+    from fractions import Fraction
+    from math import comb
+
+    for discordant in range(1, 120):
+        for smaller in range(discordant // 2 + 1):
+            tail = sum(comb(discordant, i) for i in range(smaller + 1))
+            expected = float(min(Fraction(1), Fraction(2 * tail, 2**discordant)))
+            assert mcnemar_exact(smaller, discordant - smaller).pvalue == expected
+    assert mcnemar_exact(3, 4).pvalue == 1.0  # P[X <= 3] is exactly 1/2 for 7 pairs
+
+
+def test_mcnemar_agrees_with_binomtest_on_both_sides_of_the_exact_limit():
+    # expected from scipy.stats.binomtest; relative tolerance 1e-12 (binomtest itself is
+    # 2e-14 off the exact value at 10,000 pairs).
+    from scipy.stats import binomtest
+
+    from eval_pipelines.core.stats.paired import EXACT_TAIL_PAIRS
+
+    for discordant in (EXACT_TAIL_PAIRS, EXACT_TAIL_PAIRS + 1, 40_001):
+        smaller = discordant // 2 - 110
+        expected = binomtest(smaller, discordant, 0.5).pvalue
+        got = mcnemar_exact(smaller, discordant - smaller).pvalue
+        assert got == pytest.approx(expected, rel=1e-12)
+
+
 def test_mcnemar_rejects_negative_counts():
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 3)
