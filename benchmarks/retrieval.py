@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from figures import memory_bandwidth
+
 _ROOT = Path(__file__).resolve().parents[1]
 _DEFAULT_RECORDS = _ROOT / "data" / "demo" / "icd10cm_records.parquet"
 # Each streamed posting (or document-row entry) is a 4-byte id plus a 4-byte float32 weight.
 _BYTES_PER_POSTING = 8
-# Size of the array the bandwidth probe sums: far beyond any cache.
-_BANDWIDTH_BYTES = 2**30
 
 
 def _parse_args() -> argparse.Namespace:
@@ -69,29 +69,6 @@ def _best(repeat: int, run: Any) -> tuple[float, float, Any]:
         wall.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
     return min(wall), min(cpu), result
-
-
-def _memory_bandwidth(threads: int, repeat: int) -> float:
-    """Bytes per second of a parallel, vectorised float32 sum over 1 GiB (best run)."""
-    import numba
-    import numpy as np
-
-    @numba.njit(parallel=True, fastmath=True)
-    def total(values: np.ndarray) -> float:
-        acc = 0.0
-        for i in numba.prange(values.shape[0]):
-            acc += values[i]
-        return acc
-
-    values = np.ones(_BANDWIDTH_BYTES // 4, dtype=np.float32)  # pages touched here
-    previous = numba.get_num_threads()
-    numba.set_num_threads(min(threads, int(numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
-    try:
-        total(values[:1024])  # compile outside the timing
-        seconds, _, _ = _best(repeat, lambda: total(values))
-    finally:
-        numba.set_num_threads(previous)
-    return _BANDWIDTH_BYTES / seconds
 
 
 def _identical(a: Any, b: Any) -> bool:
@@ -133,7 +110,7 @@ def main() -> None:
     _line("texts", len(texts))
     _line("mean_text_chars", sum(map(len, texts)) / max(1, len(texts)))
 
-    bandwidth = _memory_bandwidth(args.threads, args.repeat)
+    bandwidth = memory_bandwidth(args.threads, args.repeat)
     _line(f"memory_bandwidth_gb_per_s_{args.threads}_threads", bandwidth / 1e9)
 
     started = time.perf_counter()
