@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from eval_pipelines.core.text.retrieval import (
     SegmentedIndex,
@@ -31,7 +32,12 @@ from eval_pipelines.core.text.retrieval import (
     save_text_index,
     staged_directory,
 )
-from eval_pipelines.core.text.vectorize import DEFAULT_N_FEATURES, fit, transform
+from eval_pipelines.core.text.vectorize import (
+    DEFAULT_N_FEATURES,
+    fit,
+    fit_transform,
+    transform,
+)
 
 # A million documents per segment: building one holds about 2.4 GB of rows and postings
 # (plus the texts), and the demo's 130,525 records stay one segment.
@@ -81,13 +87,23 @@ def write_segmented_index(
     """
     path = Path(path)
     ranges = segment_ranges(len(texts), segment_docs)
-    model = fit(texts, n_features=n_features)
+    if len(ranges) == 1:
+        # One segment: the texts are hashed once, not once to fit and again to transform.
+        _, whole = fit_transform(texts, n_features=n_features)
+
+        def rows(lo: int, hi: int) -> sp.csr_matrix:
+            return whole
+
+    else:
+        model = fit(texts, n_features=n_features)
+
+        def rows(lo: int, hi: int) -> sp.csr_matrix:
+            return transform(model, texts[lo:hi])
+
     with staged_directory(path) as staging:
         for number, (lo, hi) in enumerate(ranges):
             # One segment's rows and postings in memory at a time.
-            save_text_index(
-                build_text_index(transform(model, texts[lo:hi])), _segment_dir(staging, number)
-            )
+            save_text_index(build_text_index(rows(lo, hi)), _segment_dir(staging, number))
             if progress is not None:
                 progress(number + 1, len(ranges))
         save_array(
