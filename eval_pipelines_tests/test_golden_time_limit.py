@@ -3,7 +3,11 @@ the demo set plus a fourth invoice whose text ends in 40 ``a`` and a ``!``, scor
 variant of the demo workflow whose template also extracts ``reference: (a+)+$`` (about 2^40
 backtracking steps on that document, a few on the others), with a per-step time limit.
 
-Real DuckDB warehouse, real Dagster runs of ``golden_gate`` executed in-process."""
+Real DuckDB warehouse, real Dagster runs of ``golden_gate``: executed in-process, and
+submitted (dispatcher, code server, run worker process), as the sensor's gating runs are.
+Before the fix, that submitted run froze in ``re`` (it holds the GIL), Terminate timed out
+with "User code server request timed out due to taking longer than 60 seconds" and the run
+worker kept spinning with its golden run ``running``."""
 
 from __future__ import annotations
 
@@ -132,3 +136,78 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
     after = golden.run_and_report("inv", revision=fast["revision"], launch="inline")
     assert after["status"] == "completed"
     assert after["cases"]["case-0004"]["status"] == "errored"
+
+
+def _step_workers(pid: int) -> list[int]:
+    """The step workers among a process's descendants."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            if any("step_worker" in part for part in child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_next_run_runs(
+    golden_home: Path,
+) -> None:
+    """The path the sensor's gating runs take: submitted, started by the dispatcher in a run
+    worker process of its own, terminated as the UI does (through the code server)."""
+    from eval_pipelines import runs
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage.warehouse import connect
+
+    revision = seed_with_hanging_case(golden_home, time_limit=600)
+    started = golden.run_set("inv", revision=revision)
+    instance = dagster_instance()
+    run_id = started["runId"]
+    worker_pid = None
+
+    def stuck() -> bool:
+        nonlocal worker_pid
+        worker_pid = worker_pid or runs._run_worker_pid(instance, run_id)
+        return worker_pid is not None and bool(_step_workers(worker_pid))
+
+    _wait_for(stuck, seconds=240)
+    time.sleep(1.0)  # inside the step: case-0004 hangs (the others take milliseconds)
+    assert worker_pid is not None
+    hung = _step_workers(worker_pid)
+    assert instance.run_launcher.terminate(run_id)
+    _wait_for(
+        lambda: (
+            instance.get_run_by_id(run_id).status  # type: ignore[union-attr]
+            == dg.DagsterRunStatus.CANCELED
+        )
+    )
+
+    # The run's process and its worker stopped: nothing is left spinning.
+    _wait_for(lambda: _gone(worker_pid) and all(_gone(p) for p in hung))
+    with connect(Path("warehouse.duckdb"), read_only=True) as conn:
+        (stopped,) = golden_storage.runs_of_dagster_run(conn, run_id)
+    assert stopped.status == "stopped"
+    # The next submitted run, through the same dispatcher and code server, completes.
+    fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))
+    after = golden.run_and_report("inv", revision=fast["revision"], timeout=300)
+    assert after["status"] == "completed"
+    assert after["cases"]["case-0004"]["why"].startswith(
+        "no output: node invoice: timed out after 2 s"
+    )
