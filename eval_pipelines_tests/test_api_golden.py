@@ -238,3 +238,45 @@ def test_a_case_is_never_seeded_from_a_run_whose_document_was_deleted(
     with pytest.raises(NotFoundError, match="no such document"):
         golden.add_case_from_run("inv", run["testRunId"])
     assert [c["caseId"] for c in golden.list_cases("inv")] == ["case-0001", "case-0002"]
+
+
+def test_a_python_function_changed_to_drop_a_field_is_gated_again_not_served_from_cache(
+    golden_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines_tests.user_code import (
+        DROPS_CUSTOMER,
+        KEEPS_CUSTOMER,
+        WORKFLOW_YAML,
+        write_user_module,
+    )
+
+    code = golden_home / "user_code"
+    code.mkdir()
+    write_user_module(code, monkeypatch, KEEPS_CUSTOMER)
+    workflow_file = golden_home / "fields.yaml"
+    workflow_file.write_text(WORKFLOW_YAML, encoding="utf-8")
+    document = golden_home / "inv-1.txt"
+    document.write_text("Invoice INV-1\nBill to: Acme\n", encoding="utf-8")
+    labels = golden_home / "inv-1.labels.json"
+    labels.write_text(json.dumps({"number": "INV-1", "customer": "Acme"}), encoding="utf-8")
+    first = workflows.save_workflow("fields", workflow_file)["revision"]
+    golden.create_set("fields-gate", workflow="fields", gate=True)
+    golden.add_case("fields-gate", document=document, labels=labels)
+    passed = golden.run_and_report("fields-gate", launch="inline")
+    assert passed["score"]["fieldAccuracy"] == {"correct": 2, "n": 2, "value": 1.0}
+
+    # The same workflow file, the function edited to drop ``customer``.
+    write_user_module(code, monkeypatch, DROPS_CUSTOMER)
+    saved = workflows.save_workflow("fields", workflow_file)
+
+    assert saved["new"] is True and saved["revision"] != first
+    rerun = golden.run_and_report("fields-gate", launch="inline")
+    assert rerun["revision"] == saved["revision"]
+    # The step ran with the new code (no cached output of the old code was reused) ...
+    assert rerun["charged"] == {"executedSteps": 1, "cachedSteps": 0, "costUnits": 1.0}
+    assert rerun["score"]["fieldAccuracy"] == {"correct": 1, "n": 2, "value": 0.5}
+    # ... and the gate refuses the new revision.
+    status = workflows.workflow_status("fields")
+    assert status["gate"]["state"] == "blocked"
+    assert "scored 0.500 (1/2) below threshold 1.0" in status["gate"]["reason"]

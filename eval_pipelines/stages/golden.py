@@ -33,6 +33,7 @@ from eval_pipelines.core.golden.scoring import (
 from eval_pipelines.core.workflows.definition import Node, Workflow
 from eval_pipelines.core.workflows.execute import CacheKey, Execution, cache_keys, execute
 from eval_pipelines.core.workflows.output import map_output
+from eval_pipelines.core.workflows.step_worker import cancel_on
 from eval_pipelines.storage import golden, workflows
 from eval_pipelines.storage.warehouse import transaction
 
@@ -189,7 +190,10 @@ def _execute_all(
     def one(document_id: str) -> Execution | None:
         if stop.is_set() or should_stop():
             return None
-        return execute(workflow, documents[document_id], cache, until=until)
+        # A step under way when the run is interrupted is abandoned (its worker process
+        # killed), so the pool below can wind down; the document counts as not reached.
+        with cancel_on(stop):
+            return execute(workflow, documents[document_id], cache, until=until)
 
     started = time.perf_counter()
     done: dict[str, Execution] = {}

@@ -13,6 +13,7 @@ from typing import Any
 
 from eval_pipelines.core.workflows.definition import Node, Workflow
 from eval_pipelines.core.workflows.nodes import NODE_TYPES, Document, NodeFailed
+from eval_pipelines.core.workflows.step_worker import StepCanceled
 
 CacheKey = tuple[str, str, str]  # (document_id, node_id, chain_hash)
 
@@ -54,6 +55,12 @@ def execute(
 ) -> Execution:
     """Run the nodes in order (stopping after ``until``), each node seeing the outputs of
     the nodes before it. A node that fails stops the run: later nodes have nothing to work on.
+
+    Raises
+    ------
+    StepCanceled
+        The caller is stopping (see :func:`~eval_pipelines.core.workflows.step_worker.cancel_on`):
+        the document was not run to the end, which is not its failure.
     """
     outputs: dict[str, dict[str, Any]] = {}
     new_cache: dict[CacheKey, dict[str, Any]] = {}
@@ -92,8 +99,8 @@ def execute(
 def _run(node: Node, document: Document, upstream: dict[str, dict[str, Any]]) -> dict[str, Any]:
     try:
         output = NODE_TYPES[node.type].run(node.config, document, dict(upstream))
-    except NodeFailed:
-        raise
+    except (NodeFailed, StepCanceled):
+        raise  # a canceled step is the run stopping, not this document failing
     except Exception as error:  # a node type's own bug must not sink the other cases
         raise NodeFailed(f"{type(error).__name__}: {error}") from error
     if not isinstance(output, dict):

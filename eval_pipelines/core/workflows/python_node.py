@@ -8,15 +8,26 @@ Configuration (the node mapping besides ``id``, ``type``, ``cost``, ``schema``):
 The function is called as ``function(document, upstream, options=options)`` with the
 :class:`~eval_pipelines.core.workflows.nodes.Document`, the raw outputs of the nodes before
 it (by node id), and a copy of ``options``; it returns a mapping keyed by the schema's
-``source`` names. The revision pins the reference and the options, not the function's code.
+``source`` names.
+
+The revision pins the reference, the options and the function's code: preparing adds
+``source: {module, sha256}``, the hash of the source file of the function's module, so an
+edit of that module is a new revision (and a new step cache key) that the gate must pass.
+Running a revision whose module has changed since it was saved fails the step rather than
+scoring code the revision does not pin. Code the module imports from other modules is not
+covered: keep what the function's output depends on in its module, or put a version of it in
+``options``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
@@ -24,6 +35,7 @@ from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unk
 from eval_pipelines.core.workflows.output import to_jsonable
 
 CONFIG_KEYS = ("function", "options")
+SOURCE_HASH_LENGTH = 16
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 FUNCTION_PATTERN = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
 
@@ -42,6 +54,7 @@ class PythonNode:
             )
         try:
             load_function(reference)
+            source = source_of(reference)
         except LookupError as error:
             raise InputError(f"{where}.function", reference, str(error)) from None
         options = config.get("options", {})
@@ -53,7 +66,7 @@ class PythonNode:
             raise InputError(
                 f"{where}.options", options, "only text, numbers, true/false, lists and mappings"
             )
-        return {"function": reference, "options": options}
+        return {"function": reference, "options": options, "source": source}
 
     def run(
         self,
@@ -62,10 +75,19 @@ class PythonNode:
         upstream: Mapping[str, Mapping[str, Any]],
     ) -> dict[str, Any]:
         reference = config["function"]
+        pinned = config.get("source")  # absent in revisions saved before it was pinned
         try:
             function = load_function(reference)
+            now = source_of(reference) if pinned is not None else None
         except LookupError as error:
             raise NodeFailed(f"{reference}: {error}") from None
+        if pinned is not None and now != pinned:
+            assert now is not None
+            raise NodeFailed(
+                f"the source of module {pinned['module']} changed since this revision was "
+                f"saved (pinned {pinned['sha256']}, now {now['sha256']}): save the workflow "
+                "again to gate the new code"
+            )
         try:
             result = function(document, upstream, options=dict(config.get("options", {})))
         except Exception as error:  # user code: any failure is this document's failure
@@ -76,6 +98,27 @@ class PythonNode:
                 "of output names to values"
             )
         return to_jsonable(result)
+
+
+def source_of(reference: str) -> dict[str, str]:
+    """``{"module": name, "sha256": digest}`` of the referenced function's module: the hash
+    of its source file's bytes as it is on disk now (a module without a file, a built-in, is
+    pinned by the Python version instead)."""
+    module_name = reference.partition(":")[0]
+    module = sys.modules.get(module_name) or importlib.import_module(module_name)
+    return {"module": module_name, "sha256": _file_hash(module)}
+
+
+def _file_hash(module: ModuleType) -> str:
+    path = getattr(module, "__file__", None)
+    if path is None:
+        content = f"built-in module of Python {sys.version}".encode()
+    else:
+        try:
+            content = Path(path).read_bytes()
+        except OSError as error:
+            raise LookupError(f"the source of {module.__name__} cannot be read: {error}") from None
+    return hashlib.sha256(content).hexdigest()[:SOURCE_HASH_LENGTH]
 
 
 def load_function(reference: str) -> Callable[..., Any]:

@@ -11,6 +11,7 @@ import pytest
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.definition import parse_workflow
+from eval_pipelines.core.workflows.python_node import source_of
 
 HERE = Path(__file__).parent
 TEMPLATE = {
@@ -107,6 +108,7 @@ def test_a_good_workflow_parses() -> None:
     assert checks.config == {
         "function": "eval_pipelines.core.workflows.output:to_jsonable",
         "options": {"strict": True},
+        "source": source_of("eval_pipelines.core.workflows.output:to_jsonable"),
     }
     assert checks.cost == 1.0
     # Each node's chain hash covers the nodes before it.

@@ -4,6 +4,7 @@ with the document, the upstream outputs and its options."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,12 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.documents import document_from_text
 from eval_pipelines.core.workflows.nodes import NodeFailed
 from eval_pipelines.core.workflows.python_node import PythonNode
+from eval_pipelines_tests.user_code import (
+    DROPS_CUSTOMER,
+    KEEPS_CUSTOMER,
+    MODULE,
+    write_user_module,
+)
 
 HERE = "eval_pipelines_tests.core.workflows.test_python_node"
 NODE = PythonNode()
@@ -48,7 +55,16 @@ def prepare(config: dict[str, Any]) -> dict[str, Any]:
 def test_prepare_keeps_the_reference_and_the_options() -> None:
     config = prepare({"function": f"{HERE}:total_line", "options": {"label": "Sum:"}})
 
-    assert config == {"function": f"{HERE}:total_line", "options": {"label": "Sum:"}}
+    # ... and the hash of the module's source file, so an edit of the code is a new revision.
+    source = {
+        "module": HERE,
+        "sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16],
+    }
+    assert config == {
+        "function": f"{HERE}:total_line",
+        "options": {"label": "Sum:"},
+        "source": source,
+    }
     assert prepare({"function": f"{HERE}:total_line"})["options"] == {}
 
 
@@ -110,3 +126,59 @@ def test_a_function_must_return_a_mapping() -> None:
 
     with pytest.raises(NodeFailed, match="returned list; it must return a mapping"):
         NODE.run(config, document_from_text("d.txt", "x"), {})
+
+
+WORKFLOW_WITH_FUNCTION = {
+    "kind": "extract",
+    "nodes": [
+        {
+            "id": "fields",
+            "type": "python",
+            "function": f"{MODULE}:fields",
+            "schema": {
+                "fields": [
+                    {"id": "number", "name": "Number", "source": "number"},
+                    {"id": "customer", "name": "Customer", "source": "customer"},
+                ]
+            },
+        }
+    ],
+}
+
+
+def test_the_module_source_is_part_of_the_revision_and_the_cache_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.core.workflows.definition import parse_workflow
+
+    write_user_module(tmp_path, monkeypatch, KEEPS_CUSTOMER)
+    before = parse_workflow(WORKFLOW_WITH_FUNCTION, name="w", base_dir=tmp_path)
+    write_user_module(tmp_path, monkeypatch, DROPS_CUSTOMER)
+    after = parse_workflow(WORKFLOW_WITH_FUNCTION, name="w", base_dir=tmp_path)
+
+    # Same file, same reference, same options: only the function's code changed.
+    assert after.revision != before.revision
+    assert after.nodes[0].chain_hash != before.nodes[0].chain_hash
+    assert before.nodes[0].config["source"]["module"] == "user_fields"
+    # Saving it again unchanged is the same revision.
+    assert parse_workflow(WORKFLOW_WITH_FUNCTION, name="w", base_dir=tmp_path) == after
+
+
+def test_a_module_changed_since_the_revision_was_saved_fails_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = write_user_module(tmp_path, monkeypatch, KEEPS_CUSTOMER)
+    config = prepare({"function": reference})
+    document = document_from_text("d.txt", "x")
+    assert NODE.run(config, document, {}) == {"number": "INV-1", "customer": "Acme"}
+
+    write_user_module(tmp_path, monkeypatch, DROPS_CUSTOMER)
+
+    # Running the old revision with the new code would score code the revision does not pin.
+    with pytest.raises(NodeFailed) as raised:
+        NODE.run(config, document, {})
+    assert str(raised.value).startswith(
+        f"the source of module user_fields changed since this revision was saved "
+        f"(pinned {config['source']['sha256']}, now "
+    )
+    assert str(raised.value).endswith("save the workflow again to gate the new code")

@@ -1,0 +1,213 @@
+"""A template regex that never finishes cannot hang a golden run, nor outlive a canceled one:
+the demo set plus a fourth invoice whose text ends in 40 ``a`` and a ``!``, scored by a
+variant of the demo workflow whose template also extracts ``reference: (a+)+$`` (about 2^40
+backtracking steps on that document, a few on the others), with a per-step time limit.
+
+Real DuckDB warehouse, real Dagster runs of ``golden_gate``: executed in-process, and
+submitted (dispatcher, code server, run worker process), as the sensor's gating runs are.
+Before the fix, that submitted run froze in ``re`` (it holds the GIL), Terminate timed out
+with "User code server request timed out due to taking longer than 60 seconds" and the run
+worker kept spinning with its golden run ``running``."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipelines_tests.golden_demo import CUSTOMER_RULE, GOLDEN, WORKFLOW, WORKFLOW_FILE, seed
+
+HANGS = "a" * 40 + "!\n"
+
+
+def regex_variant(folder: Path, *, time_limit: float) -> Path:
+    """The demo workflow with the pathological field and a time limit per step."""
+    text = WORKFLOW_FILE.read_text(encoding="utf-8")
+    assert text.count("    cost: 1\n") == 1 and text.count(CUSTOMER_RULE) == 1
+    text = text.replace("    cost: 1\n", f"    cost: 1\n    time_limit: {time_limit:g}\n")
+    text = text.replace(CUSTOMER_RULE, f"{CUSTOMER_RULE}\n          reference: '(a+)+$'")
+    path = folder / "regex.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def seed_with_hanging_case(folder: Path, *, time_limit: float) -> str:
+    """The demo set (3 cases) plus case-0004, whose document makes the regex backtrack;
+    returns the variant's revision."""
+    from eval_pipelines.api import golden, workflows
+
+    seed("inv")
+    document = folder / "hlp-1003-ref.txt"
+    document.write_text((GOLDEN / "hlp-1003.txt").read_text(encoding="utf-8") + HANGS)
+    golden.add_case("inv", document=document, labels=GOLDEN / "hlp-1003.labels.json")
+    return str(
+        workflows.save_workflow(WORKFLOW, regex_variant(folder, time_limit=time_limit))["revision"]
+    )
+
+
+def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_completes(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden
+
+    revision = seed_with_hanging_case(golden_home, time_limit=2)
+
+    report = golden.run_and_report("inv", launch="inline")
+
+    assert (report["status"], report["revision"]) == ("completed", revision)
+    statuses = {c: s["status"] for c, s in report["cases"].items()}
+    assert statuses == {
+        "case-0001": "passed",
+        "case-0002": "passed",
+        "case-0003": "passed",
+        "case-0004": "errored",
+    }
+    assert report["cases"]["case-0004"]["why"].startswith(
+        "no output: node invoice: timed out after 2 s"
+    )
+    # The other three documents were scored in full (33 labelled values, counted by hand in
+    # test_api_golden.py); the timed-out case is outside the scores, and the gate blocks it.
+    assert report["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
+    assert report["gate"]["passed"] is False
+    assert (
+        "1 case(s) produced no output (case-0004: node invoice: timed out after 2 s"
+        in (report["gate"]["reason"])
+    )
+
+
+def _wait_for(condition, seconds: float = 120.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.1)
+
+
+def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_next_run_works(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines import runs
+    from eval_pipelines.api import golden
+    from eval_pipelines.core.workflows import step_worker
+    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage.warehouse import connect
+
+    # A limit far beyond the test: only Terminate can end this step.
+    revision = seed_with_hanging_case(golden_home, time_limit=600)
+    instance = dg.DagsterInstance.get()
+    run = runs.create_inline_run(instance, runs.kind_of("golden"), revision)
+    assert run is not None
+    stuck: list[int] = []
+
+    def terminate_once_stuck() -> None:
+        _wait_for(lambda: bool(step_worker.busy_pids()))
+        time.sleep(1.0)  # inside the step: case-0004 hangs (the others take milliseconds)
+        stuck.extend(step_worker.busy_pids())
+        instance.run_launcher.terminate(run.run_id)  # what the UI's Terminate button does
+
+    terminator = threading.Thread(target=terminate_once_stuck)
+    terminator.start()
+    state = runs.execute_run_here(instance, run)
+    terminator.join()
+
+    assert state.state == "canceled"
+    with connect(Path("warehouse.duckdb"), read_only=True) as conn:
+        (stopped,) = golden_storage.runs_of_dagster_run(conn, run.run_id)
+        results = {r.case_id: r for r in golden_storage.results_of_run(conn, stopped.golden_run_id)}
+    # The golden run is closed, not left running; the hanging case was not reached.
+    assert stopped.status == "stopped"
+    assert (results["case-0004"].ran, results["case-0004"].skip_reason) == (
+        False,
+        "the run stopped before this case",
+    )
+    assert stuck and step_worker.busy_pids() == []
+    for pid in stuck:  # the worker stuck in the regex was killed, not left spinning
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+    # The process is not wedged: the next run of another revision completes.
+    from eval_pipelines.api import workflows
+
+    fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))
+    after = golden.run_and_report("inv", revision=fast["revision"], launch="inline")
+    assert after["status"] == "completed"
+    assert after["cases"]["case-0004"]["status"] == "errored"
+
+
+def _step_workers(pid: int) -> list[int]:
+    """The step workers among a process's descendants."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            if any("step_worker" in part for part in child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_next_run_runs(
+    golden_home: Path,
+) -> None:
+    """The path the sensor's gating runs take: submitted, started by the dispatcher in a run
+    worker process of its own, terminated as the UI does (through the code server)."""
+    from eval_pipelines import runs
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage.warehouse import connect
+
+    revision = seed_with_hanging_case(golden_home, time_limit=600)
+    started = golden.run_set("inv", revision=revision)
+    instance = dagster_instance()
+    run_id = started["runId"]
+    worker_pid = None
+
+    def stuck() -> bool:
+        nonlocal worker_pid
+        worker_pid = worker_pid or runs._run_worker_pid(instance, run_id)
+        return worker_pid is not None and bool(_step_workers(worker_pid))
+
+    _wait_for(stuck, seconds=240)
+    time.sleep(1.0)  # inside the step: case-0004 hangs (the others take milliseconds)
+    assert worker_pid is not None
+    hung = _step_workers(worker_pid)
+    assert instance.run_launcher.terminate(run_id)
+    _wait_for(
+        lambda: (
+            instance.get_run_by_id(run_id).status  # type: ignore[union-attr]
+            == dg.DagsterRunStatus.CANCELED
+        )
+    )
+
+    # The run's process and its worker stopped: nothing is left spinning.
+    _wait_for(lambda: _gone(worker_pid) and all(_gone(p) for p in hung))
+    with connect(Path("warehouse.duckdb"), read_only=True) as conn:
+        (stopped,) = golden_storage.runs_of_dagster_run(conn, run_id)
+    assert stopped.status == "stopped"
+    # The next submitted run, through the same dispatcher and code server, completes.
+    fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))
+    after = golden.run_and_report("inv", revision=fast["revision"], timeout=300)
+    assert after["status"] == "completed"
+    assert after["cases"]["case-0004"]["why"].startswith(
+        "no output: node invoice: timed out after 2 s"
+    )
