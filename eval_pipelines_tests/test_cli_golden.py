@@ -454,3 +454,27 @@ def test_golden_run_through_the_queue_prints_the_report(
     assert report["status"] == "completed"
     activated = cli_json(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
     assert activated["gateRuns"] == [match.group(1)]
+
+
+def test_activate_is_refused_when_cases_were_added_after_the_passing_run(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden
+
+    revision = seed()
+    passing = golden.run_and_report("inv", launch="inline")
+    assert passing["gate"]["passed"] is True
+    letter = golden_home / "letter.txt"
+    letter.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
+    labels = golden_home / "letter.labels.json"
+    labels.write_text(json.dumps({"invoice_number": "HLP-9999"}), encoding="utf-8")
+    added = cli_json(capsys, "golden", "add-case", "inv", "--document", letter, "--labels", labels)
+    assert added["caseId"] == "case-0004"
+    reason = refused(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
+    assert reason == (
+        f"revision {revision} of {WORKFLOW} cannot be activated: set inv: run "
+        f"{passing['goldenRunId']} does not cover 1 of its 4 enabled case(s) (case-0004: added "
+        "or enabled since it ran); re-run the set against this revision (eval-pipelines golden "
+        f"run inv --revision {revision})"
+    )
+    assert cli_json(capsys, "workflow", "ledger", WORKFLOW) == []
