@@ -177,6 +177,8 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         r"Total due:\s+EUR\s+([\d,]+\.\d\d)",
         r"Total due:\s+EUR\s+([\d,+\.\d\d)",
     )
+    # A field without ``source`` (it used to default to the name, so a rename lost its values).
+    workflow_variant(golden_home, "nosource", "type: number, source: amount}", "type: number}")
     Path("notjson.json").write_text("{'customer': 'x',}", encoding="utf-8")
     Path("nokey.json").write_text(
         json.dumps({"line_items": {"key": ["nope"], "rows": [{"sku": "PA-101", "qty": 40}]}}),
@@ -199,6 +201,12 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
             ["workflow", "save", WORKFLOW, "--file", "regex.yaml"],
             "nodes[0].templates[0].fields.amount='Total due:\\\\s+EUR\\\\s+([\\\\d,+\\\\.\\\\d"
             "\\\\d)': does not compile (re module): unterminated character set at position 20",
+        ),
+        (
+            ["workflow", "save", WORKFLOW, "--file", "nosource.yaml"],
+            "nodes[0].schema.fields[2].source=None: name the key the node outputs for this "
+            "value (e.g. source: amount); it is never taken from the display name, so renaming "
+            "the field keeps its values",
         ),
         (
             ["golden", "add-case", "inv", "--document", doc2, "--labels", "notjson.json"],
