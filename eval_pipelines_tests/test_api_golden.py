@@ -238,3 +238,33 @@ def test_a_case_is_never_seeded_from_a_run_whose_document_was_deleted(
     with pytest.raises(NotFoundError, match="no such document"):
         golden.add_case_from_run("inv", run["testRunId"])
     assert [c["caseId"] for c in golden.list_cases("inv")] == ["case-0001", "case-0002"]
+
+
+def test_the_key_matched_twin_of_a_positional_case_is_a_case_of_its_own(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)
+    golden.create_set("inv", workflow=WORKFLOW)
+    keyed = json.loads((GOLDEN / "hlp-1002.labels.json").read_text(encoding="utf-8"))
+    positional = golden_home / "positional.labels.json"
+    positional.write_text(
+        json.dumps({**keyed, "line_items": keyed["line_items"]["rows"]}), encoding="utf-8"
+    )
+    first = golden.add_case("inv", document=GOLDEN / "hlp-1002.txt", labels=positional)
+    assert (first["caseId"], first["added"], first["keyColumns"]) == ("case-0001", True, {})
+    # Same document, same labels, rows matched by sku instead of by position: it scores
+    # differently (the labels list CR-020 first, the document PA-101), so it is another case.
+    twin = golden.add_case(
+        "inv", document=GOLDEN / "hlp-1002.txt", labels=GOLDEN / "hlp-1002.labels.json"
+    )
+    assert (twin["caseId"], twin["added"], twin["keyColumns"]) == (
+        "case-0002",
+        True,
+        {"line_items": ["sku"]},
+    )
+    again = golden.add_case(
+        "inv", document=GOLDEN / "hlp-1002.txt", labels=GOLDEN / "hlp-1002.labels.json"
+    )
+    assert (again["caseId"], again["added"]) == ("case-0002", False)
