@@ -31,7 +31,13 @@ from eval_pipelines.core.golden.scoring import (
     summarise_run,
 )
 from eval_pipelines.core.workflows.definition import Node, Workflow
-from eval_pipelines.core.workflows.execute import CacheKey, Execution, cache_keys, execute
+from eval_pipelines.core.workflows.execute import (
+    CachedStep,
+    CacheKey,
+    Execution,
+    cache_keys,
+    execute,
+)
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.storage import golden, workflows
 from eval_pipelines.storage.warehouse import transaction
@@ -176,7 +182,7 @@ def _last_scored_node(workflow: Workflow, node_ids: list[str]) -> str | None:
 def _execute_all(
     workflow: Workflow,
     documents: dict[str, Any],
-    cache: dict[CacheKey, dict[str, Any]],
+    cache: dict[CacheKey, CachedStep],
     until: str | None,
     should_stop: Callable[[], bool],
     log: Callable[[str], None],
