@@ -299,3 +299,16 @@ def test_a_failed_step_is_served_from_cache_like_a_success_and_says_so(
     third = golden.run_and_report("inv", launch="inline")
     assert third["charged"] == {"executedSteps": 4, "cachedSteps": 0, "costUnits": 4.0}
     assert third["cases"]["case-0004"]["why"] == why
+
+
+def test_steps_executed_counts_steps_not_cases(golden_home: Path) -> None:
+    from eval_pipelines.api import golden
+
+    seed()
+    # A second case on hlp-1001: the document runs once, its one step is charged once.
+    golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels={"total": 530.62})
+    first = golden.run_and_report("inv", launch="inline")
+    assert len(first["cases"]) == 4
+    assert first["charged"] == {"executedSteps": 3, "cachedSteps": 0, "costUnits": 3.0}
+    second = golden.run_and_report("inv", launch="inline")
+    assert second["charged"] == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}

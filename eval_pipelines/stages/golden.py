@@ -147,23 +147,31 @@ def run_golden_sets(
                 execution = executions.get(case.document_id)
                 results.append((golden_set.set_name, _case_result(case, execution, node, workflow)))
             run = runs[golden_set.set_name]
-            # A document used by two cases ran once and is charged once.
-            used = {c.document_id for c in cases[golden_set.set_name]}
-            cost = sum(executions[d].cost_units for d in used if d in executions)
+            # A document used by two cases ran once: its steps are counted and charged once.
+            used = [
+                executions[d]
+                for d in {c.document_id for c in cases[golden_set.set_name]}
+                if d in executions
+            ]
+            cost = sum(e.cost_units for e in used)
+            executed = sum(e.executed_steps for e in used)
+            cached = sum(e.cached_steps for e in used)
             golden.finish_run(
                 conn,
                 run.golden_run_id,
                 results,
                 status="stopped" if stopped else "completed",
                 cost_units=cost,
+                executed_steps=executed,
+                cached_steps=cached,
             )
             outcomes.append(
                 RunOutcome(
                     run.golden_run_id,
                     golden_set.set_name,
                     len(results),
-                    sum(r.executed_steps for _, r in results),
-                    sum(r.cached_steps for _, r in results),
+                    executed,
+                    cached,
                     cost,
                     sum(1 for _, r in results if not r.ran),
                 )

@@ -57,6 +57,8 @@ def test_a_run_whose_cases_scored_another_revision_is_refused_as_mixed(revision:
             [("gate", r) for r in mixed],
             status="completed",
             cost_units=0.0,
+            executed_steps=0,
+            cached_steps=0,
         )
     with _open(read_only=True) as conn:
         gate = gate_decision(conn, revision)
