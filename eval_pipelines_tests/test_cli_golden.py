@@ -486,3 +486,30 @@ def test_activate_is_refused_when_cases_were_added_after_the_passing_run(
         f"run inv --revision {revision})"
     )
     assert cli_json(capsys, "workflow", "ledger", WORKFLOW) == []
+
+
+def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    revision = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)["revision"]
+    golden.create_set("inv", workflow=WORKFLOW, gate=True)
+    golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json")
+    labels = json.loads((GOLDEN / "hlp-1003.labels.json").read_text(encoding="utf-8"))
+    golden.add_case(
+        "inv", document=GOLDEN / "hlp-1003.txt", labels={**labels, "customer": "Eyre Sq. Books"}
+    )
+    run = golden.run_and_report("inv", launch="inline")
+    # 16 + 7 values, one wrong label: 22/23 = 0.95652..., which rounds to 0.957.
+    assert run["score"]["fieldAccuracy"] == {"correct": 22, "n": 23, "value": 22 / 23}
+    code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
+    assert code == 0
+    assert "  field accuracy 0.956 (22/23), threshold 1.0" in out.splitlines()
+    assert "    customer                         0.500 (1/2)" in out.splitlines()
+    reason = refused(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
+    assert reason.endswith(
+        "set inv: scored 0.956 (22/23) below threshold 1.0 (misses: customer 1/2)"
+    )
+    code, out, _ = cli(capsys, "golden", "trend", "inv")
+    assert out.splitlines()[1].endswith(f"rev {revision}  0.956  n=23")

@@ -97,8 +97,7 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
     rate = score["passRate"]
     counts = score["counts"]
 
-    def fmt(value: float | None) -> str:
-        return "—" if value is None else f"{value:.3f}"
+    from eval_pipelines.core.golden.summary import format_share as fmt  # as the gate shows it
 
     lines = [
         f"golden run {report['goldenRunId']}: set {report['set']} on revision "
@@ -167,6 +166,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
+    from eval_pipelines.core.golden.summary import format_share
 
     trend = golden.trend(args.set, field=args.field, last=args.last, warehouse=args.warehouse)
     if args.json:
@@ -174,7 +174,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         return 0
     print(f"set {trend['set']}, {trend['field'] or 'all fields'}: accuracy over the last runs")
     for point in trend["points"]:
-        value = "gap (not scored)" if point["accuracy"] is None else f"{point['accuracy']:.3f}"
+        value = "gap (not scored)" if point["accuracy"] is None else format_share(point["accuracy"])
         print(
             f"  {point['finishedAt']}  {point['goldenRunId']}  rev {point['revision']}  "
             f"{value}  n={point['n']}"
