@@ -513,3 +513,20 @@ def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
     )
     code, out, _ = cli(capsys, "golden", "trend", "inv")
     assert out.splitlines()[1].endswith(f"rev {revision}  0.956  n=23")
+
+
+def test_the_report_shows_schema_drift(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    seed()
+    workflows.save_workflow(WORKFLOW, without_customer_variant(golden_home))
+    run = golden.run_and_report("inv", launch="inline")
+    assert run["schemaDrift"] == ["case-0001", "case-0002", "case-0003"]
+    code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
+    assert code == 0
+    assert (
+        "  schema drift (warning): 3 case(s) written against another structure of the scored "
+        "node: case-0001, case-0002, case-0003 (re-seed them from a fresh approved review)"
+    ) in out.splitlines()

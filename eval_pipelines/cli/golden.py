@@ -107,6 +107,20 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
         f"  document pass rate {fmt(rate['value'])} ({rate['passed']}/{rate['n']}); "
         f"errored {counts['errored']}, skipped {counts['skipped']}",
         f"  stale labels {score['stale']['labels']} on {score['stale']['fields']} field(s)",
+        *(
+            [
+                f"  schema drift (warning): {len(report['schemaDrift'])} case(s) written "
+                "against another structure of the scored node: "
+                f"{', '.join(report['schemaDrift'])} (re-seed them from a fresh approved review)"
+            ]
+            if report["schemaDrift"]
+            else []
+        ),
+        *(
+            [f"  mixed revisions: cases {', '.join(report['mixedRevisions'])}"]
+            if report["mixedRevisions"]
+            else []
+        ),
         f"  charged: {report['charged']['executedSteps']} steps executed, "
         f"{report['charged']['cachedSteps']} cached, {report['charged']['costUnits']:g} cost units",
     ]
