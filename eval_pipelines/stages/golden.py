@@ -361,9 +361,9 @@ class Gate:
 
 def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
     """The activation gate for exactly this revision: every set marked ``--gate`` needs a
-    completed run against this revision that reached its threshold and did not mix
-    revisions. The only place the rule lives (the asset check and ``workflow activate`` both
-    call it)."""
+    completed run against this revision that covers every case enabled now, reached its
+    threshold on them and did not mix revisions. The only place the rule lives (the asset
+    check and ``workflow activate`` both call it)."""
     workflow = workflows.load_revision(conn, revision)
     gating = [s for s in golden.list_sets(conn, workflow.name) if s.gate]
     if not gating:
