@@ -280,3 +280,77 @@ def test_a_python_function_changed_to_drop_a_field_is_gated_again_not_served_fro
     status = workflows.workflow_status("fields")
     assert status["gate"]["state"] == "blocked"
     assert "scored 0.500 (1/2) below threshold 1.0" in status["gate"]["reason"]
+
+
+def test_the_key_matched_twin_of_a_positional_case_is_a_case_of_its_own(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)
+    golden.create_set("inv", workflow=WORKFLOW)
+    keyed = json.loads((GOLDEN / "hlp-1002.labels.json").read_text(encoding="utf-8"))
+    positional = golden_home / "positional.labels.json"
+    positional.write_text(
+        json.dumps({**keyed, "line_items": keyed["line_items"]["rows"]}), encoding="utf-8"
+    )
+    first = golden.add_case("inv", document=GOLDEN / "hlp-1002.txt", labels=positional)
+    assert (first["caseId"], first["added"], first["keyColumns"]) == ("case-0001", True, {})
+    # Same document, same labels, rows matched by sku instead of by position: it scores
+    # differently (the labels list CR-020 first, the document PA-101), so it is another case.
+    twin = golden.add_case(
+        "inv", document=GOLDEN / "hlp-1002.txt", labels=GOLDEN / "hlp-1002.labels.json"
+    )
+    assert (twin["caseId"], twin["added"], twin["keyColumns"]) == (
+        "case-0002",
+        True,
+        {"line_items": ["sku"]},
+    )
+    again = golden.add_case(
+        "inv", document=GOLDEN / "hlp-1002.txt", labels=GOLDEN / "hlp-1002.labels.json"
+    )
+    assert (again["caseId"], again["added"]) == ("case-0002", False)
+
+
+def test_a_failed_step_is_served_from_cache_like_a_success_and_says_so(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines_tests.golden_demo import broken_variant
+
+    seed()
+    letter = golden_home / "letter.txt"
+    letter.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
+    golden.add_case("inv", document=letter, labels={"invoice_number": "HLP-9999"})
+    first = golden.run_and_report("inv", launch="inline")
+    # Four documents, one invoice2data step each; the letter matches no template.
+    assert first["charged"] == {"executedSteps": 4, "cachedSteps": 0, "costUnits": 4.0}
+    why = first["cases"]["case-0004"]["why"]
+    assert why.startswith("no output: node invoice: ") and "cache" not in why
+
+    second = golden.run_and_report("inv", launch="inline")
+    # The failed step is not charged again: its outcome is cached, keyed like a success.
+    assert second["charged"] == {"executedSteps": 0, "cachedSteps": 4, "costUnits": 0.0}
+    assert second["cases"]["case-0004"]["status"] == "errored"
+    assert second["cases"]["case-0004"]["why"] == (
+        f"{why} (served from cache: this step failed the same way on an earlier run; a "
+        "changed configuration runs it again)"
+    )
+    # A changed node configuration runs every step again, the failed one too.
+    workflows.save_workflow(WORKFLOW, broken_variant(golden_home))
+    third = golden.run_and_report("inv", launch="inline")
+    assert third["charged"] == {"executedSteps": 4, "cachedSteps": 0, "costUnits": 4.0}
+    assert third["cases"]["case-0004"]["why"] == why
+
+
+def test_steps_executed_counts_steps_not_cases(golden_home: Path) -> None:
+    from eval_pipelines.api import golden
+
+    seed()
+    # A second case on hlp-1001: the document runs once, its one step is charged once.
+    golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels={"total": 530.62})
+    first = golden.run_and_report("inv", launch="inline")
+    assert len(first["cases"]) == 4
+    assert first["charged"] == {"executedSteps": 3, "cachedSteps": 0, "costUnits": 3.0}
+    second = golden.run_and_report("inv", launch="inline")
+    assert second["charged"] == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}

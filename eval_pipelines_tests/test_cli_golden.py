@@ -177,6 +177,8 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         r"Total due:\s+EUR\s+([\d,]+\.\d\d)",
         r"Total due:\s+EUR\s+([\d,+\.\d\d)",
     )
+    # A field without ``source`` (it used to default to the name, so a rename lost its values).
+    workflow_variant(golden_home, "nosource", "type: number, source: amount}", "type: number}")
     Path("notjson.json").write_text("{'customer': 'x',}", encoding="utf-8")
     Path("nokey.json").write_text(
         json.dumps({"line_items": {"key": ["nope"], "rows": [{"sku": "PA-101", "qty": 40}]}}),
@@ -199,6 +201,12 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
             ["workflow", "save", WORKFLOW, "--file", "regex.yaml"],
             "nodes[0].templates[0].fields.amount='Total due:\\\\s+EUR\\\\s+([\\\\d,+\\\\.\\\\d"
             "\\\\d)': does not compile (re module): unterminated character set at position 20",
+        ),
+        (
+            ["workflow", "save", WORKFLOW, "--file", "nosource.yaml"],
+            "nodes[0].schema.fields[2].source=None: name the key the node outputs for this "
+            "value (e.g. source: amount); it is never taken from the display name, so renaming "
+            "the field keeps its values",
         ),
         (
             ["golden", "add-case", "inv", "--document", doc2, "--labels", "notjson.json"],
@@ -454,3 +462,71 @@ def test_golden_run_through_the_queue_prints_the_report(
     assert report["status"] == "completed"
     activated = cli_json(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
     assert activated["gateRuns"] == [match.group(1)]
+
+
+def test_activate_is_refused_when_cases_were_added_after_the_passing_run(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden
+
+    revision = seed()
+    passing = golden.run_and_report("inv", launch="inline")
+    assert passing["gate"]["passed"] is True
+    letter = golden_home / "letter.txt"
+    letter.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
+    labels = golden_home / "letter.labels.json"
+    labels.write_text(json.dumps({"invoice_number": "HLP-9999"}), encoding="utf-8")
+    added = cli_json(capsys, "golden", "add-case", "inv", "--document", letter, "--labels", labels)
+    assert added["caseId"] == "case-0004"
+    reason = refused(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
+    assert reason == (
+        f"revision {revision} of {WORKFLOW} cannot be activated: set inv: run "
+        f"{passing['goldenRunId']} does not cover 1 of its 4 enabled case(s) (case-0004: added "
+        "or enabled since it ran); re-run the set against this revision (eval-pipelines golden "
+        f"run inv --revision {revision})"
+    )
+    assert cli_json(capsys, "workflow", "ledger", WORKFLOW) == []
+
+
+def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    revision = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)["revision"]
+    golden.create_set("inv", workflow=WORKFLOW, gate=True)
+    golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json")
+    labels = json.loads((GOLDEN / "hlp-1003.labels.json").read_text(encoding="utf-8"))
+    golden.add_case(
+        "inv", document=GOLDEN / "hlp-1003.txt", labels={**labels, "customer": "Eyre Sq. Books"}
+    )
+    run = golden.run_and_report("inv", launch="inline")
+    # 16 + 7 values, one wrong label: 22/23 = 0.95652..., which rounds to 0.957.
+    assert run["score"]["fieldAccuracy"] == {"correct": 22, "n": 23, "value": 22 / 23}
+    code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
+    assert code == 0
+    assert "  field accuracy 0.956 (22/23), threshold 1.0" in out.splitlines()
+    assert "    customer                         0.500 (1/2)" in out.splitlines()
+    reason = refused(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
+    assert reason.endswith(
+        "set inv: scored 0.956 (22/23) below threshold 1.0 (misses: customer 1/2)"
+    )
+    code, out, _ = cli(capsys, "golden", "trend", "inv")
+    assert out.splitlines()[1].endswith(f"rev {revision}  0.956  n=23")
+
+
+def test_the_report_shows_schema_drift(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.api import golden, workflows
+
+    seed()
+    workflows.save_workflow(WORKFLOW, without_customer_variant(golden_home))
+    run = golden.run_and_report("inv", launch="inline")
+    assert run["schemaDrift"] == ["case-0001", "case-0002", "case-0003"]
+    code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
+    assert code == 0
+    assert (
+        "  schema drift (warning): 3 case(s) written against another structure of the scored "
+        "node: case-0001, case-0002, case-0003 (re-seed them from a fresh approved review)"
+    ) in out.splitlines()

@@ -123,9 +123,15 @@ def add_case(
         )
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, raw)
+        key_columns = {k: list(v) for k, v in resolved.key_columns.items()}
         for existing in golden.list_cases(conn, set_name):
-            if existing.document_id == doc.document_id and existing.labels == resolved.labels:
-                # The same document with the same labels: re-running a script adds nothing.
+            if (
+                existing.document_id == doc.document_id
+                and existing.labels == resolved.labels
+                and existing.key_columns == key_columns
+            ):
+                # The same document with the same labels matched the same way: re-running a
+                # script adds nothing. Rows matched by key and by position score differently.
                 return {**_case_json(existing), "unmapped": list(resolved.unmapped), "added": False}
         workflows.save_document(conn, content, doc)
         case = _add_case(

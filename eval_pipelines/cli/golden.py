@@ -97,8 +97,7 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
     rate = score["passRate"]
     counts = score["counts"]
 
-    def fmt(value: float | None) -> str:
-        return "—" if value is None else f"{value:.3f}"
+    from eval_pipelines.core.golden.summary import format_share as fmt  # as the gate shows it
 
     lines = [
         f"golden run {report['goldenRunId']}: set {report['set']} on revision "
@@ -108,6 +107,20 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
         f"  document pass rate {fmt(rate['value'])} ({rate['passed']}/{rate['n']}); "
         f"errored {counts['errored']}, skipped {counts['skipped']}",
         f"  stale labels {score['stale']['labels']} on {score['stale']['fields']} field(s)",
+        *(
+            [
+                f"  schema drift (warning): {len(report['schemaDrift'])} case(s) written "
+                "against another structure of the scored node: "
+                f"{', '.join(report['schemaDrift'])} (re-seed them from a fresh approved review)"
+            ]
+            if report["schemaDrift"]
+            else []
+        ),
+        *(
+            [f"  mixed revisions: cases {', '.join(report['mixedRevisions'])}"]
+            if report["mixedRevisions"]
+            else []
+        ),
         f"  charged: {report['charged']['executedSteps']} steps executed, "
         f"{report['charged']['cachedSteps']} cached, {report['charged']['costUnits']:g} cost units",
     ]
@@ -167,6 +180,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
+    from eval_pipelines.core.golden.summary import format_share
 
     trend = golden.trend(args.set, field=args.field, last=args.last, warehouse=args.warehouse)
     if args.json:
@@ -174,7 +188,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         return 0
     print(f"set {trend['set']}, {trend['field'] or 'all fields'}: accuracy over the last runs")
     for point in trend["points"]:
-        value = "gap (not scored)" if point["accuracy"] is None else f"{point['accuracy']:.3f}"
+        value = "gap (not scored)" if point["accuracy"] is None else format_share(point["accuracy"])
         print(
             f"  {point['finishedAt']}  {point['goldenRunId']}  rev {point['revision']}  "
             f"{value}  n={point['n']}"

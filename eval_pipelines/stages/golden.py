@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -31,7 +31,13 @@ from eval_pipelines.core.golden.scoring import (
     summarise_run,
 )
 from eval_pipelines.core.workflows.definition import Node, Workflow
-from eval_pipelines.core.workflows.execute import CacheKey, Execution, cache_keys, execute
+from eval_pipelines.core.workflows.execute import (
+    CachedStep,
+    CacheKey,
+    Execution,
+    cache_keys,
+    execute,
+)
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.core.workflows.step_worker import cancel_on
 from eval_pipelines.storage import golden, workflows
@@ -142,23 +148,31 @@ def run_golden_sets(
                 execution = executions.get(case.document_id)
                 results.append((golden_set.set_name, _case_result(case, execution, node, workflow)))
             run = runs[golden_set.set_name]
-            # A document used by two cases ran once and is charged once.
-            used = {c.document_id for c in cases[golden_set.set_name]}
-            cost = sum(executions[d].cost_units for d in used if d in executions)
+            # A document used by two cases ran once: its steps are counted and charged once.
+            used = [
+                executions[d]
+                for d in {c.document_id for c in cases[golden_set.set_name]}
+                if d in executions
+            ]
+            cost = sum(e.cost_units for e in used)
+            executed = sum(e.executed_steps for e in used)
+            cached = sum(e.cached_steps for e in used)
             golden.finish_run(
                 conn,
                 run.golden_run_id,
                 results,
                 status="stopped" if stopped else "completed",
                 cost_units=cost,
+                executed_steps=executed,
+                cached_steps=cached,
             )
             outcomes.append(
                 RunOutcome(
                     run.golden_run_id,
                     golden_set.set_name,
                     len(results),
-                    sum(r.executed_steps for _, r in results),
-                    sum(r.cached_steps for _, r in results),
+                    executed,
+                    cached,
                     cost,
                     sum(1 for _, r in results if not r.ran),
                 )
@@ -177,7 +191,7 @@ def _last_scored_node(workflow: Workflow, node_ids: list[str]) -> str | None:
 def _execute_all(
     workflow: Workflow,
     documents: dict[str, Any],
-    cache: dict[CacheKey, dict[str, Any]],
+    cache: dict[CacheKey, CachedStep],
     until: str | None,
     should_stop: Callable[[], bool],
     log: Callable[[str], None],
@@ -263,9 +277,15 @@ class ScoredRun:
     mixed_revisions: tuple[str, ...]
 
 
-def score_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> ScoredRun:
+def score_run(
+    conn: duckdb.DuckDBPyConnection,
+    golden_run_id: str,
+    *,
+    case_ids: Collection[str] | None = None,
+) -> ScoredRun:
     """Score a stored run: each case's stored output against its labels, with the schema of
-    the revision the run scored (so stale labels are judged against that revision)."""
+    the revision the run scored (so stale labels are judged against that revision); only the
+    results of ``case_ids`` when given (the gate scores the set's enabled cases)."""
     run = golden.load_run(conn, golden_run_id)
     golden_set = golden.load_set(conn, run.set_name)
     workflow = workflows.load_revision(conn, run.revision)
@@ -278,6 +298,8 @@ def score_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> ScoredRun:
         case = cases.get(result.case_id)
         if case is None:
             continue  # deleted since: its results went with it
+        if case_ids is not None and result.case_id not in case_ids:
+            continue
         if result.revision != run.revision:
             mixed.append(result.case_id)
         if schema_drift(case.schema_fingerprint, schema):
@@ -343,9 +365,9 @@ class Gate:
 
 def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
     """The activation gate for exactly this revision: every set marked ``--gate`` needs a
-    completed run against this revision that reached its threshold and did not mix
-    revisions. The only place the rule lives (the asset check and ``workflow activate`` both
-    call it)."""
+    completed run against this revision that covers every case enabled now, reached its
+    threshold on them and did not mix revisions. The only place the rule lives (the asset
+    check and ``workflow activate`` both call it)."""
     workflow = workflows.load_revision(conn, revision)
     gating = [s for s in golden.list_sets(conn, workflow.name) if s.gate]
     if not gating:
@@ -369,9 +391,28 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
                 )
             )
             continue
-        scored = score_run(conn, runs[0].golden_run_id)
+        # The gate judges the set as it is now: every enabled case must have a result in
+        # the run (a case added or enabled since was never required by it), and a case
+        # disabled since is left out, as a re-run would leave it. Case ids are never reused
+        # and a case's labels are never edited, so a result belongs to the case as it is.
+        enabled = [c.case_id for c in golden.list_cases(conn, golden_set.set_name) if c.enabled]
+        covered = {r.case_id for r in golden.results_of_run(conn, runs[0].golden_run_id)}
+        missing = [c for c in enabled if c not in covered]
+        left_out = sorted(covered - set(enabled))
+        scored = score_run(conn, runs[0].golden_run_id, case_ids=set(enabled))
         accuracy = scored.score.field_accuracy
-        if scored.mixed_revisions:
+        if missing:
+            passed, reason = (
+                False,
+                (
+                    f"set {golden_set.set_name}: run {runs[0].golden_run_id} does not cover "
+                    f"{len(missing)} of its {len(enabled)} enabled case(s) "
+                    f"({_listed(missing)}: added or enabled since it ran); re-run the set "
+                    f"against this revision (eval-pipelines golden run {golden_set.set_name} "
+                    f"--revision {revision})"
+                ),
+            )
+        elif scored.mixed_revisions:
             passed, reason = (
                 False,
                 (
@@ -395,6 +436,8 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
             reason = f"set {golden_set.set_name}: {decision.reason}"
             if not passed:
                 reason += missed_fields(scored.score)
+            if left_out:
+                reason += f" ({_listed(left_out)} disabled since the run, left out)"
         verdicts.append(
             SetGate(
                 golden_set.set_name,
@@ -464,6 +507,14 @@ def runs_for_dagster_run(
 
 
 MISSED_FIELDS_SHOWN = 3
+CASES_SHOWN = 5
+
+
+def _listed(case_ids: list[str]) -> str:
+    """``case-0004, case-0005`` (the first few, then how many more)."""
+    shown = ", ".join(case_ids[:CASES_SHOWN])
+    more = len(case_ids) - CASES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _without_output(scored: ScoredRun) -> list[tuple[str, str]]:

@@ -30,7 +30,7 @@ from eval_pipelines.core.holdout.sampling import draw_sample
 from eval_pipelines.core.holdout.spec import parse_config
 from eval_pipelines.core.workflows.classify_node import grouping_config
 from eval_pipelines.core.workflows.definition import Workflow, workflow_from_content
-from eval_pipelines.core.workflows.execute import CacheKey, Execution
+from eval_pipelines.core.workflows.execute import CachedStep, CacheKey, Execution
 from eval_pipelines.core.workflows.nodes import Document
 from eval_pipelines.stages.holdout import evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
@@ -116,7 +116,7 @@ def classify_executions(
     conn_factory: Any,
     workflow: Workflow,
     documents: dict[str, Document],
-    cache: dict[CacheKey, dict[str, Any]],
+    cache: dict[CacheKey, CachedStep],
     *,
     index_dir: Path,
     threads: int,
@@ -130,9 +130,10 @@ def classify_executions(
     todo = []
     for document_id, document in documents.items():
         key = (document_id, node.id, node.chain_hash)
-        if key in cache:
+        cached = cache.get(key)
+        if isinstance(cached, dict):  # the vote never fails a step, so never caches one
             executions[document_id] = Execution(
-                document_id, workflow.revision, {node.id: cache[key]}, None, 0, 1, 0.0
+                document_id, workflow.revision, {node.id: cached}, None, 0, 1, 0.0
             )
         else:
             todo.append(document)

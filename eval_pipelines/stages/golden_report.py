@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from eval_pipelines.core.golden.scoring import CaseScore, FieldScore, RunScore
+from eval_pipelines.core.golden.summary import format_share
 from eval_pipelines.stages.golden import Gate, ScoredRun
 
 
 def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
+    return format_share(value)  # truncated, as the gate's reason shows it
 
 
 def scored_run_json(scored: ScoredRun) -> dict[str, Any]:

@@ -241,8 +241,11 @@ def finish_run(
     *,
     status: str,
     cost_units: float,
+    executed_steps: int,
+    cached_steps: int,
 ) -> None:
-    """Store every case's result and close the run (``completed``, ``failed``)."""
+    """Store every case's result and close the run (``completed``, ``failed``) with what it
+    charged: steps of distinct documents (a document two cases use ran once)."""
     for set_name, result in results:
         conn.execute(
             "INSERT INTO golden_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -265,8 +268,8 @@ def finish_run(
         [
             status,
             _now(),
-            sum(r.executed_steps for _, r in results),
-            sum(r.cached_steps for _, r in results),
+            executed_steps,
+            cached_steps,
             cost_units,
             golden_run_id,
         ],

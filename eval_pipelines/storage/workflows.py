@@ -11,6 +11,7 @@ import duckdb
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.workflows.definition import Workflow, workflow_from_content
+from eval_pipelines.core.workflows.execute import CachedStep, StepFailure
 from eval_pipelines.core.workflows.nodes import Document
 
 
@@ -382,24 +383,34 @@ def approve_test_run(
 
 def cached_steps(
     conn: duckdb.DuckDBPyConnection, keys: list[tuple[str, str, str]]
-) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Cached outputs for ``(document_id, node_id, chain_hash)`` keys (successful steps only)."""
+) -> dict[tuple[str, str, str], CachedStep]:
+    """Cached outcomes for ``(document_id, node_id, chain_hash)`` keys: the output of a step
+    that succeeded, a :class:`StepFailure` for one that failed."""
     if not keys:
         return {}
     wanted = set(keys)
     rows = conn.execute(
-        "SELECT document_id, node_id, chain_hash, output FROM step_cache "
-        "WHERE list_contains(?, document_id) AND output IS NOT NULL",
+        "SELECT document_id, node_id, chain_hash, output, error FROM step_cache "
+        "WHERE list_contains(?, document_id) AND (output IS NOT NULL OR error IS NOT NULL)",
         [sorted({k[0] for k in keys})],
     ).fetchall()
-    return {(r[0], r[1], r[2]): json.loads(r[3]) for r in rows if (r[0], r[1], r[2]) in wanted}
+    return {
+        (r[0], r[1], r[2]): json.loads(r[3]) if r[3] is not None else StepFailure(r[4])
+        for r in rows
+        if (r[0], r[1], r[2]) in wanted
+    }
 
 
 def cache_steps(
-    conn: duckdb.DuckDBPyConnection, entries: list[tuple[str, str, str, dict[str, Any]]]
+    conn: duckdb.DuckDBPyConnection, entries: list[tuple[str, str, str, CachedStep]]
 ) -> None:
-    for document_id, node_id, chain_hash, output in entries:
+    for document_id, node_id, chain_hash, outcome in entries:
+        output, error = (
+            (None, outcome.error)
+            if isinstance(outcome, StepFailure)
+            else (json.dumps(outcome, sort_keys=True), None)
+        )
         conn.execute(
-            "INSERT INTO step_cache VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
-            [document_id, node_id, chain_hash, json.dumps(output, sort_keys=True), _now()],
+            "INSERT INTO step_cache VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [document_id, node_id, chain_hash, output, error, _now()],
         )

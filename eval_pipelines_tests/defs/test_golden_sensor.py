@@ -201,3 +201,52 @@ def test_the_nightly_schedule_reruns_gating_sets_against_each_active_revision(
     assert request.partition_key == revision
     assert request.run_key == f"nightly:{revision}:2026-12-01"
     assert request.tags[SETS_TAG] == "inv"
+
+
+def _launch_fails(instance: dg.DagsterInstance, revision: str, run_key: str) -> None:
+    """What the daemon leaves when it cannot launch a requested run: a run carrying the
+    sensor's run key that failed without ever starting."""
+    from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
+
+    from eval_pipelines.definitions import defs
+
+    run = instance.create_run_for_job(
+        defs.resolve_job_def("golden_gate"),
+        status=dg.DagsterRunStatus.NOT_STARTED,
+        tags={
+            RUN_KEY_TAG: run_key,
+            SENSOR_NAME_TAG: "workflow_revision_sensor",
+            "dagster/partition": revision,
+        },
+    )
+    instance.report_run_failed(run, "Caught an error while launching the run")
+
+
+def test_a_gating_run_that_fails_to_launch_is_requested_again_under_a_new_run_key(
+    workdir: Path, folder: Path, instance: dg.DagsterInstance
+) -> None:
+    saved = workflows.save_workflow("invoices", _variant(workdir, "first"))
+    revision = saved["revision"]
+    first = _tick(instance, None)
+    assert isinstance(first, dg.SensorResult)
+    assert [r.run_key for r in first.run_requests or []] == [f"gate:{revision}"]
+    # Until the run exists (the daemon creates it after the tick), nothing is requested again.
+    waiting = _tick(instance, first.cursor)
+    assert isinstance(waiting, dg.SkipReason)
+
+    _launch_fails(instance, revision, f"gate:{revision}")
+    retry = _tick(instance, first.cursor)
+    assert isinstance(retry, dg.SensorResult)
+    assert [(r.partition_key, r.run_key, r.tags) for r in retry.run_requests or []] == [
+        (revision, f"gate:{revision}:2", {"eval_pipelines/workflow": "invoices"})
+    ]
+    assert isinstance(_tick(instance, retry.cursor), dg.SkipReason)  # the retry is pending
+
+    _launch_fails(instance, revision, f"gate:{revision}:2")
+    third = _tick(instance, retry.cursor)
+    assert isinstance(third, dg.SensorResult)
+    assert [r.run_key for r in third.run_requests or []] == [f"gate:{revision}:3"]
+    _launch_fails(instance, revision, f"gate:{revision}:3")
+    # Three attempts failed to launch: given up (the log says how to run it by hand).
+    given_up = _tick(instance, third.cursor)
+    assert isinstance(given_up, dg.SkipReason)

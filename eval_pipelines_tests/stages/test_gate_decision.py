@@ -4,6 +4,7 @@ a run that did not complete, the newest completed run deciding."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,13 @@ from eval_pipelines.api import golden, workflows
 from eval_pipelines.stages.golden import gate_decision, run_golden_sets
 from eval_pipelines.storage import golden as golden_storage
 from eval_pipelines.storage.warehouse import connect, transaction
-from eval_pipelines_tests.golden_demo import WORKFLOW, broken_variant, seed, workflow_variant
+from eval_pipelines_tests.golden_demo import (
+    GOLDEN,
+    WORKFLOW,
+    broken_variant,
+    seed,
+    workflow_variant,
+)
 
 
 @pytest.fixture
@@ -50,6 +57,8 @@ def test_a_run_whose_cases_scored_another_revision_is_refused_as_mixed(revision:
             [("gate", r) for r in mixed],
             status="completed",
             cost_units=0.0,
+            executed_steps=0,
+            cached_steps=0,
         )
     with _open(read_only=True) as conn:
         gate = gate_decision(conn, revision)
@@ -143,3 +152,114 @@ def test_a_revision_that_extracts_nothing_from_a_golden_document_is_blocked(
     assert scored.score.errored == 2
     assert not gate.passed
     assert gate.reason.startswith("set gate: 2 case(s) produced no output (case-0002: node invoice")
+
+
+def _invented_rows_labels(folder: Path) -> Path:
+    """hlp-1001 labelled with two of its three rows: the extraction's third row is invented."""
+    labels = json.loads((GOLDEN / "hlp-1001.labels.json").read_text(encoding="utf-8"))
+    labels["line_items"] = labels["line_items"][:2]
+    path = folder / "two_rows.labels.json"
+    path.write_text(json.dumps(labels), encoding="utf-8")
+    return path
+
+
+def _not_an_invoice(folder: Path) -> tuple[Path, Path]:
+    """A document the template does not match (no output) and a label for it."""
+    document = folder / "letter.txt"
+    document.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
+    labels = folder / "letter.labels.json"
+    labels.write_text(json.dumps({"invoice_number": "HLP-9999"}), encoding="utf-8")
+    return document, labels
+
+
+def test_cases_added_while_the_run_ran_are_not_covered_and_block(
+    revision: str, workdir: Path
+) -> None:
+    # The run reads the set's cases, then a user adds three more while it runs (the
+    # sensor's run started while a new set was being filled in).
+    added: list[str] = []
+
+    def log(line: str) -> None:
+        if line.startswith("running") and not added:
+            for doc in ("hlp-1002", "hlp-1003", "hlp-1001"):
+                labels = GOLDEN / f"{doc}.labels.json"
+                if doc == "hlp-1001":
+                    labels = _invented_rows_labels(workdir)
+                document = GOLDEN / f"{doc}.txt"
+                added.append(golden.add_case("late", document=document, labels=labels)["caseId"])
+
+    golden.create_set("late", workflow=WORKFLOW, gate=True)
+    golden.add_case(
+        "late", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
+    )
+    outcomes = run_golden_sets(_open, revision, log=log)
+    assert {o.set_name: o.cases for o in outcomes} == {"gate": 3, "late": 1}
+    assert added == ["case-0002", "case-0003", "case-0004"]
+    with _open(read_only=True) as conn:
+        gate = gate_decision(conn, revision)
+    verdicts = {s.set_name: s for s in gate.sets}
+    assert verdicts["gate"].passed
+    late = verdicts["late"]
+    run_id = next(o.golden_run_id for o in outcomes if o.set_name == "late")
+    assert not late.passed and not gate.passed
+    assert late.reason == (
+        f"set late: run {run_id} does not cover 3 of its 4 enabled case(s) (case-0002, "
+        "case-0003, case-0004: added or enabled since it ran); re-run the set against this "
+        f"revision (eval-pipelines golden run late --revision {revision})"
+    )
+    # The re-run covers them all, and the invented row now costs the set its pass:
+    # 16 + 10 + 7 values, plus case-0004's 4 header values and 2 rows x 4 cells, all right,
+    # and one miss for the invented third row: 45 of 46.
+    run_golden_sets(_open, revision, set_names=["late"])
+    with _open(read_only=True) as conn:
+        rerun = {s.set_name: s for s in gate_decision(conn, revision).sets}["late"]
+    assert (rerun.passed, rerun.reason) == (
+        False,
+        "set late: scored 0.978 (45/46) below threshold 1.0 (misses: line_items 0/1)",
+    )
+
+
+def test_cases_added_after_a_passing_run_block_until_the_set_is_rerun(
+    revision: str, workdir: Path
+) -> None:
+    run_golden_sets(_open, revision)
+    with _open(read_only=True) as conn:
+        assert gate_decision(conn, revision).passed
+    golden.add_case("gate", document=GOLDEN / "hlp-1001.txt", labels=_invented_rows_labels(workdir))
+    letter, letter_labels = _not_an_invoice(workdir)
+    golden.add_case("gate", document=letter, labels=letter_labels)
+    with _open(read_only=True) as conn:
+        gate = gate_decision(conn, revision)
+    assert not gate.passed
+    assert "does not cover 2 of its 5 enabled case(s) (case-0004, case-0005: added or " in (
+        gate.reason
+    )
+    run_golden_sets(_open, revision)
+    with _open(read_only=True) as conn:
+        gate = gate_decision(conn, revision)
+    assert not gate.passed
+    assert gate.reason.startswith("set gate: 1 case(s) produced no output (case-0005: ")
+
+
+def test_a_case_enabled_again_since_the_run_blocks_and_one_disabled_since_is_left_out(
+    revision: str,
+) -> None:
+    golden.set_case_enabled("gate", "case-0003", False)
+    (first,) = run_golden_sets(_open, revision)
+    assert first.cases == 2
+    golden.set_case_enabled("gate", "case-0003", True)
+    with _open(read_only=True) as conn:
+        gate = gate_decision(conn, revision)
+    assert not gate.passed
+    assert "does not cover 1 of its 3 enabled case(s) (case-0003: added or enabled" in gate.reason
+    (second,) = run_golden_sets(_open, revision)
+    golden.set_case_enabled("gate", "case-0001", False)
+    with _open(read_only=True) as conn:
+        gate = gate_decision(conn, revision)
+    # The set as it is now: case-0002 and case-0003 (10 + 7 values); case-0001's result in
+    # the run is left out, and the reason says so.
+    assert gate.passed and gate.sets[0].golden_run_id == second.golden_run_id
+    assert gate.reason == (
+        "set gate: scored 1.000 (17/17) at or above threshold 1.0 (case-0001 disabled since "
+        "the run, left out)"
+    )

@@ -6,12 +6,11 @@ decided by the caller, which knows the runs; this module only judges the scores.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.golden.summary import RunScore
+from eval_pipelines.core.golden.summary import RunScore, format_share
 from eval_pipelines.core.workflows.schema import Schema
 
 
@@ -65,9 +64,9 @@ def passes_gate(run: RunScore, *, threshold: float) -> GateDecision:
     # Compare the correctly rounded ratio with the threshold, never ``correct >= limit * n``:
     # 0.28 * 25 is 7.000000000000001 in floating point, which would fail 7 of 25.
     accuracy = run.field_correct / run.field_scored
-    # Shown truncated, not rounded, so 0.9996 below 1.0 never reads "1.000 below 1.0".
-    # With the counts beside it, so it never seems to disagree with a rounded figure.
-    shown = f"{math.floor(accuracy * 1000) / 1000:.3f} ({run.field_correct}/{run.field_scored})"
+    # Truncated like every report (format_share), so 0.9996 below 1.0 never reads "1.000
+    # below 1.0"; with the counts beside it.
+    shown = f"{format_share(accuracy)} ({run.field_correct}/{run.field_scored})"
     if accuracy >= limit:
         return GateDecision(True, f"scored {shown} at or above threshold {limit}")
     return GateDecision(False, f"scored {shown} below threshold {limit}")

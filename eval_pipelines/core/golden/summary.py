@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,21 @@ from typing import Any
 from eval_pipelines.core.golden.case import STATUSES, CaseScore
 from eval_pipelines.core.stats import Interval, estimate_proportion
 from eval_pipelines.core.workflows.schema import Schema
+
+
+def format_share(value: float | None) -> str:
+    """A share (field accuracy, pass rate, a field's accuracy) as every report and the gate
+    print it: three decimals, **truncated**, never rounded, so a score below a threshold never
+    reads as reaching it (0.9996 reads ``0.999``, never ``1.000``) and one score reads the same
+    everywhere (22/23 is ``0.956`` in the report and in the gate's reason). ``—`` for None.
+
+    The product is rounded to 6 decimals before truncating, so that 0.29 (``289.99999999999997``
+    thousandths in floating point) reads ``0.290``; a share of counts below 2,000,000 is never
+    within that of the next thousandth, so no count ratio is lifted by it.
+    """
+    if value is None:
+        return "—"
+    return f"{math.floor(round(value * 1000, 6)) / 1000:.3f}"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ A workflow is a named pipeline of nodes that turns an input into output fields::
             - id: lines
               name: Line items
               type: table
-              columns: [{id: sku, name: SKU}, {id: qty, name: Quantity, type: number}]
+              source: lines       # every field and column names the key the node outputs
+              columns: [{id: sku, name: SKU, source: sku}, {id: qty, name: Qty, source: qty}]
 
 The revision id is the hash of the name and the prepared content (templates and referenced
 files folded in), so saving identical content twice is the same revision, and any change is
@@ -100,7 +101,7 @@ class Workflow:
         return found
 
 
-CLASSIFY_SCHEMA = {"fields": [{"id": "code", "name": "code", "type": "string"}]}
+CLASSIFY_SCHEMA = {"fields": [{"id": "code", "name": "code", "type": "string", "source": "code"}]}
 
 
 def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
@@ -141,7 +142,7 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
             raise InputError(f"{where}.cost", cost, "cost units per step: a number >= 0")
         schema_doc = CLASSIFY_SCHEMA if kind == "classify" else raw.get("schema")
-        schema = parse_schema(schema_doc, f"{where}.schema")
+        schema = parse_schema(schema_doc, f"{where}.schema", require_source=True)
         config = {k: v for k, v in raw.items() if k not in ("id", "type", "cost", "schema")}
         config = NODE_TYPES[node_type].prepare(config, where, base_dir)
         prepared.append(

@@ -2,7 +2,9 @@
 
 A step's output is reusable when its node's configuration and every node's before it are
 unchanged (the node's ``chain_hash``); such a step is served from the cache and charges
-nothing. Everything here is pure: the caller reads the cache and stores the new entries.
+nothing. A failed step is cached the same way (:class:`StepFailure`): served again, it stops
+the run with its error, says it came from the cache, and charges nothing. Everything here is
+pure: the caller reads the cache and stores the new entries.
 """
 
 from __future__ import annotations
@@ -16,6 +18,20 @@ from eval_pipelines.core.workflows.nodes import NODE_TYPES, Document, NodeFailed
 from eval_pipelines.core.workflows.step_worker import StepCanceled
 
 CacheKey = tuple[str, str, str]  # (document_id, node_id, chain_hash)
+FROM_CACHE = (
+    " (served from cache: this step failed the same way on an earlier run; a changed "
+    "configuration runs it again)"
+)
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """A step that failed, as the cache keeps it: why it produced no output."""
+
+    error: str
+
+
+CachedStep = dict[str, Any] | StepFailure
 
 
 @dataclass(frozen=True)
@@ -33,7 +49,7 @@ class Execution:
     executed_steps: int
     cached_steps: int
     cost_units: float
-    new_cache: dict[CacheKey, dict[str, Any]] = field(default_factory=dict)
+    new_cache: dict[CacheKey, CachedStep] = field(default_factory=dict)
 
 
 def cache_keys(workflow: Workflow, document_id: str, until: str | None = None) -> list[CacheKey]:
@@ -49,7 +65,7 @@ def cache_keys(workflow: Workflow, document_id: str, until: str | None = None) -
 def execute(
     workflow: Workflow,
     document: Document,
-    cache: Mapping[CacheKey, dict[str, Any]],
+    cache: Mapping[CacheKey, CachedStep],
     *,
     until: str | None = None,
 ) -> Execution:
@@ -63,15 +79,19 @@ def execute(
         the document was not run to the end, which is not its failure.
     """
     outputs: dict[str, dict[str, Any]] = {}
-    new_cache: dict[CacheKey, dict[str, Any]] = {}
+    new_cache: dict[CacheKey, CachedStep] = {}
     executed = cached = 0
     cost = 0.0
     error = None
     for node in workflow.nodes:
         key = (document.document_id, node.id, node.chain_hash)
         if key in cache:
-            outputs[node.id] = cache[key]
+            entry = cache[key]
             cached += 1
+            if isinstance(entry, StepFailure):
+                error = f"node {node.id}: {entry.error}{FROM_CACHE}"
+                break
+            outputs[node.id] = entry
         else:
             executed += 1
             cost += node.cost
@@ -79,6 +99,8 @@ def execute(
                 output = _run(node, document, outputs)
             except NodeFailed as failure:
                 error = f"node {node.id}: {failure}"
+                if failure.cacheable:
+                    new_cache[key] = StepFailure(str(failure))
                 break
             outputs[node.id] = output
             new_cache[key] = output

@@ -33,7 +33,16 @@ class Document:
 
 class NodeFailed(RuntimeError):
     """The node produced no output for this document; the message says why (no template
-    matched, the user function raised, ...)."""
+    matched, the user function raised, ...).
+
+    A failure is cached like an output (the same configuration on the same document fails
+    the same way, and is not charged again) unless ``cacheable`` is false: a failure that
+    says nothing about the step itself (its code changed under the revision, say) runs again.
+    """
+
+    def __init__(self, message: str, *, cacheable: bool = True) -> None:
+        super().__init__(message)
+        self.cacheable = cacheable
 
 
 class NodeType(Protocol):

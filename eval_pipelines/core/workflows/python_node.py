@@ -80,13 +80,15 @@ class PythonNode:
             function = load_function(reference)
             now = source_of(reference) if pinned is not None else None
         except LookupError as error:
-            raise NodeFailed(f"{reference}: {error}") from None
+            # The environment, not the document: a fixed import must run the step again.
+            raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
         if pinned is not None and now != pinned:
             assert now is not None
             raise NodeFailed(
                 f"the source of module {pinned['module']} changed since this revision was "
                 f"saved (pinned {pinned['sha256']}, now {now['sha256']}): save the workflow "
-                "again to gate the new code"
+                "again to gate the new code",
+                cacheable=False,  # reverting the module must run the step again
             )
         try:
             result = function(document, upstream, options=dict(config.get("options", {})))

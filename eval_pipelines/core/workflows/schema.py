@@ -1,9 +1,10 @@
 """A node's field schema: every field and table column has a stable id and a display name.
 
 Labels and scores are keyed by id, so renaming a field (changing ``name``) keeps every label
-attached to it. ``source`` is the key the node's raw output uses for the value (it defaults to
-the name at the time the schema is first written; set it explicitly to rename a field without
-touching the extraction).
+attached to it. ``source`` is the key the node's raw output uses for the value. A workflow
+must name it for every field and column (:func:`parse_schema` with ``require_source``): it
+used to default to the display name at every parse, so a rename silently pointed the field at
+a key the node never outputs and its values were scored as misses.
 """
 
 from __future__ import annotations
@@ -95,7 +96,15 @@ def _text(item: dict[str, Any], key: str, where: str, default: str | None = None
     return value
 
 
-def _identity(item: Any, where: str, seen: dict[str, str]) -> tuple[str, str, str]:
+SOURCE_RULE = (
+    "name the key the node outputs for this value (e.g. source: amount); it is never taken "
+    "from the display name, so renaming the field keeps its values"
+)
+
+
+def _identity(
+    item: Any, where: str, seen: dict[str, str], require_source: bool
+) -> tuple[str, str, str]:
     if not isinstance(item, dict):
         raise InputError(where, item, "must be a mapping with at least 'id' and 'name'")
     field_id = _text(item, "id", where)
@@ -109,14 +118,18 @@ def _identity(item: Any, where: str, seen: dict[str, str]) -> tuple[str, str, st
         )
     seen[field_id] = where
     name = _text(item, "name", where)
+    if require_source and item.get("source") is None:
+        raise InputError(f"{where}.source", None, SOURCE_RULE)
     return field_id, name, _text(item, "source", where, default=name)
 
 
-def parse_schema(document: Any, where: str) -> Schema:
-    """Validate a ``schema`` mapping: ``{fields: [{id, name, type, [source], [columns]}]}``.
+def parse_schema(document: Any, where: str, *, require_source: bool = False) -> Schema:
+    """Validate a ``schema`` mapping: ``{fields: [{id, name, type, source, [columns]}]}``.
 
-    Ids are unique across fields and columns. Raises :class:`InputError` naming the path of
-    the offending entry.
+    Ids are unique across fields and columns. With ``require_source`` (a workflow's schema)
+    every field and column names its ``source``; without it (scoring tests, stored revisions,
+    which always carry it) a missing source is the name. Raises :class:`InputError` naming
+    the path of the offending entry.
     """
     if not isinstance(document, dict) or not isinstance(document.get("fields"), list):
         raise InputError(where, document, "must be a mapping with a 'fields' list")
@@ -126,7 +139,7 @@ def parse_schema(document: Any, where: str) -> Schema:
     fields = []
     for index, item in enumerate(document["fields"]):
         at = f"{where}.fields[{index}]"
-        field_id, name, source = _identity(item, at, seen)
+        field_id, name, source = _identity(item, at, seen, require_source)
         kind = item.get("type", "string")
         if kind not in FIELD_TYPES:
             raise InputError(f"{at}.type", kind, f"must be one of {', '.join(FIELD_TYPES)}")
@@ -137,7 +150,9 @@ def parse_schema(document: Any, where: str) -> Schema:
                 raise InputError(f"{at}.columns", raw_columns, "a table declares its columns")
             for position, column in enumerate(raw_columns):
                 column_at = f"{at}.columns[{position}]"
-                column_id, column_name, column_source = _identity(column, column_at, seen)
+                column_id, column_name, column_source = _identity(
+                    column, column_at, seen, require_source
+                )
                 column_type = column.get("type", "string")
                 if column_type not in VALUE_TYPES:
                     raise InputError(

@@ -47,7 +47,12 @@ CPU_MARGIN_SECONDS = 5.0
 
 
 class StepTimedOut(NodeFailed):
-    """The step did not finish within its time limit; its worker was killed."""
+    """The step did not finish within its time limit; its worker was killed.
+
+    Not cached: a busy machine can time out a step that finishes on the next run."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, cacheable=False)
 
 
 class StepCanceled(Exception):
@@ -140,7 +145,9 @@ def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) 
             outcome, value = worker.replies.recv()
         except (EOFError, OSError):
             code = worker.process.wait()
-            raise NodeFailed(f"the step's worker process died (exit code {code})") from None
+            raise NodeFailed(
+                f"the step's worker process died (exit code {code})", cacheable=False
+            ) from None
     finally:
         with _LOCK:
             _BUSY.discard(worker.process.pid)

@@ -420,3 +420,21 @@ def test_gate_threshold_is_validated(threshold):
     with pytest.raises(InputError) as caught:
         passes_gate(_run(1, 1), threshold=threshold)
     assert caught.value.field == "threshold"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (22 / 23, "0.956"),  # 0.95652...: rounding would read 0.957
+        (0.9996, "0.999"),  # never "1.000" below a threshold of 1.0
+        (0.29, "0.290"),  # 0.29 * 1000 is 289.99999999999997: truncation must not read 0.289
+        (30 / 33, "0.909"),
+        (1.0, "1.000"),
+        (0.0, "0.000"),
+        (None, "—"),
+    ],
+)
+def test_a_share_is_shown_truncated_to_three_decimals(value: float | None, shown: str) -> None:
+    from eval_pipelines.core.golden.summary import format_share
+
+    assert format_share(value) == shown

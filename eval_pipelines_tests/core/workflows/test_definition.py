@@ -60,7 +60,7 @@ WORKFLOW = {
             "type": "python",
             "function": "eval_pipelines.core.workflows.output:to_jsonable",
             "options": {"strict": True},
-            "schema": {"fields": [{"id": "ok", "name": "OK", "type": "boolean"}]},
+            "schema": {"fields": [{"id": "ok", "name": "OK", "type": "boolean", "source": "ok"}]},
         },
     ],
 }
@@ -148,6 +148,52 @@ def test_renaming_a_field_changes_the_revision_not_the_schema_fingerprint() -> N
     assert renamed.nodes[0].schema.fingerprint() == original.nodes[0].schema.fingerprint()
     retyped = parse(changed(["nodes", 0, "schema", "fields", 1, "type"], "string"))
     assert retyped.nodes[0].schema.fingerprint() != original.nodes[0].schema.fingerprint()
+
+
+def without(path: list[Any], key: str) -> dict[str, Any]:
+    """A copy of WORKFLOW with ``key`` removed from the mapping at ``path``."""
+    document = copy.deepcopy(WORKFLOW)
+    target: Any = document
+    for step in path:
+        target = target[step]
+    del target[key]
+    return document
+
+
+@pytest.mark.parametrize(
+    ("path", "where"),
+    [
+        (["nodes", 0, "schema", "fields", 1], "nodes[0].schema.fields[1]"),
+        (
+            ["nodes", 0, "schema", "fields", 2, "columns", 1],
+            "nodes[0].schema.fields[2].columns[1]",
+        ),
+    ],
+    ids=["field", "column"],
+)
+def test_a_field_or_column_without_a_source_is_refused(path: list[Any], where: str) -> None:
+    # It used to default to the display name at every parse, so renaming ``Total`` to
+    # ``Grand total`` looked for key ``Grand total`` in the node's output: the values were
+    # lost, scored as misses, with no drift warning.
+    with pytest.raises(InputError) as raised:
+        parse(without(path, "source"))
+
+    assert (raised.value.field, raised.value.value) == (f"{where}.source", None)
+    assert raised.value.rule == (
+        "name the key the node outputs for this value (e.g. source: amount); it is never "
+        "taken from the display name, so renaming the field keeps its values"
+    )
+
+
+def test_renaming_a_field_with_its_source_keeps_its_values() -> None:
+    from eval_pipelines.core.workflows.output import map_output
+
+    renamed = parse(changed(["nodes", 0, "schema", "fields", 1, "name"], "Grand total"))
+    raw = {"invoice_number": "A-1", "amount": 12.5}
+    assert map_output(renamed.nodes[0].schema, raw) == map_output(
+        parse(WORKFLOW).nodes[0].schema, raw
+    )
+    assert map_output(renamed.nodes[0].schema, raw)["total"] == 12.5
 
 
 @pytest.mark.parametrize(

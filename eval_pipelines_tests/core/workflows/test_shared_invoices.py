@@ -51,7 +51,11 @@ def config() -> dict[str, Any]:
                     "id": "invoice",
                     "type": "invoice2data",
                     "builtin_templates": BUILTIN,
-                    "schema": {"fields": [{"id": "amount", "name": "amount", "type": "number"}]},
+                    "schema": {
+                        "fields": [
+                            {"id": "amount", "name": "amount", "type": "number", "source": "amount"}
+                        ]
+                    },
                 }
             ]
         },
