@@ -167,6 +167,20 @@ def test_evaluations_list_and_show(workdir: Path, capsys: pytest.CaptureFixture[
     )
 
 
+def test_show_names_the_version_of_every_table_read_links_included(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines_tests.test_api_evaluate import LINKED, load_linked
+
+    catalogue = load_linked(workdir)
+    evaluate_json(capsys, "--file", write_query(workdir, LINKED))
+    (eval_id,) = partition_keys()
+    code, out, _ = cli(capsys, "evaluations", "show", eval_id)
+    assert code == 0
+    assert f"pins table 'catalogue' at version {catalogue}" in out.splitlines()
+    assert any(line.startswith("pins table 'orders' at version ") for line in out.splitlines())
+
+
 def test_submit_runs_through_the_queue(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     load_products(workdir)
     path = write_query(workdir, ESTIMATE)

@@ -131,10 +131,41 @@ class Query:
             names.append(self.test_source.table)
         return tuple(dict.fromkeys(names))
 
+    def link_columns(self) -> tuple[str, ...]:
+        """The link columns the query follows (``link`` of every ``link.column`` path it names
+        in where, a ``$get``, a nested from, ``test`` or ``testSource.where``), sorted: the
+        tables they link to are read too, so their versions are pinned with the base tables'."""
+        paths = [p for b in self.bindings for p in (b.key, b.source) if p is not None]
+        paths += [key for key, _ in self.conditions]
+        for condition in (
+            *self.scope.filters,
+            self.test,
+            self.test_source and self.test_source.where,
+        ):
+            paths += _condition_paths(condition)
+        return tuple(sorted({p.partition(".")[0] for p in paths if "." in p}))
+
     @property
     def holdout(self) -> bool:
         """``test`` hides the test rows from training; ``testSource`` does not."""
         return self.test_source is None
+
+
+def _condition_paths(condition: Any) -> list[str]:
+    """The column paths a (validated) condition or selector names."""
+    if not isinstance(condition, Mapping):
+        return []
+    paths: list[str] = []
+    for key, value in condition.items():
+        if key in ("$and", "$or"):
+            for part in value:
+                paths += _condition_paths(part)
+        elif key == "$hash":
+            if isinstance(value, Mapping) and isinstance(value.get("field"), str):
+                paths.append(value["field"])
+        elif not key.startswith("$"):
+            paths.append(key)
+    return paths
 
 
 def _require_mapping(path: str, value: Any) -> Mapping[str, Any]:
