@@ -333,6 +333,9 @@ def run_predict(
 
 
 def _json_value(value: Any) -> Any:
+    """A cell as JSON: a set-valued cell (a Series) as an array, a non-finite float as null."""
+    if isinstance(value, pl.Series):
+        return value.to_list()
     if isinstance(value, float) and not np.isfinite(value):
         return None
     return value
@@ -357,8 +360,7 @@ def _case(
         (b.source or b.key): _json_value(values[position])
         for b, values in zip(query.bindings, test_values, strict=True)
     }
-    truth = truth_values[position]
-    test_case[query.target] = list(truth) if isinstance(truth, pl.Series) else truth
+    test_case[query.target] = _json_value(truth_values[position])
     correct: dict[str, Any]
     if known:
         correct = {"$value": classes[best], "$p": float(probabilities[best]), "rank": rank}

@@ -3,6 +3,7 @@ neighbours and linear regression, and refits on the training rows alone."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -252,6 +253,20 @@ def test_set_valued_target() -> None:
     assert row4["testCase"] == {"name": "apple", "tags": ["fruit"]} and row4["accurate"]
     assert row5["correct"]["$value"] == "bakery"
     assert outcome.metrics["baseAccuracy"] == 0.5
+
+
+@pytest.mark.parametrize("cases", ["cases", "errorCases", "correctCases"])
+def test_set_valued_evidence_is_echoed_as_a_json_array(cases: str) -> None:
+    frame = products()
+    outcome = run_query(
+        query(where={"tags": {"$get": "tags"}}, select=["n", cases]), resolver(products=frame)
+    )
+    listed = outcome.result[cases]
+    assert listed
+    json.dumps(outcome.result)  # what the stage stores
+    for case in listed:
+        expected = frame.get_column("tags")[case["offset"]].to_list()
+        assert case["testCase"] == {"tags": expected, "category": frame["category"][case["offset"]]}
 
 
 @pytest.mark.parametrize(
