@@ -186,8 +186,8 @@ def _estimate(
         )
     if run.no_estimate:
         notes.append(
-            f"{run.no_estimate} test rows had no estimate (no training row shares their "
-            "evidence) and are left out of n."
+            f"{run.no_estimate} test rows had no estimate (their evidence is null, or no "
+            "training row shares it) and are left out of n."
         )
     result = _response(query, metrics, cases=[], notes=notes, truncated=run.truncated, tau=None)
     return result, metrics, run.truncated

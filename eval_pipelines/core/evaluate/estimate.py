@@ -29,7 +29,7 @@ class EstimateRun:
     estimate: np.ndarray
     train_mean: float | None
     skipped: int  # test rows without a target value
-    no_estimate: int  # test rows no training row shares evidence with
+    no_estimate: int  # test rows without evidence a training row can be compared on
     truncated: bool
 
 
@@ -58,7 +58,13 @@ def run_estimate(
         plan.test_view.column(query.target, field="evaluate.estimate").gather(plan.test_positions)
     )
     kinds = [plan.scope.kind(b.key, field=f"evaluate.where.{b.key}") for b in query.bindings]
-    evidence = encode_evidence([v.gather(train_rows) for v in train_values], test_values, kinds)
+    evidence = encode_evidence(
+        [v.gather(train_rows) for v in train_values],
+        test_values,
+        kinds,
+        n_train=len(train_rows),
+        n_test=plan.test_samples,
+    )
     train_target = target[train_rows]
     scorable = np.isfinite(truth)
     usable = scorable & has_estimate(evidence)

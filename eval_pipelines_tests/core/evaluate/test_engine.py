@@ -433,3 +433,46 @@ def test_rows_without_an_estimate_are_left_out_and_counted() -> None:
     # Row 0 (a test row of fold [3, 0]) is the only "mars": no training row shares it.
     assert outcome.result["n"] == 9
     assert "1 test rows had no estimate" in outcome.result["message"]
+
+
+@pytest.mark.parametrize("model", ["knn", "regression"])
+def test_rows_with_null_numeric_evidence_have_no_estimate(model: str) -> None:
+    frame = _numeric()
+    blind = np.arange(frame.height) % 6 == 0  # half the test rows of fold [3, 0]
+    frame = frame.with_columns(weight=pl.when(pl.Series(blind)).then(None).otherwise("weight"))
+    outcome = run_query(
+        query(
+            estimate="mpg",
+            where={"weight": {"$get": "weight"}},
+            config={"model": model, **({"k": 5} if model == "knn" else {})},
+            select=["n", "mae", "testSamples"],
+        ),
+        resolver(products=frame),
+    )
+    test = np.arange(frame.height) % 3 == 0
+    scored = test & ~blind
+    x = frame["weight"].to_numpy()[:, None]
+    y = frame["mpg"].to_numpy()
+    if model == "knn":
+        x = x / frame["weight"].filter(pl.Series(~test)).std(ddof=0)
+        oracle: Any = KNeighborsRegressor(n_neighbors=5, metric="manhattan")
+    else:
+        oracle = LinearRegression()
+    oracle.fit(x[~test], y[~test])
+    # The 50 test rows with a null weight have no evidence: no estimate, out of n, counted.
+    assert outcome.result["testSamples"] == 100 and outcome.result["n"] == 50
+    assert "50 test rows had no estimate" in outcome.result["message"]
+    # expected from sklearn (as in the two tests above) on the 50 rows with a weight;
+    # tolerance 1e-4 (the ridge of the regression).
+    assert outcome.result["mae"] == pytest.approx(
+        mean_absolute_error(y[scored], oracle.predict(x[scored])), abs=1e-4
+    )
+
+
+def test_a_query_without_evidence_estimates_nothing_blind() -> None:
+    outcome = run_query(
+        query(estimate="mpg", where={}, select=["n", "testSamples"]),
+        resolver(products=_numeric()),
+    )
+    assert outcome.result["testSamples"] == 100 and outcome.result["n"] == 0
+    assert "100 test rows had no estimate" in outcome.result["message"]
