@@ -134,6 +134,10 @@ def test_a_refused_query_exits_2_with_one_line_and_stores_nothing(
     assert refused(capsys, "evaluate", "--file", no_test).startswith("test=None: no test set")
     unknown_key = write_query(workdir, {**PREDICT, "limit": 3}, "b.json")
     assert "limit" in refused(capsys, "evaluate", "--file", unknown_key)
+    relate = {**PREDICT, "evaluate": {"from": "products", "relate": "category"}}
+    reason = refused(capsys, "evaluate", "--file", write_query(workdir, relate, "r.json"))
+    assert "a relate evaluation is not supported" in reason
+    assert "'Which evaluations run where'" in reason
     not_json = workdir / "c.json"
     not_json.write_text("{test:")
     assert "is not valid JSON" in refused(capsys, "evaluate", "--file", not_json)

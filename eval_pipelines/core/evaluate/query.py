@@ -426,6 +426,33 @@ def _test_source(value: Any) -> TestSource:
     return TestSource(table, where, limit, offset)
 
 
+# Keys of the query bodies 003 evaluates only on a classic table, and the kind they name.
+OTHER_KINDS = {
+    "recommend": "recommend",
+    "goal": "recommend",
+    "relate": "relate",
+    "match": "match",
+    "select": "generic query",
+    "orderBy": "generic query",
+}
+KINDS_SECTION = "README, 'Evaluate queries (spec 003)', 'Which evaluations run where'"
+
+
+def _refuse_other_kinds(evaluate: Mapping[str, Any]) -> None:
+    """A recommend, relate, match or generic query body is refused as such (not as an unknown
+    key): this project evaluates predict and estimate queries, 003's collection kinds."""
+    if "predict" in evaluate or "estimate" in evaluate:
+        return
+    for key, kind in OTHER_KINDS.items():
+        if key in evaluate:
+            raise InputError(
+                f"evaluate.{key}",
+                evaluate[key],
+                f"a {kind} evaluation is not supported: only predict and estimate queries "
+                f"are evaluated here (003's collection kinds); see {KINDS_SECTION}",
+            )
+
+
 def parse_query(document: Mapping[str, Any]) -> Query:
     """Validate an evaluate query (spec 003) and return it parsed.
 
@@ -449,6 +476,7 @@ def parse_query(document: Mapping[str, Any]) -> Query:
             "(resubstitution); there is no implicit default",
         )
     evaluate = _require_mapping("evaluate", top.get("evaluate"))
+    _refuse_other_kinds(evaluate)
     _reject_unknown("evaluate", evaluate, ("from", "where", "predict", "estimate", "config"))
     if "from" not in evaluate:
         raise InputError("evaluate.from", None, "must name the table or case to evaluate on")
