@@ -476,3 +476,66 @@ def test_a_query_without_evidence_estimates_nothing_blind() -> None:
     )
     assert outcome.result["testSamples"] == 100 and outcome.result["n"] == 0
     assert "100 test rows had no estimate" in outcome.result["message"]
+
+
+class SteppingClock:
+    """A clock that moves ``step`` seconds each time it is read (no wall-clock time)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        {"select": ["n", "accuracy"]},
+        {"estimate": "price", "where": {"category": {"$get": "category"}}, "select": ["n", "mae"]},
+    ],
+    ids=["predict", "estimate"],
+)
+def test_max_time_bounds_a_run_of_one_chunk(parts: dict[str, Any]) -> None:
+    # 134 test rows: one chunk of either kind. The budget runs out before the first row.
+    outcome = run_query(
+        query(maxTime=1e-6, **parts), resolver(products=products()), clock=SteppingClock(1.0)
+    )
+    assert outcome.truncated and outcome.result["truncated"] is True
+    assert outcome.result["requested"] == 134 and outcome.result["n"] == 0
+    assert "time limit after 0 of 134 test rows" in outcome.result["message"]
+
+
+def test_max_time_stops_within_a_chunk_at_row_granularity() -> None:
+    # Each clock read is 1 s and the budget 20 s: the run stops after a few rows, not after
+    # the whole chunk of 134.
+    outcome = run_query(
+        query(maxTime=20, select=["n", "accuracy"]),
+        resolver(products=products()),
+        clock=SteppingClock(1.0),
+    )
+    assert outcome.truncated and 0 < outcome.result["n"] < 134
+    assert f"after {outcome.result['n']} of 134 test rows" in outcome.result["message"]
+
+
+def test_max_time_is_checked_between_folds() -> None:
+    frame = products()
+    clock = SteppingClock(0.0)
+
+    def progress(done: int, total: int) -> None:
+        if done == total:  # a fold finished: from now on the budget is spent
+            clock.now = 1e9
+
+    outcome = run_folds(
+        query(maxTime=10, select=["n", "accuracy"]),
+        resolver(products=frame),
+        folds=3,
+        clock=clock,
+        progress=progress,
+    )
+    result = outcome.result
+    assert result["truncated"] is True and outcome.truncated
+    assert len(result["folds"]) == 1  # fold 1 was not started
+    assert result["coverage"] == {"rows": 400, "tested": 134, "everyRowOnce": False}
+    assert "before fold 1 of 3" in result["message"]
