@@ -508,14 +508,20 @@ def test_max_time_bounds_a_run_of_one_chunk(parts: dict[str, Any]) -> None:
 
 
 def test_max_time_stops_within_a_chunk_at_row_granularity() -> None:
-    # Each clock read is 1 s and the budget 20 s: the run stops after a few rows, not after
-    # the whole chunk of 134.
+    # Scoring costs 1 s a row (the clock reads the rows scored so far) and the budget is
+    # 20.5 s: the run stops within a row of its budget, not after the whole chunk of 134.
+    clock = SteppingClock(0.0)
+
+    def progress(done: int, total: int) -> None:
+        clock.now = float(done)
+
     outcome = run_query(
-        query(maxTime=20, select=["n", "accuracy"]),
+        query(maxTime=20.5, select=["n", "accuracy"]),
         resolver(products=products()),
-        clock=SteppingClock(1.0),
+        clock=clock,
+        progress=progress,
     )
-    assert outcome.truncated and 0 < outcome.result["n"] < 134
+    assert outcome.truncated and 20 <= outcome.result["n"] <= 21
     assert f"after {outcome.result['n']} of 134 test rows" in outcome.result["message"]
 
 
