@@ -38,8 +38,8 @@ PREDICT: dict[str, Any] = {
     },
     "select": ["n", "accuracy", "baseAccuracy", "meanRank", "trainSamples", "testSamples"],
 }
-# The engine checks maxTime between chunks of test rows (512 for an estimate): 1,500 test rows
-# of the 3,000-row table and a limit of a microsecond stop it after the first chunk.
+# The engine checks maxTime before each chunk of test rows (the first is one row): a limit of
+# a microsecond stops it before it scores any of the 1,500 test rows of the 3,000-row table.
 HURRIED_ROWS = 3000
 HURRIED: dict[str, Any] = {
     "test": {"$index": {"$mod": [2, 0]}},
@@ -322,3 +322,61 @@ def test_the_stage_and_its_storage_do_not_import_dagster() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+LINKED: dict[str, Any] = {
+    "test": {"$index": {"$mod": [4, 0]}},
+    "evaluate": {
+        "from": "orders",
+        "where": {"product.pet_type": {"$get": "product.pet_type"}},
+        "predict": "channel",
+    },
+    "select": ["n", "accuracy"],
+}
+
+
+def load_linked(folder: Path, *, constant: bool = False) -> str:
+    """``orders`` linked to ``catalogue`` (cat -> web, dog -> shop); ``constant`` reloads the
+    catalogue with one pet type for every product. Returns the catalogue's version."""
+    from eval_pipelines import api
+
+    pet_types = ["cat"] * 3 if constant else ["cat", "dog", "cat"]
+    catalogue = folder / f"catalogue_{constant}.parquet"
+    pl.DataFrame({"sku": ["s1", "s2", "s3"], "pet_type": pet_types}).write_parquet(catalogue)
+    version = str(api.load_table("catalogue", catalogue, key="sku")["version"])
+    orders = folder / "orders.parquet"
+    if not orders.exists():
+        pl.DataFrame(
+            {
+                "product": ["s1", "s2", "s3"] * 20,
+                "channel": ["web", "shop", "web"] * 20,
+            }
+        ).write_parquet(orders)
+        api.load_table("orders", orders, links={"product": "catalogue"})
+    return version
+
+
+def test_a_linked_table_reloaded_is_another_evaluation(workdir: Path) -> None:
+    from eval_pipelines import api
+    from eval_pipelines.api.evaluate import get_evaluation
+
+    first_version = load_linked(workdir)
+    first = api.evaluate(LINKED)
+    assert first["accuracy"] == 1.0  # the linked pet type decides every row
+    pinned = get_evaluation(first["evaluation"]["evalId"])["evaluation"]["pinned"]
+    assert {"name": "catalogue", "kind": "table", "version": first_version} in pinned
+
+    # The catalogue reloaded with one pet type everywhere: the orders table is unchanged, but
+    # the data the query reads is not, so the id is another and the answer is the current one.
+    second_version = load_linked(workdir, constant=True)
+    assert second_version != first_version
+    second = api.evaluate(LINKED)
+    assert second["evaluation"]["cached"] is False
+    assert second["evaluation"]["evalId"] != first["evaluation"]["evalId"]
+    # No evidence left: every test row gets the majority channel (web, 10 of 15 test rows).
+    assert second["accuracy"] == pytest.approx(10 / 15)
+    shown = get_evaluation(second["evaluation"]["evalId"])["evaluation"]
+    assert {"name": "catalogue", "kind": "table", "version": second_version} in shown["pinned"]
+    assert {"name": "catalogue", "kind": "table", "version": second_version, "rows": 3} in (
+        shown["sources"]
+    )

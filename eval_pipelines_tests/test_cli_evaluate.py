@@ -134,6 +134,10 @@ def test_a_refused_query_exits_2_with_one_line_and_stores_nothing(
     assert refused(capsys, "evaluate", "--file", no_test).startswith("test=None: no test set")
     unknown_key = write_query(workdir, {**PREDICT, "limit": 3}, "b.json")
     assert "limit" in refused(capsys, "evaluate", "--file", unknown_key)
+    relate = {**PREDICT, "evaluate": {"from": "products", "relate": "category"}}
+    reason = refused(capsys, "evaluate", "--file", write_query(workdir, relate, "r.json"))
+    assert "a relate evaluation is not supported" in reason
+    assert "'Which evaluations run where'" in reason
     not_json = workdir / "c.json"
     not_json.write_text("{test:")
     assert "is not valid JSON" in refused(capsys, "evaluate", "--file", not_json)
@@ -165,6 +169,20 @@ def test_evaluations_list_and_show(workdir: Path, capsys: pytest.CaptureFixture[
     assert refused(capsys, "evaluations", "show", "q-000000000000").startswith(
         "evalId='q-000000000000'"
     )
+
+
+def test_show_names_the_version_of_every_table_read_links_included(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines_tests.test_api_evaluate import LINKED, load_linked
+
+    catalogue = load_linked(workdir)
+    evaluate_json(capsys, "--file", write_query(workdir, LINKED))
+    (eval_id,) = partition_keys()
+    code, out, _ = cli(capsys, "evaluations", "show", eval_id)
+    assert code == 0
+    assert f"pins table 'catalogue' at version {catalogue}" in out.splitlines()
+    assert any(line.startswith("pins table 'orders' at version ") for line in out.splitlines())
 
 
 def test_submit_runs_through_the_queue(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -140,6 +140,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         print_json(shown)
     elif "metrics" in shown["evaluation"]:
         print(report_text(shown), flush=True)
+        for pinned in shown["evaluation"]["pinned"]:
+            print(
+                f"pins {pinned['kind']} {pinned['name']!r} at version {pinned['version']}",
+                flush=True,
+            )
     else:
         run = shown["evaluation"]["run"]
         state = f"newest run {run['runId']} {run['state']}" if run else "no run"

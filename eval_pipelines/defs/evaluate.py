@@ -35,7 +35,7 @@ QUERY_EVALUATIONS_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id and partition key: q- and 12 hex digits"),
     ("query_json", "VARCHAR", "the validated query (spec 003)"),
     ("folds", "INTEGER", "fold count of a k-fold sweep; null: the query's own test set"),
-    ("sources_json", "VARCHAR", "the base tables' names, kinds and pinned versions"),
+    ("sources_json", "VARCHAR", "the tables read (links included): names, kinds, pinned versions"),
     ("created_at", "TIMESTAMP", "registration time (UTC)"),
 )
 QUERY_RESULTS_SCHEMA = table_schema(

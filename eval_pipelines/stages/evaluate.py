@@ -33,8 +33,9 @@ def evaluation_id(
     document: Mapping[str, Any], sources: tuple[PinnedSource, ...], folds: int | None = None
 ) -> str:
     """``q-`` and 12 hex digits of the SHA-256 of the query document's canonical JSON (sorted
-    keys) with the sorted ``(name, kind, version)`` of the base tables it reads, and the fold
-    count of a k-fold sweep: the same query on the same data is the same evaluation."""
+    keys) with the sorted ``(name, kind, version)`` of the tables it reads (the tables its
+    links lead to included), and the fold count of a k-fold sweep: the same query on the same
+    data is the same evaluation."""
     pinned = sorted((s.name, s.kind, s.version) for s in sources)
     content: dict[str, Any] = {"query": dict(document), "sources": [list(p) for p in pinned]}
     if folds is not None:
@@ -53,10 +54,18 @@ def validate_folds(folds: Any) -> int | None:
 
 
 def pin_sources(conn: duckdb.DuckDBPyConnection, query: Query) -> tuple[PinnedSource, ...]:
-    """The current version of every base table the query reads, sorted by name."""
+    """The current version of every table the query reads, sorted by name: the base tables
+    and the tables their links lead to when the query follows that link (a linked table
+    reloaded changes what the query reads, and so its id)."""
+    names = list(query.table_names())
+    used = set(query.link_columns())
+    for name in query.table_names():
+        if used and data_tables.table_exists(conn, name):
+            links = data_tables.table_info(conn, name).links
+            names += [target for column, target in links.items() if column in used]
     return tuple(
         sorted(
-            (query_evaluations.pin_source(conn, name) for name in query.table_names()),
+            (query_evaluations.pin_source(conn, name) for name in dict.fromkeys(names)),
             key=lambda s: s.name,
         )
     )

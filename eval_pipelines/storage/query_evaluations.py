@@ -23,7 +23,8 @@ def _now() -> datetime:
 
 @dataclass(frozen=True)
 class PinnedSource:
-    """A base table a query reads, at the version its evaluation id was computed on.
+    """A table a query reads (a base table or one it follows a link to), at the version its
+    evaluation id was computed on.
 
     ``kind`` is ``table`` (a loaded data table) or ``case`` (a case's records, versioned by
     its records version), in the order a query resolves a name: a table first.

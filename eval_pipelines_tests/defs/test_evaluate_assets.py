@@ -221,3 +221,16 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
                 [table],
             ).fetchall()
             assert [(c.name, c.type) for c in schema.columns] == columns, table
+
+
+def test_a_linked_table_reloaded_since_the_query_was_stored_is_refused(workdir: Path) -> None:
+    from eval_pipelines_tests.test_api_evaluate import LINKED, load_linked
+
+    load_linked(workdir)
+    eval_id = register(LINKED)
+    load_linked(workdir, constant=True)  # orders unchanged; the catalogue it links to is not
+    with dg.instance_for_test() as instance:
+        result = materialize(instance, eval_id)
+        assert not result.success
+        assert "'catalogue' is now at table version" in _failure(result)
+    assert stored_rows(eval_id) == []

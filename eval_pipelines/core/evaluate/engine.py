@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate.deadline import Deadline
 from eval_pipelines.core.evaluate.estimate import check_target as estimate_target
 from eval_pipelines.core.evaluate.estimate import run_estimate
 from eval_pipelines.core.evaluate.metrics import classification_metrics, regression_metrics
@@ -43,19 +44,6 @@ class EvaluateOutcome:
     sources: tuple[SourceRef, ...]
     elapsed_seconds: float
     truncated: bool
-
-
-class _Deadline:
-    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
-        self.clock = clock
-        self.start = clock()
-        self.seconds = seconds
-
-    def expired(self) -> bool:
-        return self.clock() - self.start > self.seconds
-
-    def elapsed(self) -> float:
-        return self.clock() - self.start
 
 
 def _base_accuracy_note(metrics: dict[str, Any], base_value: Any) -> str | None:
@@ -109,7 +97,7 @@ def _response(
 def _predict(
     query: Query,
     plan: Plan,
-    deadline: _Deadline,
+    deadline: Deadline,
     progress: Progress | None,
     data: PredictData | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], bool]:
@@ -122,7 +110,7 @@ def _predict(
         plan,
         data,
         test_values,
-        expired=deadline.expired,
+        deadline=deadline,
         progress=progress,
         want_cases=want_cases,
     )
@@ -163,9 +151,9 @@ def _truncation_note(query: Query, done: int, requested: int) -> str:
 
 
 def _estimate(
-    query: Query, plan: Plan, deadline: _Deadline, progress: Progress | None
+    query: Query, plan: Plan, deadline: Deadline, progress: Progress | None
 ) -> tuple[dict[str, Any], dict[str, Any], bool]:
-    run = run_estimate(query, plan, expired=deadline.expired, progress=progress)
+    run = run_estimate(query, plan, deadline=deadline, progress=progress)
     metrics: dict[str, Any] = {
         "testSamples": plan.test_samples,
         "trainSamples": plan.train_samples,
@@ -186,8 +174,8 @@ def _estimate(
         )
     if run.no_estimate:
         notes.append(
-            f"{run.no_estimate} test rows had no estimate (no training row shares their "
-            "evidence) and are left out of n."
+            f"{run.no_estimate} test rows had no estimate (their evidence is null, or no "
+            "training row shares it) and are left out of n."
         )
     result = _response(query, metrics, cases=[], notes=notes, truncated=run.truncated, tau=None)
     return result, metrics, run.truncated
@@ -208,7 +196,7 @@ def run_query(
         For anything the query names that the data does not have (a column, a link, a
         target of the wrong kind), before any row is scored.
     """
-    deadline = _Deadline(query.max_time, clock)
+    deadline = Deadline(query.max_time, clock)
     resolver = Resolver(resolve)
     scope = scope_view(query, resolver)
     plan = make_plan(query, resolver, scope)
@@ -271,14 +259,18 @@ def run_folds(
     if not isinstance(folds, int) or folds < 2:
         raise InputError("folds", folds, "a sweep needs at least 2 folds")
     _fold_count(query, folds)
-    deadline = _Deadline(query.max_time, clock)
+    deadline = Deadline(query.max_time, clock)
     resolver = Resolver(resolve)
     scope = scope_view(query, resolver)
     fold_results: list[dict[str, Any]] = []
     fold_metrics: list[dict[str, Any]] = []
     truncated = False
     data: PredictData | None = None
+    stopped_before: int | None = None
     for r in range(folds):
+        if r and deadline.expired():
+            truncated, stopped_before = True, r
+            break
         test = {"$index": {"$mod": [folds, r]}}
         fold_query = replace(query, test=test, document={**query.document, "test": test})
         plan = make_plan(fold_query, resolver, scope)
@@ -315,10 +307,15 @@ def run_folds(
     if truncated:
         result["truncated"] = True
         result["requested"] = scope.n_rows
+        where = (
+            f"before fold {stopped_before} of {folds}"
+            if stopped_before is not None
+            else f"in fold {len(fold_results) - 1} of {folds}"
+        )
         notes.insert(
             0,
-            f"The sweep hit the {query.max_time:g}s time limit in fold {len(fold_results) - 1} "
-            f"of {folds}; the averages cover the folds run. Raise maxTime or sweep fewer rows.",
+            f"The sweep hit the {query.max_time:g}s time limit {where}; the averages cover "
+            "the folds run. Raise maxTime or sweep fewer rows.",
         )
     if notes:
         result["message"] = " ".join(notes)

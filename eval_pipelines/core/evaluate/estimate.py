@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate.deadline import Deadline, PacedChunks
 from eval_pipelines.core.evaluate.estimators import (
     as_numbers,
     encode_evidence,
@@ -29,7 +30,7 @@ class EstimateRun:
     estimate: np.ndarray
     train_mean: float | None
     skipped: int  # test rows without a target value
-    no_estimate: int  # test rows no training row shares evidence with
+    no_estimate: int  # test rows without evidence a training row can be compared on
     truncated: bool
 
 
@@ -47,7 +48,7 @@ def run_estimate(
     query: Query,
     plan: Plan,
     *,
-    expired: Callable[[], bool],
+    deadline: Deadline,
     progress: Callable[[int, int], None] | None,
 ) -> EstimateRun:
     check_target(query, plan)
@@ -58,16 +59,23 @@ def run_estimate(
         plan.test_view.column(query.target, field="evaluate.estimate").gather(plan.test_positions)
     )
     kinds = [plan.scope.kind(b.key, field=f"evaluate.where.{b.key}") for b in query.bindings]
-    evidence = encode_evidence([v.gather(train_rows) for v in train_values], test_values, kinds)
+    evidence = encode_evidence(
+        [v.gather(train_rows) for v in train_values],
+        test_values,
+        kinds,
+        n_train=len(train_rows),
+        n_test=plan.test_samples,
+    )
     train_target = target[train_rows]
     scorable = np.isfinite(truth)
     usable = scorable & has_estimate(evidence)
     rows = np.flatnonzero(usable)
     fitted = fit_regression(evidence, train_target) if query.estimator == "regression" else None
     estimates: list[np.ndarray] = []
-    done, truncated = 0, False
-    for start in range(0, len(rows), CHUNK_ROWS):
-        chunk = rows[start : start + CHUNK_ROWS]
+    done = 0
+    chunks = PacedChunks(len(rows), CHUNK_ROWS, deadline)
+    for start, stop in chunks:
+        chunk = rows[start:stop]
         if fitted is not None:
             estimates.append(fitted.estimates(evidence, chunk))
         else:
@@ -75,9 +83,6 @@ def run_estimate(
         done += len(chunk)
         if progress is not None:
             progress(done, len(rows))
-        if expired() and start + CHUNK_ROWS < len(rows):
-            truncated = True
-            break
     estimate = np.concatenate(estimates) if estimates else np.empty(0)
     scored_rows = rows[: len(estimate)]
     finite = np.isfinite(estimate)
@@ -87,5 +92,5 @@ def run_estimate(
         train_mean=float(train_target.mean()) if len(train_target) else None,
         skipped=int((~scorable).sum()),
         no_estimate=int((scorable & ~usable).sum()) + int((~finite).sum()),
-        truncated=truncated,
+        truncated=chunks.truncated,
     )

@@ -11,8 +11,11 @@ matches nothing).
   training and the scaled floats (null -> the training mean), with a small ridge (1e-6 * n)
   so collinear indicators stay solvable.
 
-A test row has no estimate when no training row shares any of its category values (with only
-numeric evidence every row has one); such rows are left out of n and counted by the caller.
+A test row has an estimate only when it has evidence to compare training rows on: a category
+value some training row has, or a number in a field where training rows have numbers. A row
+without (every field null, only unseen values, or a query with no evidence) would otherwise be
+estimated blind, from training rows chosen by table position, by either model; such rows are
+left out of n and counted by the caller.
 """
 
 from __future__ import annotations
@@ -46,10 +49,16 @@ def as_numbers(series: pl.Series) -> np.ndarray:
 
 
 def encode_evidence(
-    train: list[pl.Series], test: list[pl.Series], kinds: list[str]
+    train: list[pl.Series],
+    test: list[pl.Series],
+    kinds: list[str],
+    *,
+    n_train: int | None = None,
+    n_test: int | None = None,
 ) -> EncodedEvidence:
-    n_train = len(train[0]) if train else 0
-    n_test = len(test[0]) if test else 0
+    """``n_train`` / ``n_test`` give the row counts when there is no evidence field."""
+    n_train = len(train[0]) if train else (n_train or 0)
+    n_test = len(test[0]) if test else (n_test or 0)
     codes_train, codes_test, numbers_train, numbers_test, sizes = [], [], [], [], []
     for train_values, test_values, kind in zip(train, test, kinds, strict=True):
         if kind in ("integer", "float"):
@@ -81,10 +90,12 @@ def encode_evidence(
 
 
 def has_estimate(evidence: EncodedEvidence) -> np.ndarray:
-    """Test rows that share at least one category value with a training row."""
-    if evidence.test_codes.shape[1] == 0:
-        return np.ones(evidence.test_codes.shape[0], dtype=bool)
-    return np.asarray((evidence.test_codes >= 0).any(axis=1), dtype=bool)
+    """Test rows with a category value some training row has, or a number in a field where
+    training rows have numbers (see the module's docstring)."""
+    usable = (evidence.test_codes >= 0).any(axis=1)
+    trained = np.isfinite(evidence.train_numbers).any(axis=0)
+    usable |= (np.isfinite(evidence.test_numbers) & trained[None, :]).any(axis=1)
+    return np.asarray(usable, dtype=bool)
 
 
 def knn_estimates(

@@ -12,6 +12,7 @@ import polars as pl
 from scipy import sparse
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.evaluate.deadline import Deadline, PacedChunks
 from eval_pipelines.core.evaluate.features import (
     FeatureMatrices,
     FieldMode,
@@ -238,7 +239,7 @@ def run_predict(
     data: PredictData,
     test_values: list[pl.Series],
     *,
-    expired: Callable[[], bool],
+    deadline: Deadline,
     progress: Callable[[int, int], None] | None,
     want_cases: bool,
 ) -> PredictRun:
@@ -275,8 +276,9 @@ def run_predict(
     rows = np.flatnonzero(scorable)
     step = max(16, min(4096, CELLS_PER_CHUNK // max(n_classes, 1)))
     truth_matrix = _target_matrix([truth_codes[i] for i in rows], n_classes).tocsr()
-    for start in range(0, len(rows), step):
-        chunk = rows[start : start + step]
+    chunks = PacedChunks(len(rows), step, deadline)
+    for start, stop in chunks:
+        chunk = rows[start:stop]
         scores = model.log_scores(
             evidence.weighted[chunk], evidence.counts[chunk] if grouped else None
         )
@@ -326,13 +328,14 @@ def run_predict(
         run.scored += len(chunk)
         if progress is not None:
             progress(run.scored + run.skipped, plan.test_samples)
-        if expired() and start + step < len(rows):
-            run.truncated = True
-            break
+    run.truncated = chunks.truncated
     return run
 
 
 def _json_value(value: Any) -> Any:
+    """A cell as JSON: a set-valued cell (a Series) as an array, a non-finite float as null."""
+    if isinstance(value, pl.Series):
+        return value.to_list()
     if isinstance(value, float) and not np.isfinite(value):
         return None
     return value
@@ -357,8 +360,7 @@ def _case(
         (b.source or b.key): _json_value(values[position])
         for b, values in zip(query.bindings, test_values, strict=True)
     }
-    truth = truth_values[position]
-    test_case[query.target] = list(truth) if isinstance(truth, pl.Series) else truth
+    test_case[query.target] = _json_value(truth_values[position])
     correct: dict[str, Any]
     if known:
         correct = {"$value": classes[best], "$p": float(probabilities[best]), "rank": rank}

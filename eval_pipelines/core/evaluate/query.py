@@ -131,10 +131,41 @@ class Query:
             names.append(self.test_source.table)
         return tuple(dict.fromkeys(names))
 
+    def link_columns(self) -> tuple[str, ...]:
+        """The link columns the query follows (``link`` of every ``link.column`` path it names
+        in where, a ``$get``, a nested from, ``test`` or ``testSource.where``), sorted: the
+        tables they link to are read too, so their versions are pinned with the base tables'."""
+        paths = [p for b in self.bindings for p in (b.key, b.source) if p is not None]
+        paths += [key for key, _ in self.conditions]
+        for condition in (
+            *self.scope.filters,
+            self.test,
+            self.test_source and self.test_source.where,
+        ):
+            paths += _condition_paths(condition)
+        return tuple(sorted({p.partition(".")[0] for p in paths if "." in p}))
+
     @property
     def holdout(self) -> bool:
         """``test`` hides the test rows from training; ``testSource`` does not."""
         return self.test_source is None
+
+
+def _condition_paths(condition: Any) -> list[str]:
+    """The column paths a (validated) condition or selector names."""
+    if not isinstance(condition, Mapping):
+        return []
+    paths: list[str] = []
+    for key, value in condition.items():
+        if key in ("$and", "$or"):
+            for part in value:
+                paths += _condition_paths(part)
+        elif key == "$hash":
+            if isinstance(value, Mapping) and isinstance(value.get("field"), str):
+                paths.append(value["field"])
+        elif not key.startswith("$"):
+            paths.append(key)
+    return paths
 
 
 def _require_mapping(path: str, value: Any) -> Mapping[str, Any]:
@@ -395,6 +426,33 @@ def _test_source(value: Any) -> TestSource:
     return TestSource(table, where, limit, offset)
 
 
+# Keys of the query bodies 003 evaluates only on a classic table, and the kind they name.
+OTHER_KINDS = {
+    "recommend": "recommend",
+    "goal": "recommend",
+    "relate": "relate",
+    "match": "match",
+    "select": "generic query",
+    "orderBy": "generic query",
+}
+KINDS_SECTION = "README, 'Evaluate queries (spec 003)', 'Which evaluations run where'"
+
+
+def _refuse_other_kinds(evaluate: Mapping[str, Any]) -> None:
+    """A recommend, relate, match or generic query body is refused as such (not as an unknown
+    key): this project evaluates predict and estimate queries, 003's collection kinds."""
+    if "predict" in evaluate or "estimate" in evaluate:
+        return
+    for key, kind in OTHER_KINDS.items():
+        if key in evaluate:
+            raise InputError(
+                f"evaluate.{key}",
+                evaluate[key],
+                f"a {kind} evaluation is not supported: only predict and estimate queries "
+                f"are evaluated here (003's collection kinds); see {KINDS_SECTION}",
+            )
+
+
 def parse_query(document: Mapping[str, Any]) -> Query:
     """Validate an evaluate query (spec 003) and return it parsed.
 
@@ -418,6 +476,7 @@ def parse_query(document: Mapping[str, Any]) -> Query:
             "(resubstitution); there is no implicit default",
         )
     evaluate = _require_mapping("evaluate", top.get("evaluate"))
+    _refuse_other_kinds(evaluate)
     _reject_unknown("evaluate", evaluate, ("from", "where", "predict", "estimate", "config"))
     if "from" not in evaluate:
         raise InputError("evaluate.from", None, "must name the table or case to evaluate on")

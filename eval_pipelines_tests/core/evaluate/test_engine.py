@@ -3,6 +3,7 @@ neighbours and linear regression, and refits on the training rows alone."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -254,6 +255,20 @@ def test_set_valued_target() -> None:
     assert outcome.metrics["baseAccuracy"] == 0.5
 
 
+@pytest.mark.parametrize("cases", ["cases", "errorCases", "correctCases"])
+def test_set_valued_evidence_is_echoed_as_a_json_array(cases: str) -> None:
+    frame = products()
+    outcome = run_query(
+        query(where={"tags": {"$get": "tags"}}, select=["n", cases]), resolver(products=frame)
+    )
+    listed = outcome.result[cases]
+    assert listed
+    json.dumps(outcome.result)  # what the stage stores
+    for case in listed:
+        expected = frame.get_column("tags")[case["offset"]].to_list()
+        assert case["testCase"] == {"tags": expected, "category": frame["category"][case["offset"]]}
+
+
 @pytest.mark.parametrize(
     ("parts", "rule"),
     [
@@ -418,3 +433,115 @@ def test_rows_without_an_estimate_are_left_out_and_counted() -> None:
     # Row 0 (a test row of fold [3, 0]) is the only "mars": no training row shares it.
     assert outcome.result["n"] == 9
     assert "1 test rows had no estimate" in outcome.result["message"]
+
+
+@pytest.mark.parametrize("model", ["knn", "regression"])
+def test_rows_with_null_numeric_evidence_have_no_estimate(model: str) -> None:
+    frame = _numeric()
+    blind = np.arange(frame.height) % 6 == 0  # half the test rows of fold [3, 0]
+    frame = frame.with_columns(weight=pl.when(pl.Series(blind)).then(None).otherwise("weight"))
+    outcome = run_query(
+        query(
+            estimate="mpg",
+            where={"weight": {"$get": "weight"}},
+            config={"model": model, **({"k": 5} if model == "knn" else {})},
+            select=["n", "mae", "testSamples"],
+        ),
+        resolver(products=frame),
+    )
+    test = np.arange(frame.height) % 3 == 0
+    scored = test & ~blind
+    x = frame["weight"].to_numpy()[:, None]
+    y = frame["mpg"].to_numpy()
+    if model == "knn":
+        x = x / frame["weight"].filter(pl.Series(~test)).std(ddof=0)
+        oracle: Any = KNeighborsRegressor(n_neighbors=5, metric="manhattan")
+    else:
+        oracle = LinearRegression()
+    oracle.fit(x[~test], y[~test])
+    # The 50 test rows with a null weight have no evidence: no estimate, out of n, counted.
+    assert outcome.result["testSamples"] == 100 and outcome.result["n"] == 50
+    assert "50 test rows had no estimate" in outcome.result["message"]
+    # expected from sklearn (as in the two tests above) on the 50 rows with a weight;
+    # tolerance 1e-4 (the ridge of the regression).
+    assert outcome.result["mae"] == pytest.approx(
+        mean_absolute_error(y[scored], oracle.predict(x[scored])), abs=1e-4
+    )
+
+
+def test_a_query_without_evidence_estimates_nothing_blind() -> None:
+    outcome = run_query(
+        query(estimate="mpg", where={}, select=["n", "testSamples"]),
+        resolver(products=_numeric()),
+    )
+    assert outcome.result["testSamples"] == 100 and outcome.result["n"] == 0
+    assert "100 test rows had no estimate" in outcome.result["message"]
+
+
+class SteppingClock:
+    """A clock that moves ``step`` seconds each time it is read (no wall-clock time)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        {"select": ["n", "accuracy"]},
+        {"estimate": "price", "where": {"category": {"$get": "category"}}, "select": ["n", "mae"]},
+    ],
+    ids=["predict", "estimate"],
+)
+def test_max_time_bounds_a_run_of_one_chunk(parts: dict[str, Any]) -> None:
+    # 134 test rows: one chunk of either kind. The budget runs out before the first row.
+    outcome = run_query(
+        query(maxTime=1e-6, **parts), resolver(products=products()), clock=SteppingClock(1.0)
+    )
+    assert outcome.truncated and outcome.result["truncated"] is True
+    assert outcome.result["requested"] == 134 and outcome.result["n"] == 0
+    assert "time limit after 0 of 134 test rows" in outcome.result["message"]
+
+
+def test_max_time_stops_within_a_chunk_at_row_granularity() -> None:
+    # Scoring costs 1 s a row (the clock reads the rows scored so far) and the budget is
+    # 20.5 s: the run stops within a row of its budget, not after the whole chunk of 134.
+    clock = SteppingClock(0.0)
+
+    def progress(done: int, total: int) -> None:
+        clock.now = float(done)
+
+    outcome = run_query(
+        query(maxTime=20.5, select=["n", "accuracy"]),
+        resolver(products=products()),
+        clock=clock,
+        progress=progress,
+    )
+    assert outcome.truncated and 20 <= outcome.result["n"] <= 21
+    assert f"after {outcome.result['n']} of 134 test rows" in outcome.result["message"]
+
+
+def test_max_time_is_checked_between_folds() -> None:
+    frame = products()
+    clock = SteppingClock(0.0)
+
+    def progress(done: int, total: int) -> None:
+        if done == total:  # a fold finished: from now on the budget is spent
+            clock.now = 1e9
+
+    outcome = run_folds(
+        query(maxTime=10, select=["n", "accuracy"]),
+        resolver(products=frame),
+        folds=3,
+        clock=clock,
+        progress=progress,
+    )
+    result = outcome.result
+    assert result["truncated"] is True and outcome.truncated
+    assert len(result["folds"]) == 1  # fold 1 was not started
+    assert result["coverage"] == {"rows": 400, "tested": 134, "everyRowOnce": False}
+    assert "before fold 1 of 3" in result["message"]

@@ -181,3 +181,27 @@ def test_estimate_config_is_checked() -> None:
         parse_query(_with("evaluate/config", {"model": "forest"}, SPEC_EXAMPLES[0]))
     with pytest.raises(InputError, match="1 to 1000"):
         parse_query(_with("evaluate/config", {"k": 0}, SPEC_EXAMPLES[0]))
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (
+            {"where": {"user": {"$get": "user"}}, "recommend": "product", "goal": {"buy": True}},
+            "recommend",
+        ),
+        ({"where": {"tag": {"$get": "tag"}}, "relate": "category"}, "relate"),
+        ({"where": {"name": {"$get": "name"}}, "match": "product"}, "match"),
+        ({"where": {"name": {"$get": "name"}}, "select": ["category"]}, "generic query"),
+    ],
+)
+def test_a_kind_this_project_does_not_evaluate_is_refused_saying_so(
+    body: dict[str, Any], kind: str
+) -> None:
+    document = {**BASE, "evaluate": {"from": "products", **body}}
+    with pytest.raises(InputError) as refused:
+        parse_query(document)
+    message = str(refused.value)
+    assert f"a {kind} evaluation is not supported" in message
+    assert "README" in message and "Which evaluations run where" in message
+    assert "unknown key" not in message
