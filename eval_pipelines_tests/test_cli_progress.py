@@ -121,6 +121,21 @@ def test_a_command_silent_for_a_while_says_it_is_working() -> None:
     assert stream.getvalue() == f"[case create] working, {progress.QUIET_SECONDS:.1f} s\n"
 
 
+def test_nothing_is_printed_while_a_question_waits_for_an_answer() -> None:
+    # eval holdout's "Start it anyway? [y/N]" (above the token limit) is asked on stderr.
+    clock, stream = Clock(), io.StringIO()
+    reporter = progress.Reporter("eval holdout", stream, clock=clock)
+    with reporter.paused():
+        clock.now += 30.0
+        reporter.tick()
+        reporter.update("eval_spec")
+    clock.now += progress.QUIET_SECONDS - 0.1
+    reporter.tick()  # quiet counts from the answer, not from the start
+    assert stream.getvalue() == ""
+    reporter.update("eval_spec", 0, 14, "steps")
+    assert stream.getvalue() == "[eval holdout] eval_spec 0/14 steps, 32.9 s\n"
+
+
 def test_progress_is_wanted_at_a_terminal_only_and_never_with_json() -> None:
     leader, follower = pty.openpty()
     with os.fdopen(follower, "w") as terminal:

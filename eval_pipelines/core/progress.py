@@ -71,10 +71,12 @@ class Reporter:
         self._clock = clock
         self._heartbeat = heartbeat
         self._started = clock()
+        self._started_quiet = self._started  # since when nothing has been said
         self._lock = threading.Lock()
         self._said: tuple[str, str] | None = None
         self._said_at = 0.0
         self._closers: list[Callable[[], None]] = []
+        self._paused = 0
 
     def update(
         self,
@@ -96,7 +98,7 @@ class Reporter:
         with self._lock:
             now = self._clock()
             said = (text, detail or "")
-            if said == self._said and now - self._said_at < self._heartbeat:
+            if self._paused or (said == self._said and now - self._said_at < self._heartbeat):
                 return
             self._say(said, now)
 
@@ -105,8 +107,10 @@ class Reporter:
         if nothing has been said after :data:`QUIET_SECONDS`."""
         with self._lock:
             now = self._clock()
+            if self._paused:
+                return
             if self._said is None:
-                if now - self._started >= QUIET_SECONDS:
+                if now - self._started_quiet >= QUIET_SECONDS:
                     self._say(("working", ""), now)
             elif now - self._said_at >= self._heartbeat:
                 self._say(self._said, now)
@@ -121,6 +125,20 @@ class Reporter:
             print(line, file=self.stream, flush=True)
         except (OSError, ValueError):
             pass  # the terminal went away: progress is never worth failing for
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Print nothing in the block (a question waits for an answer on the terminal)."""
+        with self._lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+                self._said_at = self._clock()  # the heartbeat counts from the answer
+                if self._said is None:
+                    self._started_quiet = self._said_at
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Call ``closer`` when the reporter is closed (a thread feeding it stops)."""
@@ -164,6 +182,18 @@ def reporting(reporter: Reporter | None) -> Iterator[Reporter | None]:
         _active = previous
         if reporter is not None:
             reporter.close()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """The active reporter, if any, prints nothing in the block (see
+    :meth:`Reporter.paused`)."""
+    reporter = _active
+    if reporter is None:
+        yield
+        return
+    with reporter.paused():
+        yield
 
 
 def report(
