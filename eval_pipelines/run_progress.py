@@ -105,14 +105,19 @@ class _Follower:
                 entry = record.event_log_entry
                 event = entry.dagster_event
                 key = entry.step_key
+                # Each step's start and each of its messages gets its line, in the order of
+                # the log, however quickly the step ran (not only what runs at a poll).
                 if event is None:
                     if key and entry.user_message:
                         self._said[key] = entry.user_message
+                        if key in self._running:
+                            self._tell()
                     continue
                 if event.event_type == DagsterEventType.STEP_START and key:
                     self._seen.add(key)
                     if key not in self._running:
                         self._running.append(key)
+                    self._tell()
                 elif event.event_type in finished and key:
                     self._seen.add(key)
                     self._done.add(key)
@@ -125,21 +130,20 @@ class _Follower:
                 return
 
     def _plan(self) -> list[str] | None:
-        """The run's planned step keys (one ``name[?]`` per mapped step), once it exists."""
-        from dagster._core.execution.plan.step import StepKind
-
+        """The run's planned step keys (``name[?]`` for a step mapped over a dynamic
+        output: one per item, known once they start), once the run exists."""
         run = self._instance.get_run_by_id(self._run_id)
         if run is None:
             return None
         if run.step_keys_to_execute:
-            return list(run.step_keys_to_execute)
-        if run.execution_plan_snapshot_id is None:
+            planned = list(run.step_keys_to_execute)
+        elif run.execution_plan_snapshot_id is not None:
+            snapshot = self._instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+            planned = [step.key for step in snapshot.steps]
+        else:
             return []
-        snapshot = self._instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
-        for step in snapshot.steps:
-            if step.kind == StepKind.UNRESOLVED_MAPPED:
-                self._mapped.add(step.key.split("[")[0])
-        return [step.key for step in snapshot.steps]
+        self._mapped = {key.split("[")[0] for key in planned if key.endswith("[?]")}
+        return planned
 
     def _total(self) -> int | None:
         if self._planned is None:

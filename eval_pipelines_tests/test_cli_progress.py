@@ -199,6 +199,14 @@ def test_a_holdout_evaluation_run_here_shows_its_steps(small_case: str, workdir:
     assert lines(quiet.stderr, "eval holdout") == []
     assert json.loads(quiet.stdout)["status"] == "complete"
 
+    # A run submitted by one command (to the queue) and waited for by another: the waiting
+    # one follows it too.
+    started = json.loads(run(*args, "--seed", "3").stdout)
+    waited = run("eval", "status", small_case, started["evalId"], "--wait", forced="1")
+    steps = lines(waited.stderr, "eval status")
+    assert any(line.startswith("[eval status] evidence_index ") for line in steps), steps
+    assert steps[-1].startswith("[eval status] succeeded ")
+
 
 def test_a_golden_run_through_the_queue_shows_its_steps(golden_home: Path) -> None:
     from eval_pipelines_tests.golden_demo import seed
