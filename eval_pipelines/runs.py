@@ -261,7 +261,7 @@ def submit(
             # The queued-run coordinator records the run as queued and uses no workspace.
             submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
         dispatch_if_needed(instance)  # in case a dispatcher was just leaving
-        return run_state(instance, submitted)
+        return _followed(instance, run_state(instance, submitted))
     with workspace(instance) as context:
         request = context.create_request_context()
         location = request.get_code_location(LOCATION_NAME)
@@ -275,7 +275,15 @@ def submit(
             tags or {},
         )
         submitted = instance.submit_run(run.run_id, request)
-    return run_state(instance, submitted)
+    return _followed(instance, run_state(instance, submitted))
+
+
+def _followed(instance: DagsterInstance, state: RunState) -> RunState:
+    """A submitted run, its progress followed while this command lasts (a waiting one)."""
+    from eval_pipelines.run_progress import follow
+
+    follow(instance, state.run_id)
+    return state
 
 
 def _served_origin() -> Any:
@@ -525,8 +533,11 @@ def execute_run_here(
     from dagster._core.execution.api import execute_run_iterator
     from dagster._core.execution.plan.objects import ErrorSource
 
+    from eval_pipelines.run_progress import follow
+
     callback_error: Exception | None = None
     interrupted = False
+    stop_progress = follow(instance, run.run_id)  # lines on stderr for a person waiting
     with _TerminationWatcher(instance, run.run_id) as watcher:
         try:
             # Python's full garbage collections walk every object in the process, Dagster's
@@ -561,6 +572,7 @@ def execute_run_here(
                 )
         finally:
             gc.unfreeze()
+            stop_progress()
     finished = instance.get_run_by_id(run.run_id)
     assert finished is not None
     state = run_state(instance, finished)
@@ -599,16 +611,24 @@ def execute_job(
 ) -> Any:
     """Run a job of the definitions in this process, recorded in ``instance`` like any run;
     returns Dagster's in-process result (never raises for a failed step)."""
-    from eval_pipelines.definitions import defs
+    from dagster._core.utils import make_new_run_id
 
-    return defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance,
-        partition_key=partition_key,
-        run_id=run_id,
-        run_config=run_config,
-        raise_on_error=False,
-        tags=tags,
-    )
+    from eval_pipelines.definitions import defs
+    from eval_pipelines.run_progress import follow
+
+    run_id = run_id or make_new_run_id()  # known before the run exists, to follow it
+    stop_progress = follow(instance, run_id)
+    try:
+        return defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance,
+            partition_key=partition_key,
+            run_id=run_id,
+            run_config=run_config,
+            raise_on_error=False,
+            tags=tags,
+        )
+    finally:
+        stop_progress()
 
 
 def uses_run_queue(instance: DagsterInstance) -> bool:

@@ -13,6 +13,7 @@ import pytest
 
 from eval_pipelines import api
 from eval_pipelines.api.grouping import grouping_sweep
+from eval_pipelines.cli.grouping import sweep_table
 from eval_pipelines.cli.main import main
 from eval_pipelines.core.errors import InputError, NotFoundError
 
@@ -141,6 +142,24 @@ def test_bad_sample_size_seed_and_config_are_refused(small_case: str) -> None:
         grouping_sweep("absent", thresholds=[0.9])
 
 
+def _threshold_rows(table: str) -> list[list[str]]:
+    """The cells of every line of the table that starts with a threshold of the sweep."""
+    return [
+        line.split()
+        for line in table.splitlines()
+        if line.split()[:1] in (["none"], ["0.95"], ["0.8"])
+    ]
+
+
+def test_the_closing_timing_line_is_not_read_as_a_threshold_row(small_case: str) -> None:
+    # Issue 19 item 26: a sweep taking 0.75-0.85 s closed the table with a line "0.8 s", read
+    # as the 0.8 threshold's row. The time is fixed here, so the check does not depend on it.
+    sweep = grouping_sweep(small_case, thresholds=[0.95, 0.8], sample_size=40, seed=5)
+    table = sweep_table({**sweep, "seconds": 0.8})
+    assert [cells[0] for cells in _threshold_rows(table)] == ["none", "0.95", "0.8"] * 2
+    assert table.splitlines()[-1].startswith("Swept in 0.8 s")
+
+
 def test_the_cli_prints_the_same_sweep_as_the_api(
     small_case: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,11 +171,7 @@ def test_the_cli_prints_the_same_sweep_as_the_api(
 
     assert main([*argv, "--seed", "5"]) == 0
     table = capsys.readouterr().out
-    found = [
-        line.split()
-        for line in table.splitlines()
-        if line.split()[:1] in (["none"], ["0.95"], ["0.8"])
-    ]
+    found = _threshold_rows(table)
     assert [cells[0] for cells in found] == ["none", "0.95", "0.8"] * 2
     for cells, row in zip(found[:3], expected["rows"], strict=True):
         held = row["heldOut"]

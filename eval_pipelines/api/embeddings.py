@@ -15,6 +15,7 @@ from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.spec import validate_case_id
+from eval_pipelines.core.progress import report
 from eval_pipelines.storage import cases, embeddings
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
@@ -69,7 +70,7 @@ def embed_case(
     case's current records and store them as its embeddings."""
     from eval_pipelines.core.embeddings.lsa import lsa_vectors
     from eval_pipelines.core.embeddings.vectors import check_embeddings
-    from eval_pipelines.stages.text_index import load_or_build_index
+    from eval_pipelines.stages.text_index import open_or_build_index
 
     validate_case_id(case_id)
     if method != "lsa":
@@ -77,22 +78,29 @@ def embed_case(
     if isinstance(dim, bool) or not isinstance(dim, int) or not 2 <= dim <= LSA_DIM_MAX:
         raise InputError("--dim", dim, f"must be an integer in 2..{LSA_DIM_MAX}")
     path = resolve_warehouse(warehouse)
+    report("reading records")
     with connect(path, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
         info = cases.load_case(conn, case_id)
         records = cases.load_records(conn, case_id, info.records_version)
     keys = records.get_column("record_key").to_list()
     if dim >= len(keys):
         raise InputError("--dim", dim, f"must be below the case's {len(keys)} records")
-    handle = load_or_build_index(
+    texts = records.get_column("text").to_list()
+    report("text index", detail=f"{len(keys):,} records")
+    handle = open_or_build_index(
         settings.index_dir(path),
         case_id,
         info.records_version,
-        records.get_column("text").to_list(),
+        n_docs=len(texts),
+        texts=lambda: texts,
+        progress=lambda written, segments: report("text index", written, segments, "segments"),
     )
+    report("lsa vectors", detail=f"{dim} dimensions of {len(keys):,} records")
     vectors = check_embeddings(keys, keys, lsa_vectors(handle.index.matrix(), dim=dim, seed=seed))
     embedding_set = embedding_set_for(
         case_id, info.records_version, keys, vectors, method=f"lsa-{dim}-seed{seed}", source=None
     )
+    report("storing vectors", detail=f"{len(keys):,} x {dim}")
     with connect(path, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
         cases.require_records_version(conn, case_id, info.records_version)
         added = embeddings.save_embedding_set(conn, embedding_set, keys, vectors)

@@ -325,6 +325,7 @@ def wait_for_run(
     """Block until the Dagster run has finished; returns its state (raises EvalFailed)."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.run_progress import follow as follow_run
 
     instance = dagster_instance()
     deadline = time.monotonic() + timeout
@@ -340,6 +341,7 @@ def wait_for_run(
         state = runs.run_state(instance, run)
         if state.finished:
             return state.to_json()
+        follow_run(instance, dagster_run_id)  # progress lines for a person waiting
         if time.monotonic() > deadline:
             raise TimeoutError(f"run {dagster_run_id} still running after {timeout:g} s")
         time.sleep(poll_seconds)

@@ -446,6 +446,7 @@ def wait_for_eval(
     """
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.run_progress import follow as follow_run
 
     deadline = time.monotonic() + timeout
     instance = dagster_instance()
@@ -458,6 +459,8 @@ def wait_for_eval(
         run = _newest_run_state(instance, eval_id)
         waiting_for_other = run_id is not None and (run is None or run.run_id != run_id)
         finished = not waiting_for_other and (run is None or run.finished)
+        if run is not None and not run.finished:
+            follow_run(instance, run.run_id)  # progress lines for a person waiting
         if not finished and time.monotonic() >= housekeeping_due:
             # A run whose process died is failed, a queue nobody dequeues gets a dispatcher;
             # the next poll reads the outcome.

@@ -87,7 +87,9 @@ def sweep_table(sweep: dict[str, Any]) -> str:
         "held out; same label: held-out records labelled as their sampled record.",
         "Accuracy: baseline right at the level / records whose label reaches it, Wilson 95% "
         f"interval, k/n ({INSUFFICIENT} below n=20); * target level.",
-        f"{sweep['seconds']:.1f} s" + (" (text index built)" if sweep["indexBuilt"] else ""),
+        # Words first: a bare "0.8 s" line reads as the 0.8 threshold's row.
+        f"Swept in {sweep['seconds']:.1f} s"
+        + (" (text index built)" if sweep["indexBuilt"] else ""),
     ]
     return "\n".join(lines)
 

@@ -142,8 +142,11 @@ def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str
 
 
 def _confirmed(needed: Exception) -> bool:
-    print(f"{needed}", file=sys.stderr)
-    answer = input("Start it anyway? [y/N] ")
+    from eval_pipelines.core.progress import paused
+
+    with paused():  # no progress line in the middle of the question
+        print(f"{needed}", file=sys.stderr)
+        answer = input("Start it anyway? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
 

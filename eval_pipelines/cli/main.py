@@ -77,10 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     # Notices such as "waiting 40 s for the warehouse lock" go to stderr as one line each.
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
+    from eval_pipelines.cli.progress import command_progress
     from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
     try:
-        return int(args.func(args))
+        with command_progress(args, sys.argv[1:] if argv is None else argv):
+            return int(args.func(args))
     except (InputError, ConflictError, NotFoundError, WarehouseUnavailable) as error:
         return _fail(str(error), EXIT_REFUSED)
     except EvalFailed as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,20 +19,33 @@ from eval_pipelines.storage.warehouse import (
 )
 
 HOLD = """
-import sys, time, duckdb
+import sys, duckdb
+from pathlib import Path
 conn = duckdb.connect(sys.argv[1])
 print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
+sys.stdin.readline()  # hold the lock until told to let go
+Path(sys.argv[2]).write_text("releasing")  # written before the lock is released
 conn.close()
 """
 
 
-def _hold(path: Path, seconds: float) -> subprocess.Popen[str]:
+def _hold(path: Path, marker: Path) -> subprocess.Popen[str]:
+    """Another process holding the warehouse's lock until a line arrives on its stdin; it
+    writes ``marker`` just before it lets go."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD, str(path), str(marker)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     return holder
+
+
+def _release(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None
+    holder.stdin.write("release\n")
+    holder.stdin.flush()
 
 
 def test_only_create_makes_a_file(tmp_path: Path) -> None:
@@ -50,17 +63,29 @@ def test_a_writer_waits_for_a_slow_reader_instead_of_failing(tmp_path: Path) -> 
     path = tmp_path / "w.duckdb"
     with connect(path, create=True):
         pass
-    holder = _hold(path, 3.0)
-    started = time.monotonic()
-    with connect(path, wait_seconds=None) as conn:  # as runs do: wait as long as it takes
-        conn.execute("SELECT 1")
-    assert time.monotonic() - started >= 2.0
-    holder.wait()
-    holder = _hold(path, 3.0)
-    with pytest.raises(WarehouseBusy, match="busy"):
-        with connect(path, wait_seconds=0.5):
-            pass
-    holder.wait()
+    marker = tmp_path / "released"
+    holder = _hold(path, marker)
+    # The holder lets go a moment later, while this process waits; no time is measured: the
+    # connection opening at all proves it waited, the marker that the lock was let go first.
+    releaser = threading.Timer(1.0, _release, args=(holder,))
+    releaser.start()
+    try:
+        with connect(path, wait_seconds=None) as conn:  # as runs do: wait as long as it takes
+            conn.execute("SELECT 1")
+            assert marker.exists()
+    finally:
+        releaser.join()
+        holder.wait()
+    marker.unlink()
+    holder = _hold(path, marker)
+    try:
+        with pytest.raises(WarehouseBusy, match="busy"):
+            with connect(path, wait_seconds=0.5):
+                pass
+        assert not marker.exists()  # refused while the lock was held, not after
+    finally:
+        _release(holder)
+        holder.wait()
 
 
 def test_a_read_only_folder_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -44,7 +44,6 @@ def test_sigint_during_the_parallel_search_raises_keyboard_interrupt() -> None:
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "searching"
         time.sleep(1.0)  # inside a kernel call by now
-        sent = time.monotonic()
         os.kill(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
     finally:
@@ -53,7 +52,10 @@ def test_sigint_during_the_parallel_search_raises_keyboard_interrupt() -> None:
     # An uncaught KeyboardInterrupt ends Python with -SIGINT; the crash was -SIGSEGV (-11).
     assert process.returncode == -signal.SIGINT, (process.returncode, stderr[-300:])
     assert "KeyboardInterrupt" in stderr
-    assert time.monotonic() - sent < 10  # honoured after the current chunk
+    # Honoured after the current chunk, not at the end of the search: the communicate timeout
+    # above only guards against a hang. How soon is a timing (benchmarks/suite_timings.py:
+    # sigint_to_exit), and where it is raised depends on when the signal lands (inside the
+    # deferral, on leaving it; between two searches, at once), so neither is asserted here.
 
 
 def test_an_ignored_sigint_stays_ignored_and_stops_nothing() -> None:
