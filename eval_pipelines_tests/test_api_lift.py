@@ -148,6 +148,7 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     (comparison,) = report["comparisons"]
     level = comparison["levels"][str(report["targetDepth"][0])]
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
     lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
     (claim,) = lift.report()["claims"]
     offline = claim["offline"]
@@ -174,3 +175,46 @@ def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdi
     assert claims["e1"] == {**confirmed, "updatedAt": claims["e1"]["updatedAt"]}
     assert claims["e1"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
     assert claims["e2"]["status"] == "open" and claims["e2"]["reason"] is None
+
+
+def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
+    small_case: str, workdir: Path
+) -> None:
+    """A screening is attached to a claim only when it screened the claim's lever on the
+    case the claim's workspace declared, and only when that identifies one candidate."""
+    from eval_pipelines import api
+    from eval_pipelines.api import lift
+    from eval_pipelines.stages.lift import claim_line
+
+    variants = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 5}}]
+    first = api.start_holdout_eval(small_case, variants, sample_size=60, seed=3, launch="inline")
+    other = LiftConfig("other", "e1", 0.10, lever="memo-v2")  # same lever name, another app
+    lift.ingest(write_log(workdir / "ws.jsonl", LEVER, true_lift=0.0, seed=3, days=2))
+    lift.ingest(write_log(workdir / "other.jsonl", other, true_lift=0.0, seed=5, days=2))
+    claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
+    # No workspace said which case its traffic is: a variant name alone identifies nothing.
+    assert claims["ws"]["offline"] is None and claims["other"]["offline"] is None
+    assert "lift settings --case" in claims["other"]["offlineNote"]
+
+    settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
+    assert settings["caseId"] == small_case and settings["newEpoch"] is False
+    claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
+    offline = claims["ws"]["offline"]
+    assert offline["kind"] == "offline_screening" and offline["evalId"] == first["evalId"]
+    assert offline["caseId"] == small_case and offline["candidate"] == "memo-v2"
+    assert claims["other"]["offline"] is None  # the other workspace's claim stays bare
+    assert small_case not in str(claims["other"]["offlineNote"])
+
+    # A second screening of a different candidate under the same name: ambiguous, none shown.
+    changed = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 3}}]
+    api.start_holdout_eval(small_case, changed, sample_size=60, seed=4, launch="inline")
+    (ws,) = [c for c in lift.report()["claims"] if c["workspaceId"] == "ws"]
+    assert ws["offline"] is None and "ambiguous" in ws["offlineNote"]
+    assert "no offline screening" in claim_line(ws) and "ambiguous" in claim_line(ws)
+
+
+def test_a_workspace_case_must_exist(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    with pytest.raises(InputError, match=r"case='nosuch'.*no such case"):
+        lift.set_settings("ws", case="nosuch")

@@ -127,6 +127,21 @@ def save_settings(conn: duckdb.DuckDBPyConnection, value: Settings) -> None:
     )
 
 
+def workspace_case(conn: duckdb.DuckDBPyConnection, workspace_id: str) -> str | None:
+    """The case the workspace's traffic is an instance of (``lift settings --case``), if set."""
+    row = conn.execute(
+        "SELECT case_id FROM lift_workspace_cases WHERE workspace_id = ?", [workspace_id]
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def save_workspace_case(conn: duckdb.DuckDBPyConnection, workspace_id: str, case_id: str) -> None:
+    conn.execute("DELETE FROM lift_workspace_cases WHERE workspace_id = ?", [workspace_id])
+    conn.execute(
+        "INSERT INTO lift_workspace_cases VALUES (?, ?, ?)", [workspace_id, case_id, _now()]
+    )
+
+
 CLAIM_COLUMNS = (
     "claim_id, workspace_id, claim_type, epoch, candidate, status, reason, verdict, estimate, "
     "low, high, mde, n_treated, n_control, clusters_treated, clusters_control, aa_json, "
