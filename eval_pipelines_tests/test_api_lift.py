@@ -49,6 +49,7 @@ def test_a_change_of_split_starts_a_new_epoch(workdir: Path) -> None:
 def test_a_known_true_lift_is_confirmed_with_its_interval_and_n(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")  # the split the checks use
     log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
     ingested = lift.ingest(log)
     assert ingested["new"] and len(ingested["days"]) >= 7
@@ -218,3 +219,36 @@ def test_a_workspace_case_must_exist(workdir: Path) -> None:
 
     with pytest.raises(InputError, match=r"case='nosuch'.*no such case"):
         lift.set_settings("ws", case="nosuch")
+
+
+def test_logs_whose_keys_are_not_the_assigned_ones_park_the_claim(workdir: Path) -> None:
+    """Cluster keys logged per request while the arms were assigned per trace: the A/A of the
+    control arm passes, but the arms re-derived from the logged keys disagree with the
+    stamped ones and every trace cluster is one request, so the claim is parked, not
+    confirmed."""
+    from eval_pipelines.api import lift
+
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    for row in rows:
+        if row["key_source"] == "trace":
+            row["cluster"] = row["request_id"]  # the bug: the request, not the trace
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lift.ingest(log)
+    report = lift.report()
+    (claim,) = report["claims"]
+    assert claim["status"] == "parked" and claim["verdict"] == "parked"
+    assert "assignment mismatch" in claim["reason"] and "single request" in claim["reason"]
+    assert claim["checks"]["assignment"]["mismatchedRows"] > 0
+    assert "FAILED: the instrument is parked" in report["markdown"]
+
+
+def test_a_reading_without_the_split_is_not_confirmed(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
+    (claim,) = lift.report()["claims"]
+    assert claim["verdict"] == "superior" and claim["status"] == "open"
+    assert claim["reason"].startswith("unchecked") and "lift settings" in claim["reason"]
+    assert claim["checks"]["complete"] is False

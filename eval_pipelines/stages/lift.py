@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines.core.lift.evidence import (
     Baseline,
     Confirmation,
@@ -157,6 +158,21 @@ def _current_epoch(conn: duckdb.DuckDBPyConnection, events: pl.DataFrame, worksp
     return str(rows.get_column("exposure_epoch")[-1])
 
 
+def _split_of(conn: duckdb.DuckDBPyConnection, scope: Scope) -> LiftConfig | None:
+    """The split the scope's rows were assigned under: the workspace's settings, when they are
+    of the scope's epoch (the checks that need the split do not run otherwise)."""
+    stored = storage.settings(conn, scope.workspace_id)
+    if stored is None or stored.epoch != scope.epoch or stored.lever is None:
+        return None
+    return LiftConfig(
+        scope.workspace_id,
+        stored.epoch,
+        stored.holdout_fraction,
+        stored.lever,
+        stored.lever_holdout_share,
+    )
+
+
 def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
     """The baseline control rows were served under: their first (bound) or last (current)
     head and application config."""
@@ -267,7 +283,22 @@ def _claim(
     if confirmation.status == "invalidated":
         status, reason = "invalidated", confirmation.reason
     elif result.verdict == PARKED:
-        status, reason = "parked", "the A/A check failed: the instrument is parked"
+        failures = result.checks.failures() if result.checks is not None else []
+        status = "parked"
+        reason = (
+            "checks before reading failed: " + "; ".join(failures)
+            if failures
+            else "the A/A check failed: the instrument is parked"
+        )
+    elif result.checks is not None and not result.checks.complete:
+        # Superior or not, an unchecked reading confirms nothing.
+        status, reason = (
+            "open",
+            (
+                "unchecked: the sample-ratio and assignment checks need the workspace's split of "
+                f"epoch {scope.epoch} and its lever (`lift settings`)"
+            ),
+        )
     elif confirmed_improvement(live):
         status, reason = "confirmed", None
     else:
@@ -328,6 +359,7 @@ def build_report(
             epoch=scope.epoch,
             rng=seed,
             n_resamples=n_resamples,
+            config=_split_of(conn, scope),
         )
         current_epoch = _current_epoch(conn, eligible, scope.workspace_id)
         case_id = storage.workspace_case(conn, scope.workspace_id)
@@ -366,6 +398,7 @@ def claim_json(claim: storage.Claim) -> dict[str, Any]:
         "clustersControl": claim.clusters_control,
         "mde": claim.mde,
         "aa": claim.aa,
+        "checks": claim.lift.get("checks"),
         "baseline": {"head": claim.baseline_head, "appConfig": claim.app_config},
         "offline": claim.offline,
         "offlineNote": claim.lift.get("offlineNote"),
@@ -417,6 +450,34 @@ def report_markdown(report: dict[str, Any]) -> str:
                 f"  - A/A: {aa.get('falsePositives')} of {aa.get('splits')} seeded halves of "
                 f"the control arm read a difference (at most "
                 f"{float(aa.get('maxFalsePositiveRate') or 0):.0%} may): {outcome}"
+            )
+        checks = claim.get("checks") or {}
+        if checks:
+            ratio, assignment, size = (
+                checks["sampleRatio"],
+                checks["assignment"],
+                checks["clusterSize"],
+            )
+            srm = (
+                f"p = {ratio['pValue']:.3g} (parks below {ratio['alpha']})"
+                if ratio["ran"]
+                else "not run (no split of this epoch)"
+            )
+            derived = (
+                f"{assignment['mismatchedRows']} of {assignment['checkedRows']} rows disagree"
+                if assignment["ran"]
+                else "not run (no split of this epoch)"
+            )
+            single = (
+                f"{size['singleRequestClusters']} of {size['traceClusters']} trace clusters are "
+                "one request"
+                if size["traceClusters"]
+                else "no trace-keyed rows"
+            )
+            lines.append(
+                f"  - Checks before reading: sample ratio {srm}; assignment re-derived from the "
+                f"logged keys: {derived}; cluster size: {single}: "
+                + ("passed" if checks["passed"] else "FAILED: the instrument is parked")
             )
         if claim["mde"] is not None:
             lines.append(

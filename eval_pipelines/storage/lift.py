@@ -16,7 +16,7 @@ from eval_pipelines.storage.frames import insert_frame, query_frame
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
     "claim_type, situation_class, source, outcome, artifact_key, candidate, baseline_head, "
-    "app_config"
+    "app_config, key_source"
 )
 
 

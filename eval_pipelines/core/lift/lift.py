@@ -21,7 +21,8 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.lift.assignment import ExposureArm
+from eval_pipelines.core.lift.assignment import ExposureArm, LiftConfig
+from eval_pipelines.core.lift.checks import InstrumentChecks, instrument_checks
 from eval_pipelines.core.lift.rollup import _validated
 from eval_pipelines.core.stats.aa import AACheck, UnpairedDifference, aa_check, unpaired_difference
 from eval_pipelines.core.stats.lift_power import (
@@ -145,6 +146,10 @@ class LiftResult:
     mixed_clusters
         Cluster tokens seen in more than one arm in the scope and epoch: mixed artifacts,
         ineligible to anchor a contrast, left out of both arms.
+    checks
+        The checks run on the logs before the lift is read
+        (:func:`~eval_pipelines.core.lift.checks.instrument_checks`: sample ratio,
+        re-derived assignment, cluster size); any failing parks the instrument.
     """
 
     workspace_id: str
@@ -160,6 +165,7 @@ class LiftResult:
     mde: float | None
     message: str
     mixed_clusters: int = 0
+    checks: InstrumentChecks | None = None
 
     def to_json(self) -> dict[str, Any]:
         """camelCase, figures rounded to 6 decimals; the lift always as an interval with its n
@@ -178,6 +184,7 @@ class LiftResult:
             "mde": None if self.mde is None else round(self.mde, 6),
             "message": self.message,
             "mixedClusters": self.mixed_clusters,
+            "checks": None if self.checks is None else self.checks.to_json(),
         }
 
 
@@ -192,6 +199,7 @@ def live_lift(
     rng: int | np.random.Generator,
     n_resamples: int = 2000,
     aa_splits: int = 20,
+    config: LiftConfig | None = None,
 ) -> LiftResult:
     """The lift of the treated arm over the lever holdout in one scope and epoch.
 
@@ -216,6 +224,10 @@ def live_lift(
         Bootstrap resamples per side, for the lift and every A/A split alike.
     aa_splits
         Seeded random halves of the A/A check (specification 004: 20).
+    config
+        The split the epoch's rows were assigned under (the workspace's settings of this
+        epoch). With it the sample-ratio and assignment checks run; without it they do not,
+        and :attr:`InstrumentChecks.complete` says so (a ledger does not confirm on it).
 
     Returns
     -------
@@ -243,6 +255,13 @@ def live_lift(
     with a split whose half had fewer than ``MIN_N`` resolved rows or clusters passes only
     vacuously, so the verdict then reads ``insufficient_evidence``.
 
+    Before the A/A check, :func:`~eval_pipelines.core.lift.checks.instrument_checks` looks at
+    the logs themselves (the A/A splits the control arm only, so it cannot see arms or
+    clusters that are not the ones the assignment used): a sample-ratio mismatch of the
+    arms' clusters against the configured share, a logged cluster key that does not
+    re-assign to its stamped arm, or trace-keyed clusters that are nearly all one request,
+    park the instrument as a failed A/A does.
+
     The lift is the difference of the arms' ratio estimators (resolved successes over
     resolved rows) with the percentile interval of the two-sample cluster bootstrap
     (:func:`~eval_pipelines.core.stats.aa.unpaired_difference`), and the verdict the one
@@ -259,6 +278,8 @@ def live_lift(
     if rng is None or isinstance(rng, bool):
         raise ValueError(f"rng={rng!r}: must be an int seed or a numpy Generator (seeded)")
     frame = _validated(events)
+    if "key_source" in events.columns:
+        frame = frame.with_columns(events.get_column("key_source").cast(pl.String))
     scope = {
         "workspace_id": workspace_id,
         "claim_type": claim_type,
@@ -277,6 +298,7 @@ def live_lift(
             f"no events of this epoch in {_scope_words(scope)} (epochs held: {held})",
         )
     frame = frame.filter(pl.col("exposure_epoch") == epoch)
+    checks = instrument_checks(frame, workspace_id=workspace_id, config=config)
     mixed = _mixed_clusters(frame)
     frame = frame.filter(
         pl.col("exposure_arm").is_in([TREATED_ARM, CONTROL_ARM]) & ~pl.col("cluster").is_in(mixed)
@@ -299,7 +321,7 @@ def live_lift(
     )
     difference: UnpairedDifference | None = None
     mde: float | None = None
-    if not aa.passed:
+    if not aa.passed or not checks.passed:
         word = PARKED
     else:
         difference = unpaired_difference(
@@ -331,6 +353,7 @@ def live_lift(
         mde=mde,
         message="",
         mixed_clusters=len(mixed),
+        checks=checks,
     )
     return dataclasses.replace(result, message=_message(result))
 
@@ -428,6 +451,19 @@ def _message(result: LiftResult) -> str:
         if result.mixed_clusters
         else ""
     )
+    failures = [] if result.checks is None else result.checks.failures()
+    if result.verdict == PARKED and failures:
+        return (
+            f"{head}parked. The checks run before a lift is read failed: "
+            f"{'; '.join(failures)}. The instrument is parked and no lift is read. "
+            f"{arms}{mixed}"
+        )
+    unchecked = (
+        " The sample-ratio and assignment checks did not run (no split configuration of "
+        "this epoch was given): this reading is unchecked."
+        if result.checks is not None and not result.checks.complete
+        else ""
+    )
     if result.verdict == PARKED:
         return (
             f"{head}parked. The A/A check failed: {aa.false_positives} of {aa.splits} random "
@@ -470,5 +506,5 @@ def _message(result: LiftResult) -> str:
     }[result.verdict]
     return (
         f"{head}{meaning}; {lift}. {arms}{mde} A/A check passed ({aa.false_positives} of "
-        f"{aa.splits} halves declared a difference).{mixed}"
+        f"{aa.splits} halves declared a difference).{unchecked}{mixed}"
     )
