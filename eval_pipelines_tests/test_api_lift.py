@@ -252,3 +252,33 @@ def test_a_reading_without_the_split_is_not_confirmed(workdir: Path) -> None:
     assert claim["verdict"] == "superior" and claim["status"] == "open"
     assert claim["reason"].startswith("unchecked") and "lift settings" in claim["reason"]
     assert claim["checks"]["complete"] is False
+
+
+def test_a_daily_look_does_not_confirm_a_null_lift_it_would_have_by_chance(workdir: Path) -> None:
+    """Optional stopping: a report after each day's logs. With the one-look bootstrap interval
+    this null experiment (seed 43, no true lift) read superior after day 1 and was settled
+    confirmed with day 1's n, although days 1-3 together read nothing. The ledger reads the
+    always-valid interval: no look confirms it, and the claim keeps being re-read."""
+    from eval_pipelines.api import lift
+
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    week = write_log(workdir / "all.jsonl", LEVER, true_lift=0.0, seed=43, days=5)
+    by_day: dict[str, list[str]] = {}
+    for line in week.read_text().splitlines():
+        by_day.setdefault(json.loads(line)["timestamp"][:10], []).append(line)
+    days = sorted(by_day)
+    first = workdir / "day1.jsonl"
+    first.write_text("\n".join(by_day[days[0]]) + "\n")
+    lift.ingest(first)
+    (day1,) = lift.report()["claims"]
+    assert day1["status"] == "open", day1  # the one-look interval read superior here
+    assert day1["verdict"] == "not_established"
+    later = workdir / "days2-3.jsonl"
+    later.write_text("\n".join(by_day[days[1]] + by_day[days[2]]) + "\n")
+    lift.ingest(later)
+    (day3,) = lift.report()["claims"]
+    assert day3["status"] == "open" and day3["nTreated"] > day1["nTreated"]  # re-read
+    sequence = day3["interval"]
+    assert sequence[0] < 0 < sequence[1]
+    one_look = lift.ledger()[0]
+    assert one_look["interval"] == sequence

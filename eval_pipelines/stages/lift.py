@@ -305,7 +305,7 @@ def _claim(
         status, reason = "open", None
     offline, offline_note = offline_screening(screenings, candidate, case_id)
     difference = result.difference
-    interval = difference.interval if difference is not None else None
+    interval = result.sequence  # the always-valid interval the verdict reads
     return storage.Claim(
         claim_id=claim_id,
         workspace_id=scope.workspace_id,
@@ -502,8 +502,9 @@ def report_markdown(report: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "_A lift is claimed only when the interval's lower bound is above zero, within one "
-        "epoch, after the A/A check passed; collecting or insufficient_evidence does not imply "
+        "_A lift is claimed only when the always-valid interval's lower bound is above zero "
+        "(valid however often this report is read), within one epoch, after the A/A check and "
+        "the checks before reading passed; collecting or insufficient_evidence does not imply "
         "a lift._",
     ]
     return "\n".join(lines)

@@ -58,6 +58,7 @@ def experiment(
     stamp_bias: float = 0.0,
     outcome_bias: float = 0.0,
     config: LiftConfig = CONFIG,
+    days: int = 1,
 ) -> pl.DataFrame:
     rng = np.random.default_rng([19, seed])
     trace_ids = [f"t{seed}-{g}" for g in range(traces)]
@@ -95,6 +96,8 @@ def experiment(
             "key_source": ["trace"] * n,
             "request_id": request_ids,
             "outcome": np.where(resolved, right, None).tolist(),
+            # The day each trace arrived (0 .. days - 1), for looks at the running experiment.
+            "day": rng.integers(0, days, traces)[codes],
         },
-        schema=SCHEMA,
+        schema={**SCHEMA, "day": pl.Int64},
     )
