@@ -127,6 +127,8 @@ def set_settings(
         lever,
         lever_holdout_share if lever_holdout_share is not None else 0.5,
     )
+    if case is not None and not _case_exists(case, warehouse):
+        raise InputError("case", case, "no such case (create it with `case create`)")
     with _open(warehouse, create=True) as conn, transaction(conn):
         stored = storage.settings(conn, workspace_id)
         before = stored or storage.Settings(
@@ -147,11 +149,16 @@ def set_settings(
             after = replace(after, epoch=_next_epoch(before.epoch))
         storage.save_settings(conn, after)
         if case is not None:
-            if not cases.case_exists(conn, case):
-                raise InputError("case", case, "no such case (create it with `case create`)")
             storage.save_workspace_case(conn, workspace_id, case)
         case_id = storage.workspace_case(conn, workspace_id)
     return {**after.to_json(), "caseId": case_id, "newEpoch": changed}
+
+
+def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
+    if not resolve_warehouse(warehouse).exists():
+        return False
+    with _open(warehouse, read_only=True) as conn:
+        return cases.case_exists(conn, case_id)
 
 
 def _run(job_name: str, run_config: dict[str, Any] | None = None) -> Any:
