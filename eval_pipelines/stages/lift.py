@@ -392,6 +392,8 @@ def claim_json(claim: storage.Claim) -> dict[str, Any]:
         "verdict": claim.verdict,
         "difference": claim.estimate,
         "interval": [claim.low, claim.high] if claim.low is not None else None,
+        # A claim stored before the verdict read the always-valid interval holds a one-look one.
+        "intervalKind": "always_valid" if claim.lift.get("sequence") else "one_look",
         "nTreated": claim.n_treated,
         "nControl": claim.n_control,
         "clustersTreated": claim.clusters_treated,
@@ -415,8 +417,15 @@ def claim_line(claim: dict[str, Any]) -> str:
     """One ledger line (of a :func:`claim_json` row): the claim with its scope, interval and n
     nearby (never a bare number)."""
     low, high = claim["interval"] or (None, None)
+    kind = (
+        "always-valid 95%"
+        if claim.get("intervalKind", "always_valid") == "always_valid"
+        else "one-look 95%, stored before the always-valid rule"
+    )
     interval = (
-        f"[{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else ("no interval")
+        f"[{low:+.3f}, {high:+.3f}] ({kind})"
+        if low is not None and high is not None
+        else ("no interval")
     )
     status = claim["status"] + (f" ({claim['reason']})" if claim["reason"] else "")
     offline = claim["offline"]
