@@ -38,7 +38,7 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	$(CLI) evaluate --file data/demo/queries/cars_mpg.json
 	$(CLI) evaluate --file data/demo/queries/cars_origin.json
 	@echo "--- live lift (spec 004): a simulated week with a true lift of +0.06, assigned, ingested, reported"
-	$(CLI) lift settings --workspace demo-ws --fraction 0.10 --lever five-nearest
+	$(CLI) lift settings --workspace demo-ws --fraction 0.10 --lever five-nearest --case icd10cm
 	$(BIN)/python -m eval_pipelines.lift_demo data/lift/demo_week.jsonl --true-lift 0.06
 	$(CLI) lift ingest data/lift/demo_week.jsonl
 	$(CLI) lift report

@@ -49,6 +49,7 @@ def test_a_change_of_split_starts_a_new_epoch(workdir: Path) -> None:
 def test_a_known_true_lift_is_confirmed_with_its_interval_and_n(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")  # the split the checks use
     log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
     ingested = lift.ingest(log)
     assert ingested["new"] and len(ingested["days"]) >= 7
@@ -148,6 +149,7 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     (comparison,) = report["comparisons"]
     level = comparison["levels"][str(report["targetDepth"][0])]
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
     lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
     (claim,) = lift.report()["claims"]
     offline = claim["offline"]
@@ -174,3 +176,109 @@ def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdi
     assert claims["e1"] == {**confirmed, "updatedAt": claims["e1"]["updatedAt"]}
     assert claims["e1"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
     assert claims["e2"]["status"] == "open" and claims["e2"]["reason"] is None
+
+
+def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
+    small_case: str, workdir: Path
+) -> None:
+    """A screening is attached to a claim only when it screened the claim's lever on the
+    case the claim's workspace declared, and only when that identifies one candidate."""
+    from eval_pipelines import api
+    from eval_pipelines.api import lift
+    from eval_pipelines.stages.lift import claim_line
+
+    variants = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 5}}]
+    first = api.start_holdout_eval(small_case, variants, sample_size=60, seed=3, launch="inline")
+    other = LiftConfig("other", "e1", 0.10, lever="memo-v2")  # same lever name, another app
+    lift.ingest(write_log(workdir / "ws.jsonl", LEVER, true_lift=0.0, seed=3, days=2))
+    lift.ingest(write_log(workdir / "other.jsonl", other, true_lift=0.0, seed=5, days=2))
+    claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
+    # No workspace said which case its traffic is: a variant name alone identifies nothing.
+    assert claims["ws"]["offline"] is None and claims["other"]["offline"] is None
+    assert "lift settings --case" in claims["other"]["offlineNote"]
+
+    settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
+    assert settings["caseId"] == small_case and settings["newEpoch"] is False
+    claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
+    offline = claims["ws"]["offline"]
+    assert offline["kind"] == "offline_screening" and offline["evalId"] == first["evalId"]
+    assert offline["caseId"] == small_case and offline["candidate"] == "memo-v2"
+    assert claims["other"]["offline"] is None  # the other workspace's claim stays bare
+    assert small_case not in str(claims["other"]["offlineNote"])
+
+    # A second screening of a different candidate under the same name: ambiguous, none shown.
+    changed = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 3}}]
+    api.start_holdout_eval(small_case, changed, sample_size=60, seed=4, launch="inline")
+    (ws,) = [c for c in lift.report()["claims"] if c["workspaceId"] == "ws"]
+    assert ws["offline"] is None and "ambiguous" in ws["offlineNote"]
+    assert "no offline screening" in claim_line(ws) and "ambiguous" in claim_line(ws)
+
+
+def test_a_workspace_case_must_exist(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    with pytest.raises(InputError, match=r"case='nosuch'.*no such case"):
+        lift.set_settings("ws", case="nosuch")
+
+
+def test_logs_whose_keys_are_not_the_assigned_ones_park_the_claim(workdir: Path) -> None:
+    """Cluster keys logged per request while the arms were assigned per trace: the A/A of the
+    control arm passes, but the arms re-derived from the logged keys disagree with the
+    stamped ones and every trace cluster is one request, so the claim is parked, not
+    confirmed."""
+    from eval_pipelines.api import lift
+
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    for row in rows:
+        if row["key_source"] == "trace":
+            row["cluster"] = row["request_id"]  # the bug: the request, not the trace
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lift.ingest(log)
+    report = lift.report()
+    (claim,) = report["claims"]
+    assert claim["status"] == "parked" and claim["verdict"] == "parked"
+    assert "assignment mismatch" in claim["reason"] and "single request" in claim["reason"]
+    assert claim["checks"]["assignment"]["mismatchedRows"] > 0
+    assert "FAILED: the instrument is parked" in report["markdown"]
+
+
+def test_a_reading_without_the_split_is_not_confirmed(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
+    (claim,) = lift.report()["claims"]
+    assert claim["verdict"] == "superior" and claim["status"] == "open"
+    assert claim["reason"].startswith("unchecked") and "lift settings" in claim["reason"]
+    assert claim["checks"]["complete"] is False
+
+
+def test_a_daily_look_does_not_confirm_a_null_lift_it_would_have_by_chance(workdir: Path) -> None:
+    """Optional stopping: a report after each day's logs. With the one-look bootstrap interval
+    this null experiment (seed 43, no true lift) read superior after day 1 and was settled
+    confirmed with day 1's n, although days 1-3 together read nothing. The ledger reads the
+    always-valid interval: no look confirms it, and the claim keeps being re-read."""
+    from eval_pipelines.api import lift
+
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    week = write_log(workdir / "all.jsonl", LEVER, true_lift=0.0, seed=43, days=5)
+    by_day: dict[str, list[str]] = {}
+    for line in week.read_text().splitlines():
+        by_day.setdefault(json.loads(line)["timestamp"][:10], []).append(line)
+    days = sorted(by_day)
+    first = workdir / "day1.jsonl"
+    first.write_text("\n".join(by_day[days[0]]) + "\n")
+    lift.ingest(first)
+    (day1,) = lift.report()["claims"]
+    assert day1["status"] == "open", day1  # the one-look interval read superior here
+    assert day1["verdict"] == "not_established"
+    later = workdir / "days2-3.jsonl"
+    later.write_text("\n".join(by_day[days[1]] + by_day[days[2]]) + "\n")
+    lift.ingest(later)
+    (day3,) = lift.report()["claims"]
+    assert day3["status"] == "open" and day3["nTreated"] > day1["nTreated"]  # re-read
+    sequence = day3["interval"]
+    assert sequence[0] < 0 < sequence[1]
+    (row,) = lift.ledger()
+    assert row["interval"] == sequence and row["intervalKind"] == "always_valid"

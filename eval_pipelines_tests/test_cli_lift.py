@@ -72,6 +72,8 @@ def test_refusals_are_one_line_with_exit_2(
     code, _, err = cli(capsys, "lift", "ingest", log)
     assert code == 2 and err.count("\n") == 1
     assert "line 1: exposure_epoch='': must not be empty" in err
+    code, _, err = cli(capsys, "lift", "settings", "--workspace", "ws", "--case", "nosuch")
+    assert code == 2 and err.count("\n") == 1 and "case='nosuch': no such case" in err
     assert not (workdir / "warehouse.duckdb").exists()
 
 

@@ -21,6 +21,7 @@ from eval_pipelines.core.lift.assignment import (
     Request,
     assign,
 )
+from eval_pipelines.storage import cases
 from eval_pipelines.storage import lift as storage
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
@@ -110,10 +111,13 @@ def set_settings(
     lever: str | None = None,
     clear_lever: bool = False,
     lever_holdout_share: float | None = None,
+    case: str | None = None,
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
-    starts a new exposure epoch, so observations of two splits are never pooled."""
+    starts a new exposure epoch, so observations of two splits are never pooled. ``case``
+    names the case the workspace's traffic is an instance of: only that case's offline
+    screenings of the lever are set beside its live claims (it is not part of the split)."""
     # Every value given is checked (as a config would be) before anything is opened; the
     # others come from the stored, already valid, settings.
     LiftConfig(
@@ -123,6 +127,8 @@ def set_settings(
         lever,
         lever_holdout_share if lever_holdout_share is not None else 0.5,
     )
+    if case is not None and not _case_exists(case, warehouse):
+        raise InputError("case", case, "no such case (create it with `case create`)")
     with _open(warehouse, create=True) as conn, transaction(conn):
         stored = storage.settings(conn, workspace_id)
         before = stored or storage.Settings(
@@ -142,7 +148,17 @@ def set_settings(
         if changed:
             after = replace(after, epoch=_next_epoch(before.epoch))
         storage.save_settings(conn, after)
-    return {**after.to_json(), "newEpoch": changed}
+        if case is not None:
+            storage.save_workspace_case(conn, workspace_id, case)
+        case_id = storage.workspace_case(conn, workspace_id)
+    return {**after.to_json(), "caseId": case_id, "newEpoch": changed}
+
+
+def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
+    if not resolve_warehouse(warehouse).exists():
+        return False
+    with _open(warehouse, read_only=True) as conn:
+        return cases.case_exists(conn, case_id)
 
 
 def _run(job_name: str, run_config: dict[str, Any] | None = None) -> Any:

@@ -65,6 +65,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
         lever=args.lever,
         clear_lever=args.no_lever,
         lever_holdout_share=args.lever_share,
+        case=args.case,
         warehouse=args.warehouse,
     )
     if args.json:
@@ -78,7 +79,8 @@ def cmd_settings(args: argparse.Namespace) -> int:
         print(
             f"workspace {settings['workspaceId']}: holdout {settings['holdoutFraction']:.0%}, "
             f"lever {settings['lever'] or 'none'} (lever_holdout share "
-            f"{settings['leverHoldoutShare']:.0%}), epoch {epoch}",
+            f"{settings['leverHoldoutShare']:.0%}), epoch {epoch}, case "
+            f"{settings['caseId'] or 'none (no offline screening is set beside its claims)'}",
             flush=True,
         )
     return 0
@@ -160,6 +162,12 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     settings.add_argument("--lever", default=None)
     settings.add_argument("--no-lever", action="store_true")
     settings.add_argument("--lever-share", type=float, default=None)
+    settings.add_argument(
+        "--case",
+        default=None,
+        help="the case this workspace's traffic is an instance of: its holdout evaluations of "
+        "the lever are set beside the live claims",
+    )
     settings.add_argument("--json", action="store_true")
     settings.set_defaults(func=cmd_settings)
 

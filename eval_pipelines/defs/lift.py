@@ -108,7 +108,9 @@ def lift_report(
 @dg.asset_check(asset=lift_report, name=AA_GATE, blocking=False)
 def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Before any lift is read, its A/A check (K = 20 seeded halves of the control arm) must
-    pass with a false-positive rate of at most 0.10; a scope that fails is parked."""
+    pass with a false-positive rate of at most 0.10, and the checks of the logs (sample ratio,
+    assignment re-derived from the logged keys, cluster size) must pass; a scope that fails
+    is parked."""
     with warehouse.connect(read_only=True) as conn:
         claims = storage.claims(conn)
     parked = [c.claim_id for c in claims if c.status == "parked"]
@@ -116,7 +118,9 @@ def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         passed=not parked,
         severity=dg.AssetCheckSeverity.ERROR,
         description=(
-            f"parked (A/A failed): {', '.join(parked)}" if parked else "every A/A check passed"
+            f"parked (A/A or a check before reading failed): {', '.join(parked)}"
+            if parked
+            else "every A/A check and check before reading passed"
         ),
         metadata={"scopes": len(claims), "parked": len(parked)},
     )

@@ -27,7 +27,7 @@ LIFT_CLAIMS_SCHEMA = table_schema(
     ("reason", "VARCHAR", "why parked or invalidated (stale_head, app_config_changed, ...)"),
     ("verdict", "VARCHAR", "superior, not_established, inferior, parked, insufficient_evidence"),
     ("estimate", "DOUBLE", "treated minus lever_holdout success rate"),
-    ("low", "DOUBLE", "95% cluster-bootstrap interval, lower bound"),
+    ("low", "DOUBLE", "always-valid 95% interval (confidence sequence), lower bound"),
     ("high", "DOUBLE", "upper bound"),
     ("mde", "DOUBLE", "minimum detectable effect (a power diagnostic)"),
     ("n_treated", "BIGINT", "resolved treated rows"),

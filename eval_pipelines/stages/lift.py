@@ -9,6 +9,7 @@ under: a new epoch, baseline head or application config invalidates an open one 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -18,8 +19,19 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from eval_pipelines.core.lift.evidence import Baseline, Confirmation, check_baseline
-from eval_pipelines.core.lift.lift import PARKED, SUPERIOR, LiftResult, live_lift
+from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.core.lift.evidence import (
+    Baseline,
+    Confirmation,
+    EvidenceKind,
+    LiveConfirmation,
+    OfflineScreening,
+    check_baseline,
+    confirmed_improvement,
+    evidence_name,
+    require_kind,
+)
+from eval_pipelines.core.lift.lift import PARKED, LiftResult, live_lift
 from eval_pipelines.core.lift.logs import SUFFIXES, mixed_artifacts, read_log, validate_log
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
 from eval_pipelines.storage import evaluations
@@ -146,6 +158,21 @@ def _current_epoch(conn: duckdb.DuckDBPyConnection, events: pl.DataFrame, worksp
     return str(rows.get_column("exposure_epoch")[-1])
 
 
+def _split_of(conn: duckdb.DuckDBPyConnection, scope: Scope) -> LiftConfig | None:
+    """The split the scope's rows were assigned under: the workspace's settings, when they are
+    of the scope's epoch (the checks that need the split do not run otherwise)."""
+    stored = storage.settings(conn, scope.workspace_id)
+    if stored is None or stored.epoch != scope.epoch or stored.lever is None:
+        return None
+    return LiftConfig(
+        scope.workspace_id,
+        stored.epoch,
+        stored.holdout_fraction,
+        stored.lever,
+        stored.lever_holdout_share,
+    )
+
+
 def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
     """The baseline control rows were served under: their first (bound) or last (current)
     head and application config."""
@@ -159,35 +186,70 @@ def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
     return Baseline(head=value("baseline_head"), app_config=value("app_config"), epoch=epoch)
 
 
+def _variant_identity(report: dict[str, Any], name: str) -> str:
+    """What identifies a screened candidate within a case: its name, configuration and memo
+    (two variants of one name with different settings are two candidates)."""
+    for variant in report.get("variants", []):
+        if variant.get("name") == name:
+            keys = ("name", "config", "memoInclude", "memoVersion")
+            return json.dumps({key: variant.get(key) for key in keys}, sort_keys=True)
+    return json.dumps({"name": name})
+
+
 def offline_screening(
-    reports: list[tuple[str, dict[str, Any]]], candidate: str | None
-) -> dict[str, Any] | None:
-    """The newest holdout evaluation in ``reports`` (newest first) that screened
-    ``candidate`` (a variant of that name): its difference at the first target level,
-    interval and n, to set beside the live lift."""
+    reports: list[tuple[str, dict[str, Any]]], candidate: str | None, case_id: str | None
+) -> tuple[OfflineScreening | None, str]:
+    """The newest holdout evaluation in ``reports`` (newest first) of the workspace's case
+    ``case_id`` that screened ``candidate`` (the lever the claim's treated arm was served),
+    to set beside the live lift; or None, with the reason in words.
+
+    A variant name alone identifies nothing: the workspace must name its case (``lift
+    settings --case``), and when the case's evaluations screened more than one candidate
+    under that name (different configurations or memos), which one is live is ambiguous and
+    none is shown."""
     if not candidate:
-        return None
+        return None, "the claim names no candidate"
+    if case_id is None:
+        return None, (
+            "the workspace names no case (`lift settings --case`): a variant name alone does "
+            "not identify the candidate"
+        )
+    found: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     for eval_id, report in reports:
+        if report.get("caseId") != case_id:
+            continue
         for comparison in report.get("comparisons", []):
-            if comparison.get("candidate") != candidate:
-                continue
-            depth = str((report.get("targetDepth") or [None])[0])
-            level = comparison.get("levels", {}).get(depth)
-            if level is None:
-                continue
-            interval = level.get("interval")
-            return {
-                "kind": "offline_screening",
-                "evalId": eval_id,
-                "baseline": comparison.get("baseline"),
-                "candidate": candidate,
-                "level": depth,
-                "difference": level.get("difference"),
-                "interval": interval if isinstance(interval, list) else None,
-                "n": level.get("pairs"),
-                "verdict": level.get("verdict"),
-            }
-    return None
+            if comparison.get("candidate") == candidate:
+                found.append((eval_id, report, comparison))
+    if not found:
+        return None, f"no holdout evaluation of case {case_id} screened {candidate}"
+    identities = {_variant_identity(report, candidate) for _, report, _ in found}
+    if len(identities) > 1:
+        return None, (
+            f"ambiguous: the holdout evaluations of case {case_id} screened {len(identities)} "
+            f"different candidates named {candidate} (configurations or memos differ)"
+        )
+    for eval_id, report, comparison in found:
+        depth = str((report.get("targetDepth") or [None])[0])
+        level = comparison.get("levels", {}).get(depth)
+        if level is None:
+            continue
+        interval = level.get("interval")
+        difference = level.get("difference")
+        screening = OfflineScreening(
+            eval_id=eval_id,
+            candidate=candidate,
+            baseline=str(comparison.get("baseline")),
+            level=level.get("verdict"),
+            difference=difference if isinstance(difference, int | float) else None,
+            interval=tuple(interval) if isinstance(interval, list) else None,  # type: ignore[arg-type]
+            n=int(level.get("pairs") or 0),
+            case_id=case_id,
+            depth=depth,
+        )
+        require_kind(screening, EvidenceKind.OFFLINE_SCREENING)
+        return screening, f"holdout evaluation {eval_id} of case {case_id}"
+    return None, f"no holdout evaluation of case {case_id} read {candidate} at its target level"
 
 
 def _claim(
@@ -198,6 +260,7 @@ def _claim(
     newest_epoch: str,
     now: datetime,
     screenings: list[tuple[str, dict[str, Any]]],
+    case_id: str | None,
 ) -> storage.Claim:
     treated = rows.filter(pl.col("exposure_arm") == "treated")
     candidates = treated.get_column("candidate").drop_nulls()
@@ -216,16 +279,33 @@ def _claim(
     if existing is not None and existing.status in SETTLED:
         return existing  # a confirmed or invalidated claim is history: kept as it was settled
     confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
+    live = LiveConfirmation(claim_id, result)
     if confirmation.status == "invalidated":
         status, reason = "invalidated", confirmation.reason
     elif result.verdict == PARKED:
-        status, reason = "parked", "the A/A check failed: the instrument is parked"
-    elif result.verdict == SUPERIOR:
+        failures = result.checks.failures() if result.checks is not None else []
+        status = "parked"
+        reason = (
+            "checks before reading failed: " + "; ".join(failures)
+            if failures
+            else "the A/A check failed: the instrument is parked"
+        )
+    elif result.checks is not None and not result.checks.complete:
+        # Superior or not, an unchecked reading confirms nothing.
+        status, reason = (
+            "open",
+            (
+                "unchecked: the sample-ratio and assignment checks need the workspace's split of "
+                f"epoch {scope.epoch} and its lever (`lift settings`)"
+            ),
+        )
+    elif confirmed_improvement(live):
         status, reason = "confirmed", None
     else:
         status, reason = "open", None
+    offline, offline_note = offline_screening(screenings, candidate, case_id)
     difference = result.difference
-    interval = difference.interval if difference is not None else None
+    interval = result.sequence  # the always-valid interval the verdict reads
     return storage.Claim(
         claim_id=claim_id,
         workspace_id=scope.workspace_id,
@@ -246,8 +326,8 @@ def _claim(
         aa=result.to_json().get("aa", {}),
         baseline_head=bound.head or None,
         app_config=bound.app_config or None,
-        offline=offline_screening(screenings, candidate),
-        lift=result.to_json(),
+        offline=offline.to_json() if offline is not None else None,
+        lift={**result.to_json(), "evidence": evidence_name(live), "offlineNote": offline_note},
         opened_at=existing.opened_at if existing is not None else now,
         updated_at=now,
     )
@@ -279,9 +359,11 @@ def build_report(
             epoch=scope.epoch,
             rng=seed,
             n_resamples=n_resamples,
+            config=_split_of(conn, scope),
         )
         current_epoch = _current_epoch(conn, eligible, scope.workspace_id)
-        claim = _claim(conn, scope, result, rows, current_epoch, now, screenings)
+        case_id = storage.workspace_case(conn, scope.workspace_id)
+        claim = _claim(conn, scope, result, rows, current_epoch, now, screenings, case_id)
         storage.save_claim(conn, claim)
         claims.append(claim)
         cells = [c.to_json() for c in rollup(rows, epoch=scope.epoch)]
@@ -304,20 +386,24 @@ def claim_json(claim: storage.Claim) -> dict[str, Any]:
         "claimType": claim.claim_type,
         "epoch": claim.epoch,
         "candidate": claim.candidate,
-        "evidence": "live_confirmation",
+        "evidence": claim.lift.get("evidence", evidence_name(LiveConfirmation)),
         "status": claim.status,
         "reason": claim.reason,
         "verdict": claim.verdict,
         "difference": claim.estimate,
         "interval": [claim.low, claim.high] if claim.low is not None else None,
+        # A claim stored before the verdict read the always-valid interval holds a one-look one.
+        "intervalKind": "always_valid" if claim.lift.get("sequence") else "one_look",
         "nTreated": claim.n_treated,
         "nControl": claim.n_control,
         "clustersTreated": claim.clusters_treated,
         "clustersControl": claim.clusters_control,
         "mde": claim.mde,
         "aa": claim.aa,
+        "checks": claim.lift.get("checks"),
         "baseline": {"head": claim.baseline_head, "appConfig": claim.app_config},
         "offline": claim.offline,
+        "offlineNote": claim.lift.get("offlineNote"),
         "openedAt": claim.opened_at.isoformat(),
         "updatedAt": claim.updated_at.isoformat(),
     }
@@ -331,8 +417,15 @@ def claim_line(claim: dict[str, Any]) -> str:
     """One ledger line (of a :func:`claim_json` row): the claim with its scope, interval and n
     nearby (never a bare number)."""
     low, high = claim["interval"] or (None, None)
+    kind = (
+        "always-valid 95%"
+        if claim.get("intervalKind", "always_valid") == "always_valid"
+        else "one-look 95%, stored before the always-valid rule"
+    )
     interval = (
-        f"[{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else ("no interval")
+        f"[{low:+.3f}, {high:+.3f}] ({kind})"
+        if low is not None and high is not None
+        else ("no interval")
     )
     status = claim["status"] + (f" ({claim['reason']})" if claim["reason"] else "")
     offline = claim["offline"]
@@ -341,6 +434,7 @@ def claim_line(claim: dict[str, Any]) -> str:
         f"(eval {offline['evalId']}, n {offline.get('n')})"
         if offline
         else "; no offline screening of this candidate"
+        + (f" ({claim['offlineNote']})" if claim.get("offlineNote") else "")
     )
     return (
         f"{claim['claimId']}: treated − lever_holdout {_signed(claim['difference'])} "
@@ -366,6 +460,34 @@ def report_markdown(report: dict[str, Any]) -> str:
                 f"the control arm read a difference (at most "
                 f"{float(aa.get('maxFalsePositiveRate') or 0):.0%} may): {outcome}"
             )
+        checks = claim.get("checks") or {}
+        if checks:
+            ratio, assignment, size = (
+                checks["sampleRatio"],
+                checks["assignment"],
+                checks["clusterSize"],
+            )
+            srm = (
+                f"p = {ratio['pValue']:.3g} (parks below {ratio['alpha']})"
+                if ratio["ran"]
+                else "not run (no split of this epoch)"
+            )
+            derived = (
+                f"{assignment['mismatchedRows']} of {assignment['checkedRows']} rows disagree"
+                if assignment["ran"]
+                else "not run (no split of this epoch)"
+            )
+            single = (
+                f"{size['singleRequestClusters']} of {size['traceClusters']} trace clusters are "
+                "one request"
+                if size["traceClusters"]
+                else "no trace-keyed rows"
+            )
+            lines.append(
+                f"  - Checks before reading: sample ratio {srm}; assignment re-derived from the "
+                f"logged keys: {derived}; cluster size: {single}: "
+                + ("passed" if checks["passed"] else "FAILED: the instrument is parked")
+            )
         if claim["mde"] is not None:
             lines.append(
                 f"  - MDE {claim['mde']:.3f} at 80% power (a power diagnostic, not the verdict)"
@@ -389,8 +511,9 @@ def report_markdown(report: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "_A lift is claimed only when the interval's lower bound is above zero, within one "
-        "epoch, after the A/A check passed; collecting or insufficient_evidence does not imply "
+        "_A lift is claimed only when the always-valid interval's lower bound is above zero "
+        "(valid however often this report is read), within one epoch, after the A/A check and "
+        "the checks before reading passed; collecting or insufficient_evidence does not imply "
         "a lift._",
     ]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from eval_pipelines.storage.frames import insert_frame, query_frame
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
     "claim_type, situation_class, source, outcome, artifact_key, candidate, baseline_head, "
-    "app_config"
+    "app_config, key_source"
 )
 
 
@@ -124,6 +124,21 @@ def save_settings(conn: duckdb.DuckDBPyConnection, value: Settings) -> None:
             value.lever_holdout_share,
             _now(),
         ],
+    )
+
+
+def workspace_case(conn: duckdb.DuckDBPyConnection, workspace_id: str) -> str | None:
+    """The case the workspace's traffic is an instance of (``lift settings --case``), if set."""
+    row = conn.execute(
+        "SELECT case_id FROM lift_workspace_cases WHERE workspace_id = ?", [workspace_id]
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def save_workspace_case(conn: duckdb.DuckDBPyConnection, workspace_id: str, case_id: str) -> None:
+    conn.execute("DELETE FROM lift_workspace_cases WHERE workspace_id = ?", [workspace_id])
+    conn.execute(
+        "INSERT INTO lift_workspace_cases VALUES (?, ?, ?)", [workspace_id, case_id, _now()]
     )
 
 

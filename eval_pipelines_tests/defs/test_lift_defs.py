@@ -33,6 +33,7 @@ RESOURCES = {"warehouse": WarehouseResource()}
 def ingested(workdir: Path) -> Path:
     from eval_pipelines.api import lift
 
+    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")  # the split the checks use
     log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
     lift.ingest(log)
     return log

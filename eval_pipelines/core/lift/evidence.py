@@ -20,7 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from eval_pipelines.core.lift.lift import SUPERIOR, LiftResult
 
@@ -41,6 +41,7 @@ __all__ = [
     "check_baseline",
     "confirmed_improvement",
     "evidence_kind",
+    "evidence_name",
     "require_kind",
 ]
 
@@ -93,6 +94,11 @@ class OfflineScreening:
         ``(low, high)`` of the difference, or None with it.
     n
         Records compared.
+    case_id
+        The case the evaluation ran on: what, with the candidate's name and configuration,
+        identifies the candidate screened (a variant name alone does not).
+    depth
+        The target level of the case the difference was read at.
     """
 
     kind: ClassVar[EvidenceKind] = EvidenceKind.OFFLINE_SCREENING
@@ -104,6 +110,8 @@ class OfflineScreening:
     difference: float | None
     interval: tuple[float, float] | None
     n: int
+    case_id: str | None = None
+    depth: str | None = None
 
     def __post_init__(self) -> None:
         if self.n < 0:
@@ -113,6 +121,21 @@ class OfflineScreening:
             if math.isnan(low) or math.isnan(high) or low > high:
                 raise ValueError(f"interval={self.interval}: need low <= high")
             object.__setattr__(self, "interval", (float(low), float(high)))
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase, with its stage named by :func:`evidence_name` (never a stronger one)."""
+        return {
+            "kind": evidence_name(self),
+            "evalId": self.eval_id,
+            "caseId": self.case_id,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "level": self.depth,
+            "difference": self.difference,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "n": self.n,
+            "verdict": self.level,
+        }
 
 
 @dataclass(frozen=True)
@@ -192,6 +215,23 @@ def evidence_kind(evidence: object) -> EvidenceKind:
         f"{type(evidence).__name__} is not staged evidence "
         "(OfflineScreening, ApplicationCI or LiveConfirmation)"
     )
+
+
+def evidence_name(evidence: object) -> str:
+    """The stage of ``evidence`` (an instance or one of the three classes) as the ledger and
+    the API write it: ``offline_screening``, ``application_ci`` or ``live_confirmation``.
+
+    Raises
+    ------
+    TypeError
+        When ``evidence`` is none of the three stages.
+    """
+    if isinstance(evidence, type):
+        for cls, kind in _KINDS:
+            if issubclass(evidence, cls):
+                return kind.name.lower()
+        raise TypeError(f"{evidence.__name__} is not a staged evidence class")
+    return evidence_kind(evidence).name.lower()
 
 
 def require_kind(evidence: object, kind: EvidenceKind) -> None:

@@ -21,14 +21,17 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.lift.assignment import ExposureArm
+from eval_pipelines.core.lift.assignment import ExposureArm, LiftConfig
+from eval_pipelines.core.lift.checks import InstrumentChecks, instrument_checks
 from eval_pipelines.core.lift.rollup import _validated
 from eval_pipelines.core.stats.aa import AACheck, UnpairedDifference, aa_check, unpaired_difference
+from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.lift_power import (
     interval_standard_error,
     minimum_detectable_effect_from_se,
 )
 from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N
+from eval_pipelines.core.stats.sequential import DEFAULT_N_STAR, sequence_half_width
 from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE, verdict
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "INSUFFICIENT",
     "MDE_ALPHA",
     "MDE_POWER",
+    "SEQUENCE_N_STAR",
     "NOT_ESTABLISHED",
     "PARKED",
     "SUPERIOR",
@@ -54,6 +58,9 @@ PARKED = "parked"
 #: The arm served the candidate, and the arm served the frozen baseline beside it.
 TREATED_ARM = ExposureArm.TREATED.value
 CONTROL_ARM = ExposureArm.LEVER_HOLDOUT.value
+
+#: Clusters (both arms) at which the always-valid interval is tuned to be narrowest.
+SEQUENCE_N_STAR = DEFAULT_N_STAR
 
 #: The minimum detectable effect is reported at this two-sided level and power.
 MDE_ALPHA = 0.05
@@ -129,13 +136,14 @@ class LiftResult:
         through the same bootstrap as the lift. It must pass before any lift is read.
     difference
         Treated success rate minus control success rate with its two-sample cluster-bootstrap
-        interval (side A is the control, side B the treated arm). None when parked.
+        interval (side A is the control, side B the treated arm): a fixed-sample interval,
+        valid for one look only. None when parked.
     verdict
-        :data:`PARKED` when the A/A check failed; :data:`INSUFFICIENT` when either arm has
-        fewer than ``MIN_N`` resolved rows or clusters, or the A/A check could not run on
-        every split; otherwise :data:`SUPERIOR` only when the interval's lower bound is above
-        zero, :data:`INFERIOR` when its upper bound is below zero, else
-        :data:`NOT_ESTABLISHED`.
+        :data:`PARKED` when the A/A check or a check before reading failed;
+        :data:`INSUFFICIENT` when either arm has fewer than ``MIN_N`` resolved rows or
+        clusters, or the A/A check could not run on every split; otherwise
+        :data:`SUPERIOR` only when the lower bound of :attr:`sequence` is above zero,
+        :data:`INFERIOR` when its upper bound is below zero, else :data:`NOT_ESTABLISHED`.
     mde
         Minimum detectable effect at 80% power and 5% two-sided, from the bootstrap standard
         error: a power diagnostic, never the verdict. None without an interval, or when the
@@ -145,6 +153,16 @@ class LiftResult:
     mixed_clusters
         Cluster tokens seen in more than one arm in the scope and epoch: mixed artifacts,
         ineligible to anchor a contrast, left out of both arms.
+    sequence
+        The always-valid 95% interval of the difference (a confidence sequence,
+        :mod:`eval_pipelines.core.stats.sequential`): centred on the estimate, with the
+        bootstrap's standard error and the clusters of both arms as units. It is the interval
+        the verdict reads, so a report read every day confirms a null lift no more than 2.5%
+        of the time. None without a bootstrap interval.
+    checks
+        The checks run on the logs before the lift is read
+        (:func:`~eval_pipelines.core.lift.checks.instrument_checks`: sample ratio,
+        re-derived assignment, cluster size); any failing parks the instrument.
     """
 
     workspace_id: str
@@ -160,6 +178,8 @@ class LiftResult:
     mde: float | None
     message: str
     mixed_clusters: int = 0
+    checks: InstrumentChecks | None = None
+    sequence: Interval | None = None
 
     def to_json(self) -> dict[str, Any]:
         """camelCase, figures rounded to 6 decimals; the lift always as an interval with its n
@@ -174,10 +194,12 @@ class LiftResult:
             "control": self.control.to_json(),
             "aa": self.aa.to_json(),
             "difference": _difference_json(self.difference),
+            "sequence": _sequence_json(self.sequence),
             "verdict": self.verdict,
             "mde": None if self.mde is None else round(self.mde, 6),
             "message": self.message,
             "mixedClusters": self.mixed_clusters,
+            "checks": None if self.checks is None else self.checks.to_json(),
         }
 
 
@@ -192,6 +214,7 @@ def live_lift(
     rng: int | np.random.Generator,
     n_resamples: int = 2000,
     aa_splits: int = 20,
+    config: LiftConfig | None = None,
 ) -> LiftResult:
     """The lift of the treated arm over the lever holdout in one scope and epoch.
 
@@ -216,6 +239,10 @@ def live_lift(
         Bootstrap resamples per side, for the lift and every A/A split alike.
     aa_splits
         Seeded random halves of the A/A check (specification 004: 20).
+    config
+        The split the epoch's rows were assigned under (the workspace's settings of this
+        epoch). With it the sample-ratio and assignment checks run; without it they do not,
+        and :attr:`InstrumentChecks.complete` says so (a ledger does not confirm on it).
 
     Returns
     -------
@@ -243,6 +270,13 @@ def live_lift(
     with a split whose half had fewer than ``MIN_N`` resolved rows or clusters passes only
     vacuously, so the verdict then reads ``insufficient_evidence``.
 
+    Before the A/A check, :func:`~eval_pipelines.core.lift.checks.instrument_checks` looks at
+    the logs themselves (the A/A splits the control arm only, so it cannot see arms or
+    clusters that are not the ones the assignment used): a sample-ratio mismatch of the
+    arms' clusters against the configured share, a logged cluster key that does not
+    re-assign to its stamped arm, or trace-keyed clusters that are nearly all one request,
+    park the instrument as a failed A/A does.
+
     The lift is the difference of the arms' ratio estimators (resolved successes over
     resolved rows) with the percentile interval of the two-sample cluster bootstrap
     (:func:`~eval_pipelines.core.stats.aa.unpaired_difference`), and the verdict the one
@@ -259,6 +293,8 @@ def live_lift(
     if rng is None or isinstance(rng, bool):
         raise ValueError(f"rng={rng!r}: must be an int seed or a numpy Generator (seeded)")
     frame = _validated(events)
+    if "key_source" in events.columns:
+        frame = frame.with_columns(events.get_column("key_source").cast(pl.String))
     scope = {
         "workspace_id": workspace_id,
         "claim_type": claim_type,
@@ -277,6 +313,7 @@ def live_lift(
             f"no events of this epoch in {_scope_words(scope)} (epochs held: {held})",
         )
     frame = frame.filter(pl.col("exposure_epoch") == epoch)
+    checks = instrument_checks(frame, workspace_id=workspace_id, config=config)
     mixed = _mixed_clusters(frame)
     frame = frame.filter(
         pl.col("exposure_arm").is_in([TREATED_ARM, CONTROL_ARM]) & ~pl.col("cluster").is_in(mixed)
@@ -298,8 +335,9 @@ def live_lift(
         rng=aa_rng,
     )
     difference: UnpairedDifference | None = None
+    sequence: Interval | None = None
     mde: float | None = None
-    if not aa.passed:
+    if not aa.passed or not checks.passed:
         word = PARKED
     else:
         difference = unpaired_difference(
@@ -310,13 +348,25 @@ def live_lift(
             n_resamples=n_resamples,
             rng=lift_rng,
         )
-        word = _LIFT_WORDS[verdict(difference)]
-        if not aa.sufficient:
-            word = INSUFFICIENT
-        if difference.interval is not None:
+        if difference.interval is not None and difference.estimate is not None:
             se = interval_standard_error(difference.interval)
+            half = sequence_half_width(
+                se,
+                difference.clusters_a + difference.clusters_b,
+                alpha=1.0 - difference.interval.confidence_level,
+                n_star=SEQUENCE_N_STAR,
+            )
+            sequence = Interval(
+                difference.estimate - half,
+                difference.estimate + half,
+                difference.interval.confidence_level,
+            )
             if se > 0.0:
                 mde = minimum_detectable_effect_from_se(se, alpha=MDE_ALPHA, power=MDE_POWER)
+        # The one verdict rule, read off the always-valid interval.
+        word = _LIFT_WORDS[verdict(dataclasses.replace(difference, interval=sequence))]
+        if not aa.sufficient:
+            word = INSUFFICIENT
     result = LiftResult(
         workspace_id=workspace_id,
         claim_type=claim_type,
@@ -331,6 +381,8 @@ def live_lift(
         mde=mde,
         message="",
         mixed_clusters=len(mixed),
+        checks=checks,
+        sequence=sequence,
     )
     return dataclasses.replace(result, message=_message(result))
 
@@ -387,6 +439,17 @@ def _difference_json(difference: UnpairedDifference | None) -> dict[str, Any] | 
     }
 
 
+def _sequence_json(sequence: Interval | None) -> dict[str, Any] | None:
+    if sequence is None:
+        return None
+    return {
+        "interval": [round(sequence.low, 6), round(sequence.high, 6)],
+        "confidenceLevel": sequence.confidence_level,
+        "nStar": SEQUENCE_N_STAR,
+        "method": "asymptotic confidence sequence, normal-mixture boundary (always valid)",
+    }
+
+
 def _scope_words(scope: dict[str, str | None]) -> str:
     named = {
         "claim_type": "claim type",
@@ -428,6 +491,19 @@ def _message(result: LiftResult) -> str:
         if result.mixed_clusters
         else ""
     )
+    failures = [] if result.checks is None else result.checks.failures()
+    if result.verdict == PARKED and failures:
+        return (
+            f"{head}parked. The checks run before a lift is read failed: "
+            f"{'; '.join(failures)}. The instrument is parked and no lift is read. "
+            f"{arms}{mixed}"
+        )
+    unchecked = (
+        " The sample-ratio and assignment checks did not run (no split configuration of "
+        "this epoch was given): this reading is unchecked."
+        if result.checks is not None and not result.checks.complete
+        else ""
+    )
     if result.verdict == PARKED:
         return (
             f"{head}parked. The A/A check failed: {aa.false_positives} of {aa.splits} random "
@@ -437,16 +513,23 @@ def _message(result: LiftResult) -> str:
             f"and no lift is read. {arms}{mixed}"
         )
     difference = result.difference
-    interval = None if difference is None else difference.interval
+    interval = result.sequence
     if interval is None or difference is None or difference.estimate is None:
         return (
             f"{head}{INSUFFICIENT}: each arm needs at least {MIN_N} resolved outcomes in at "
             f"least {MIN_N} clusters. {arms} No lift has been established yet; this does not "
             f"imply a lift.{mixed}"
         )
+    fixed = difference.interval
+    one_look = (
+        f"; the one-look bootstrap interval is [{fixed.low:+.3f}, {fixed.high:+.3f}]"
+        if fixed is not None
+        else ""
+    )
     lift = (
-        f"lift {difference.estimate:+.3f}, {interval.confidence_level:.0%} interval "
-        f"[{interval.low:+.3f}, {interval.high:+.3f}], n = {difference.n_b} treated and "
+        f"lift {difference.estimate:+.3f}, always-valid {interval.confidence_level:.0%} "
+        f"interval [{interval.low:+.3f}, {interval.high:+.3f}] (a confidence sequence: valid "
+        f"however often it is read{one_look}), n = {difference.n_b} treated and "
         f"{difference.n_a} {CONTROL_ARM} resolved outcomes"
     )
     mde = (
@@ -470,5 +553,5 @@ def _message(result: LiftResult) -> str:
     }[result.verdict]
     return (
         f"{head}{meaning}; {lift}. {arms}{mde} A/A check passed ({aa.false_positives} of "
-        f"{aa.splits} halves declared a difference).{mixed}"
+        f"{aa.splits} halves declared a difference).{unchecked}{mixed}"
     )

@@ -21,6 +21,8 @@ column                required  what
 ``candidate``         no        the lever a treated request was served
 ``baseline_head``     no        the bound baseline (a change invalidates a confirmation)
 ``app_config``        no        the application config hash (likewise)
+``key_source``        no        ``Assignment.key_source`` (artifact | trace | conversation
+                                | request), for the cluster-size check
 ====================  ========  ====================================================
 """
 
@@ -49,7 +51,8 @@ REQUIRED = (
     "source",
     "outcome",
 )
-OPTIONAL = ("artifact_key", "candidate", "baseline_head", "app_config")
+OPTIONAL = ("artifact_key", "candidate", "baseline_head", "app_config", "key_source")
+KEY_SOURCES = ("artifact", "trace", "conversation", "request")
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 ERRORS_SHOWN = 10
 # The first day the daily partitions cover: an older row has no partition to land in.
@@ -101,6 +104,12 @@ def _schema() -> Any:
     columns["outcome"] = pa.Column(bool, nullable=True)
     for name in OPTIONAL:
         columns[name] = pa.Column(str, nullable=True, required=False)
+    columns["key_source"] = pa.Column(
+        str,
+        nullable=True,
+        required=False,
+        checks=[pa.Check.isin(KEY_SOURCES, error=f"must be one of {', '.join(KEY_SOURCES)}")],
+    )
     return pa.DataFrameSchema(columns, strict=False)
 
 

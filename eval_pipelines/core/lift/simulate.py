@@ -86,6 +86,7 @@ def simulate_traffic(
                         "candidate": config.lever if assignment.arm == "treated" else None,
                         "baseline_head": baseline_head,
                         "app_config": app_config,
+                        "key_source": assignment.key_source,
                     }
                 )
     return rows

@@ -201,3 +201,18 @@ def test_confirmation_states_are_checked(status, reason, message):
 
 def test_invalidation_reasons_are_the_named_three():
     assert INVALIDATION_REASONS == ("stale_head", "app_config_changed", "epoch_changed")
+
+
+def test_evidence_names_come_from_the_classes(screening, ci, superior_lift):
+    from eval_pipelines.core.lift.evidence import evidence_name
+
+    live = LiveConfirmation(claim_id="claim-1", lift=superior_lift)
+    assert [evidence_name(e) for e in (screening, ci, live)] == [
+        "offline_screening",
+        "application_ci",
+        "live_confirmation",
+    ]
+    assert evidence_name(LiveConfirmation) == "live_confirmation"
+    assert screening.to_json()["kind"] == "offline_screening"
+    with pytest.raises(TypeError, match="not staged evidence"):
+        evidence_name({"kind": "live_confirmation"})

@@ -345,16 +345,18 @@ def test_mde_is_the_power_diagnostic_of_the_bootstrap_standard_error(lifted_traf
 
 
 def test_the_mde_never_decides_the_verdict():
-    # Unclustered, 2,000 a side: 0.600 against 0.6355 (a lift of 0.0355). The standard
-    # error is sqrt(0.24 / 2000 + 0.2316 / 2000) = 0.01536, so the lower bound is about
-    # 0.0355 - 1.96 x 0.01536 = +0.0054 > 0: superior, although the estimate is below the
-    # MDE of 2.8 x 0.01536 = 0.043. The verdict reads the interval, never the MDE.
+    # Unclustered, 2,000 a side: 0.600 against 0.645 (a lift of 0.045). The standard error
+    # is sqrt(0.24 / 2000 + 0.228975 / 2000) = 0.01531, so the MDE is 2.8 x 0.01531 = 0.0429,
+    # below the estimate; but the always-valid interval at 4,000 units is 3.061 standard
+    # errors wide on each side (core.stats.sequential), 0.045 - 0.0469 < 0: not established.
+    # The verdict reads the interval, never the MDE.
     result = live_lift(
-        plain_events(1_271, 2_000, 1_200, 2_000), workspace_id="w1", epoch="e1", rng=0
+        plain_events(1_290, 2_000, 1_200, 2_000), workspace_id="w1", epoch="e1", rng=0
     )
-    assert result.verdict == SUPERIOR
-    assert result.difference.estimate < result.mde
-    assert result.mde == pytest.approx(2.8016 * 0.01536, rel=0.06)
+    assert result.verdict == NOT_ESTABLISHED
+    assert result.difference.estimate > result.mde
+    assert result.mde == pytest.approx(2.8016 * 0.01531, rel=0.06)
+    assert result.difference.interval.low > 0  # the one-look interval alone would say superior
     # And with no lift the MDE is still reported, while the verdict says not established.
     flat = live_lift(plain_events(1_200, 2_000, 1_200, 2_000), workspace_id="w1", epoch="e1", rng=0)
     assert flat.verdict == NOT_ESTABLISHED and flat.mde == pytest.approx(result.mde, rel=0.06)
