@@ -26,7 +26,9 @@ column                required  what
 
 from __future__ import annotations
 
-from datetime import date
+import io
+import json
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,51 @@ ERRORS_SHOWN = 10
 FIRST_DAY = date(2020, 1, 1)
 _RULES = {"not_nullable": "must be present", "field_uniqueness": "must be unique in the file"}
 _TEXT = tuple(c for c in REQUIRED if c not in ("timestamp", "outcome"))
+# The file line of each JSON Lines row (blank lines are skipped but still counted).
+LINE_COLUMN = "__file_line__"
+
+
+def _jsonl(path: Path) -> pl.DataFrame:
+    """The rows of a JSON Lines file, each with its 1-based line in the file: a blank line is
+    skipped (it still counts), a line that is not a JSON object is refused by its number."""
+    lines = path.read_bytes().split(b"\n")
+    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    if not numbers:
+        raise InputError("--file", str(path), "the log has no rows (only blank lines)")
+    body = b"\n".join(lines[n - 1] for n in numbers)
+    try:
+        frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as error:
+        for n in numbers:
+            try:
+                value = json.loads(lines[n - 1])
+            except ValueError as bad:
+                raise InputError("--file", str(path), f"line {n}: not valid JSON ({bad})") from None
+            if not isinstance(value, dict):
+                raise InputError(
+                    "--file", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"
+                ) from None
+        raise error
+    if frame.height != len(numbers):
+        raise InputError(
+            "--file",
+            str(path),
+            f"{len(numbers)} non-blank lines were read as {frame.height} rows; one JSON object "
+            "per line",
+        )
+    return frame.with_columns(pl.Series(LINE_COLUMN, numbers, dtype=pl.Int64))
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    """An ISO 8601 timestamp as naive UTC (UTC when it has no offset), None when it is not one.
+    Each value is read on its own: a file may mix values with and without an offset."""
+    if text is None:
+        return None
+    try:
+        stamp = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo is not None else stamp
 
 
 def read_log(path: Path | str) -> pl.DataFrame:
@@ -73,7 +120,7 @@ def read_log(path: Path | str) -> pl.DataFrame:
     try:
         if kind == "parquet":
             return pl.read_parquet(path)
-        return pl.read_ndjson(path, infer_schema_length=None)
+        return _jsonl(path)
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError("--file", str(path), f"could not be read as {kind}: {first}") from None
@@ -125,8 +172,7 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
             casts.append(pl.col(name).cast(pl.String))
         elif dtype != pl.String:
             bad = frame.with_row_index("__row").filter(pl.col(name).is_not_null())
-            if bad.height:
-                row = bad.row(0, named=True)
+            for row in bad.iter_rows(named=True):
                 problems.append((row["__row"], name, row[name], "must be a string"))
             casts.append(pl.col(name).cast(pl.String))
     outcome = frame.schema["outcome"]
@@ -137,7 +183,7 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         bad = frame.with_row_index("__row").filter(
             pl.col("outcome").is_not_null() & ~text.is_in(["true", "false"])
         )
-        for item in bad.head(ERRORS_SHOWN).iter_rows(named=True):
+        for item in bad.iter_rows(named=True):
             problems.append(
                 (item["__row"], "outcome", item["outcome"], "must be true, false or null")
             )
@@ -149,21 +195,19 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         if stamp.time_zone is not None:
             parsed = pl.col("timestamp").dt.convert_time_zone("UTC")
     else:
-        parsed = (
-            pl.col("timestamp")
-            .cast(pl.String)
-            .str.to_datetime(time_zone="UTC", strict=False, time_unit="us")
-        )
+        texts = frame.get_column("timestamp").cast(pl.String).to_list()
+        stamps = pl.Series("timestamp", [_timestamp(t) for t in texts], dtype=pl.Datetime("us"))
+        parsed = pl.lit(stamps).dt.replace_time_zone("UTC")
     typed = frame.with_columns(*casts, parsed.dt.cast_time_unit("us").alias("timestamp"))
     unparsed = frame.with_row_index("__row").filter(
         typed.get_column("timestamp").is_null() & frame.get_column("timestamp").is_not_null()
     )
-    for row in unparsed.head(ERRORS_SHOWN).iter_rows(named=True):
+    for row in unparsed.iter_rows(named=True):
         problems.append((row["__row"], "timestamp", row["timestamp"], "must be ISO 8601"))
     early = frame.with_row_index("__row").filter(
         typed.get_column("timestamp").dt.date() < FIRST_DAY
     )
-    for row in early.head(ERRORS_SHOWN).iter_rows(named=True):
+    for row in early.iter_rows(named=True):
         rule = f"must be on or after {FIRST_DAY.isoformat()}, the first day lift partitions cover"
         problems.append((row["__row"], "timestamp", row["timestamp"], rule))
     return typed, problems
@@ -200,8 +244,13 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
             if (row, column) not in seen and not seen.add((row, column))  # type: ignore[func-returns-value]
         ]
         label = _line_label(kind)
+        lines = (
+            frame.get_column(LINE_COLUMN).to_list()
+            if LINE_COLUMN in frame.columns
+            else range(1, frame.height + 1)
+        )
         shown = "; ".join(
-            f"{label} {row + 1}: {column}={value!r}: {rule}"
+            f"{label} {lines[row] if row >= 0 else '?'}: {column}={value!r}: {rule}"
             for row, column, value, rule in problems[:ERRORS_SHOWN]
         )
         more = len(problems) - ERRORS_SHOWN
@@ -211,11 +260,12 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
             shown + (f"; and {more} more" if more > 0 else "") + " (nothing was ingested)",
         )
     extra = [pl.lit(None, pl.String).alias(c) for c in OPTIONAL if c not in typed.columns]
-    return (
-        typed.with_columns(*extra)
-        .with_row_index("line", offset=1)
-        .with_columns(day=pl.col("timestamp").dt.date())
-    )
+    typed = typed.with_columns(*extra)
+    if LINE_COLUMN in typed.columns:
+        typed = typed.rename({LINE_COLUMN: "line"})
+    else:
+        typed = typed.with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+    return typed.with_columns(day=pl.col("timestamp").dt.date())
 
 
 def mixed_artifacts(events: pl.DataFrame) -> pl.DataFrame:
