@@ -38,12 +38,27 @@ def test_a_holdout_outside_the_band_is_refused_and_nothing_is_written(workdir: P
 def test_a_change_of_split_starts_a_new_epoch(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
+    # Settings equal to the defaults (e1, 10%, no lever) keep e1: nothing moved.
+    same = lift.set_settings("other", holdout_fraction=0.10)
+    assert (same["epoch"], same["newEpoch"]) == ("e1", False)
     first = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    assert (first["epoch"], first["newEpoch"]) == ("e1", False)
-    assert lift.set_settings("ws", holdout_fraction=0.10)["epoch"] == "e1"  # unchanged
+    assert (first["epoch"], first["newEpoch"]) == ("e2", True)  # the lever split the traffic
+    assert lift.set_settings("ws", holdout_fraction=0.10)["epoch"] == "e2"  # unchanged
     second = lift.set_settings("ws", holdout_fraction=0.20)
-    assert (second["epoch"], second["newEpoch"]) == ("e2", True)
+    assert (second["epoch"], second["newEpoch"]) == ("e3", True)
+    assert lift.config_for("ws").epoch == "e3"
+
+
+def test_the_first_settings_change_from_the_defaults_starts_a_new_epoch(workdir: Path) -> None:
+    """Requests assigned before any `lift settings` were stamped e1 at the default 10%; a
+    first change of the split must not keep e1, or two splits pool under one epoch."""
+    from eval_pipelines.api import lift
+
+    assert lift.config_for("ws").epoch == "e1"  # what assignment stamps with the defaults
+    first = lift.set_settings("ws", holdout_fraction=0.20)
+    assert (first["epoch"], first["newEpoch"]) == ("e2", True)
     assert lift.config_for("ws").epoch == "e2"
+    assert lift.config_for("ws").holdout_fraction == 0.20
 
 
 def test_a_known_true_lift_is_confirmed_with_its_interval_and_n(workdir: Path) -> None:
@@ -160,17 +175,19 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
 def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
-    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    lift.ingest(write_log(workdir / "e1.jsonl", LEVER, true_lift=0.08, seed=4))
+    started = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")["epoch"]
+    assert started == "e2"  # the lever changed the defaults' split
+    lever = LiftConfig("ws", started, 0.10, lever="memo-v2")
+    lift.ingest(write_log(workdir / "e1.jsonl", lever, true_lift=0.08, seed=4))
     (confirmed,) = lift.report()["claims"]
     assert confirmed["status"] == "confirmed"
     epoch = lift.set_settings("ws", holdout_fraction=0.20)["epoch"]
-    assert epoch == "e2"
+    assert epoch == "e3"
     # The new epoch's rows carry the same dates as the old ones: time alone cannot say which
     # epoch is current; the workspace's settings do.
     newer = LiftConfig("ws", epoch, 0.20, lever="memo-v2")
     lift.ingest(write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2))
     claims = {c["epoch"]: c for c in lift.report()["claims"]}
-    assert claims["e1"] == {**confirmed, "updatedAt": claims["e1"]["updatedAt"]}
-    assert claims["e1"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
-    assert claims["e2"]["status"] == "open" and claims["e2"]["reason"] is None
+    assert claims["e2"] == {**confirmed, "updatedAt": claims["e2"]["updatedAt"]}
+    assert claims["e2"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
+    assert claims["e3"]["status"] == "open" and claims["e3"]["reason"] is None

@@ -77,9 +77,9 @@ def test_refusals_are_one_line_with_exit_2(
 
 def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "lift", "settings", "--workspace", "ws", "--lever", "memo-v2")
-    assert code == 0 and "epoch e1" in out
+    assert code == 0 and "epoch e2 (new: the split changed)" in out  # from the defaults' e1
     log = write_log(
-        workdir / "week.jsonl", LiftConfig("ws", "e1", lever="memo-v2"), true_lift=0.08, seed=4
+        workdir / "week.jsonl", LiftConfig("ws", "e2", lever="memo-v2"), true_lift=0.08, seed=4
     )
     code, out, err = cli(capsys, "lift", "ingest", log)
     assert code == 0, err
@@ -87,5 +87,5 @@ def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[st
     code, out, _ = cli(capsys, "lift", "report")
     assert code == 0 and "verdict superior, confirmed" in out and "A/A: " in out
     code, out, _ = cli(capsys, "lift", "ledger")
-    assert out.startswith("ws/invoice_coding/e1/memo-v2: treated − lever_holdout +0.0")
+    assert out.startswith("ws/invoice_coding/e2/memo-v2: treated − lever_holdout +0.0")
     assert "n " in out and "clusters" in out and "no offline screening" in out

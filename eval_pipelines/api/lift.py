@@ -113,7 +113,9 @@ def set_settings(
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
-    starts a new exposure epoch, so observations of two splits are never pooled."""
+    (from the stored settings, or from the defaults assignment uses before any: e1, 10%, no
+    lever, share 0.5) starts a new exposure epoch, so observations of two splits are never
+    pooled."""
     # Every value given is checked (as a config would be) before anything is opened; the
     # others come from the stored, already valid, settings.
     LiftConfig(
@@ -138,7 +140,9 @@ def set_settings(
             if lever_holdout_share is not None
             else before.lever_holdout_share,
         )
-        changed = stored is not None and after != before
+        # Before any settings, assignment stamps the defaults (e1 at 10%, no lever): a first
+        # change from them is a change of split too, or e1 would pool two splits.
+        changed = after != before
         if changed:
             after = replace(after, epoch=_next_epoch(before.epoch))
         storage.save_settings(conn, after)
