@@ -191,3 +191,42 @@ def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdi
     assert claims["e2"] == {**confirmed, "updatedAt": claims["e2"]["updatedAt"]}
     assert claims["e2"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
     assert claims["e3"]["status"] == "open" and claims["e3"]["reason"] is None
+
+
+def _row(i: int, workspace: str, arm: str, artifact: str, **changes: object) -> dict[str, object]:
+    return {
+        "timestamp": "2026-11-24T10:00:00Z",
+        "request_id": f"{workspace}-r{i}",
+        "workspace_id": workspace,
+        "cluster": f"{workspace}-c{i}",
+        "exposure_arm": arm,
+        "exposure_epoch": "e1",
+        "claim_type": "coding",
+        "situation_class": "single",
+        "source": "declared",
+        "outcome": bool(i % 2),
+        "artifact_key": artifact,
+        "candidate": "memo-v2" if arm == "treated" else None,
+        **changes,
+    }
+
+
+def test_an_artifact_consistent_in_each_workspace_is_not_mixed(workdir: Path) -> None:
+    """The same artifact key, treated in one workspace and lever_holdout in another, is two
+    artifacts each consistent in its own (workspace, epoch): none of its rows is left out."""
+    from eval_pipelines.api import lift
+
+    rows = [_row(i, "ws-a", "treated", "shared") for i in range(4)]
+    rows += [_row(i, "ws-a", "lever_holdout", f"own-{i}") for i in range(4, 8)]
+    rows += [_row(i, "ws-b", "lever_holdout", "shared") for i in range(4)]
+    rows += [_row(i, "ws-b", "treated", f"own-{i}") for i in range(4, 8)]
+    # A really mixed artifact: within ws-b/e1 its requests disagree.
+    rows += [_row(8, "ws-b", "treated", "split"), _row(9, "ws-b", "lever_holdout", "split")]
+    log = workdir / "two.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert lift.ingest(log)["mixedArtifacts"] == 1
+    report = lift.report()
+    assert (report["mixedArtifacts"], report["rowsLeftOutAsMixed"]) == (1, 2)
+    claims = {c["workspaceId"]: c for c in report["claims"]}
+    assert (claims["ws-a"]["nTreated"], claims["ws-a"]["nControl"]) == (4, 4)
+    assert (claims["ws-b"]["nTreated"], claims["ws-b"]["nControl"]) == (4, 4)

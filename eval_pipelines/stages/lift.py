@@ -20,7 +20,13 @@ import polars as pl
 
 from eval_pipelines.core.lift.evidence import Baseline, Confirmation, check_baseline
 from eval_pipelines.core.lift.lift import PARKED, SUPERIOR, LiftResult, live_lift
-from eval_pipelines.core.lift.logs import SUFFIXES, mixed_artifacts, read_log, validate_log
+from eval_pipelines.core.lift.logs import (
+    MIXED_SCOPE,
+    SUFFIXES,
+    mixed_artifacts,
+    read_log,
+    validate_log,
+)
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
 from eval_pipelines.storage import evaluations
 from eval_pipelines.storage import lift as storage
@@ -259,9 +265,9 @@ def build_report(
     """Every scope's lift (per workspace, claim type and epoch), with its rollup cells; the
     ledger updated (inside the caller's transaction). Mixed artifacts are left out."""
     events = storage.events(conn)
-    mixed = mixed_artifacts(events) if events.height else pl.DataFrame({"artifact_key": []})
-    is_mixed = pl.col("artifact_key").is_in(mixed.get_column("artifact_key").implode())
-    eligible = events.filter(~is_mixed.fill_null(False))
+    mixed = mixed_artifacts(events)
+    # Mixed within its (workspace, epoch) only: the same key elsewhere is another artifact.
+    eligible = events.join(mixed.select(MIXED_SCOPE), on=list(MIXED_SCOPE), how="anti")
     now = datetime.now(UTC).replace(tzinfo=None)
     screenings = evaluations.reports_newest_first(conn, "holdout")  # read once per report
     claims: list[storage.Claim] = []

@@ -268,9 +268,15 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
     return typed.with_columns(day=pl.col("timestamp").dt.date())
 
 
+MIXED_SCOPE = ("workspace_id", "exposure_epoch", "artifact_key")
+
+
 def mixed_artifacts(events: pl.DataFrame) -> pl.DataFrame:
-    """Artifacts whose requests disagree on their arm (ineligible to anchor a contrast):
-    ``artifact_key`` and the arms seen."""
+    """Artifacts whose requests disagree on their arm within one workspace and epoch
+    (ineligible to anchor a contrast there): ``workspace_id``, ``exposure_epoch``,
+    ``artifact_key`` and the arms seen. An artifact key is a workspace's own, and a new epoch
+    is a new split (membership may move): the same key consistent in each of two workspaces,
+    or in each of two epochs, is not mixed."""
     keyed = events.filter(pl.col("artifact_key").is_not_null())
-    arms = keyed.group_by("artifact_key").agg(pl.col("exposure_arm").unique().sort().alias("arms"))
-    return arms.filter(pl.col("arms").list.len() > 1).sort("artifact_key")
+    arms = keyed.group_by(*MIXED_SCOPE).agg(pl.col("exposure_arm").unique().sort().alias("arms"))
+    return arms.filter(pl.col("arms").list.len() > 1).sort(*MIXED_SCOPE)

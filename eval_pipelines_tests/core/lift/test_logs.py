@@ -90,6 +90,8 @@ def test_parquet_logs_name_rows(tmp_path: Path) -> None:
 def test_an_artifact_whose_requests_disagree_is_mixed() -> None:
     frame = pl.DataFrame(
         {
+            "workspace_id": ["ws"] * 5,
+            "exposure_epoch": ["e1"] * 5,
             "artifact_key": ["a1", "a1", "a2", "a2", None],
             "exposure_arm": ["treated", "holdout", "treated", "treated", "holdout"],
         }
@@ -97,6 +99,32 @@ def test_an_artifact_whose_requests_disagree_is_mixed() -> None:
     mixed = mixed_artifacts(frame)
     assert mixed.get_column("artifact_key").to_list() == ["a1"]
     assert mixed.get_column("arms").to_list() == [["holdout", "treated"]]
+
+
+def test_an_artifact_is_mixed_only_within_one_workspace_and_epoch() -> None:
+    # "a1" is treated in ws-a and lever_holdout in ws-b (each consistent in its workspace);
+    # "a2" moved arm when ws-a's split changed epoch; "a3" disagrees within ws-b/e1.
+    frame = pl.DataFrame(
+        {
+            "workspace_id": ["ws-a", "ws-a", "ws-b", "ws-b", "ws-a", "ws-a", "ws-b", "ws-b"],
+            "exposure_epoch": ["e1", "e1", "e1", "e1", "e1", "e2", "e1", "e1"],
+            "artifact_key": ["a1", "a1", "a1", "a1", "a2", "a2", "a3", "a3"],
+            "exposure_arm": [
+                "treated",
+                "treated",
+                "lever_holdout",
+                "lever_holdout",
+                "treated",
+                "lever_holdout",
+                "treated",
+                "holdout",
+            ],
+        }
+    )
+    mixed = mixed_artifacts(frame)
+    assert mixed.select("workspace_id", "exposure_epoch", "artifact_key").rows() == [
+        ("ws-b", "e1", "a3")
+    ]
 
 
 def test_timestamps_with_and_without_an_offset_mix_in_one_file(tmp_path: Path) -> None:
