@@ -230,3 +230,56 @@ def test_an_artifact_consistent_in_each_workspace_is_not_mixed(workdir: Path) ->
     claims = {c["workspaceId"]: c for c in report["claims"]}
     assert (claims["ws-a"]["nTreated"], claims["ws-a"]["nControl"]) == (4, 4)
     assert (claims["ws-b"]["nTreated"], claims["ws-b"]["nControl"]) == (4, 4)
+
+
+def _with_head(path: Path, head: str, *, arm: str | None = None) -> Path:
+    """The log with ``baseline_head`` set to ``head`` (on the rows of ``arm`` only, if given)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        if arm is None or row["exposure_arm"] == arm:
+            row["baseline_head"] = head
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_deploy_and_rollback_between_two_reports_invalidates(workdir: Path) -> None:
+    """h1 -> h2 -> h1: the first and last heads agree, but h2 traffic was served in between;
+    pooling it would credit an unrelated deploy."""
+    from eval_pipelines.api import lift
+
+    lift.ingest(write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=2))
+    (opened,) = lift.report()["claims"]
+    assert opened["status"] == "open" and opened["baseline"]["head"] == "baseline-7f3a"
+    for name, day, head in (("b", 25, "deploy-h2"), ("c", 26, "baseline-7f3a")):
+        log = write_log(workdir / f"{name}.jsonl", LEVER, true_lift=0.0, seed=day, days=1,
+                        first_day=_day(day))  # fmt: skip
+        lift.ingest(_with_head(log, head))
+    (claim,) = lift.report()["claims"]
+    assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
+
+
+def test_a_head_change_in_treated_rows_only_invalidates(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    lift.ingest(write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=2))
+    assert lift.report()["claims"][0]["status"] == "open"
+    later = write_log(workdir / "b.jsonl", LEVER, true_lift=0.0, seed=8, days=1,
+                      first_day=_day(25))  # fmt: skip
+    lift.ingest(_with_head(later, "deploy-h2", arm="treated"))
+    (claim,) = lift.report()["claims"]
+    assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
+
+
+def test_a_head_that_changes_within_the_first_report_invalidates(workdir: Path) -> None:
+    """No report ran in between: the rows themselves hold h1, then h2, then h1 again."""
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=3)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    for row in rows:
+        if row["timestamp"].startswith("2026-11-24"):
+            row["baseline_head"] = "deploy-h2"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lift.ingest(log)
+    (claim,) = lift.report()["claims"]
+    assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")

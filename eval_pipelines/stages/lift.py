@@ -152,17 +152,39 @@ def _current_epoch(conn: duckdb.DuckDBPyConnection, events: pl.DataFrame, worksp
     return str(rows.get_column("exposure_epoch")[-1])
 
 
-def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
-    """The baseline control rows were served under: their first (bound) or last (current)
-    head and application config."""
-    control = rows.filter(pl.col("exposure_arm") == "lever_holdout").sort("ts")
-    pick = 0 if first else -1
+def _contrasted(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.filter(pl.col("exposure_arm").is_in(["treated", "lever_holdout"])).sort("ts")
+
+
+def _bound_baseline(rows: pl.DataFrame, epoch: str) -> Baseline:
+    """The baseline a new claim opens under: the head and application config of its first
+    contrasted (treated or lever_holdout) row that names one."""
 
     def value(column: str) -> str:
-        known = control.get_column(column).drop_nulls()
-        return str(known[pick]) if len(known) else ""
+        known = _contrasted(rows).get_column(column).drop_nulls()
+        return str(known[0]) if len(known) else ""
 
     return Baseline(head=value("baseline_head"), app_config=value("app_config"), epoch=epoch)
+
+
+def _current_baseline(rows: pl.DataFrame, bound: Baseline, epoch: str) -> Baseline:
+    """What the claim's rows were served under, against its bound baseline: the first head
+    (and application config) among ALL its treated and lever_holdout rows that differs from
+    the bound one, else the bound one. Every row is looked at, not the first and last only,
+    so a deploy followed by a rollback (h1 -> h2 -> h1) still shows h2, and a head change in
+    the treated rows alone counts as much as one in the control rows."""
+    contrasted = _contrasted(rows)
+
+    def value(column: str, bound_value: str) -> str:
+        known = contrasted.get_column(column).drop_nulls()
+        moved = known.filter(known != bound_value) if bound_value else known
+        return str(moved[0]) if len(moved) else bound_value
+
+    return Baseline(
+        head=value("baseline_head", bound.head),
+        app_config=value("app_config", bound.app_config),
+        epoch=epoch,
+    )
 
 
 def offline_screening(
@@ -213,12 +235,9 @@ def _claim(
     bound = (
         Baseline(existing.baseline_head or "", existing.app_config or "", scope.epoch)
         if existing is not None
-        else _baseline(rows, scope.epoch, first=True)
+        else _bound_baseline(rows, scope.epoch)
     )
-    current = _baseline(rows, newest_epoch, first=False)
-    current = Baseline(
-        current.head or bound.head, current.app_config or bound.app_config, newest_epoch
-    )
+    current = _current_baseline(rows, bound, newest_epoch)
     if existing is not None and existing.status in SETTLED:
         return existing  # a confirmed or invalidated claim is history: kept as it was settled
     confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
