@@ -59,7 +59,7 @@ def lift_logs(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     day = date.fromisoformat(context.partition_key)
-    with warehouse.connect() as conn, transaction(conn):
+    with warehouse.connect(create=True) as conn, transaction(conn):
         stage.refresh_days(conn, [day])
         summary = stage.day_summary(conn, day)
     return dg.MaterializeResult(metadata=_day_metadata(summary))
@@ -82,7 +82,8 @@ def lift_logs(
 def lift_report(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    with warehouse.connect() as conn, transaction(conn):
+    # The daily report may run before any log or case made the warehouse: lift's schema will do.
+    with warehouse.connect(create=True) as conn, transaction(conn):
         report, claims = stage.build_report(conn)
         markdown = stage.report_markdown(report)
         storage.save_report(conn, context.run_id, context.run_id, report, markdown)
@@ -133,11 +134,13 @@ def ingest_lift_log(
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
-        with warehouse.connect() as conn:
-            ingested = stage.ingest_file(conn, config.path)
-            summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
+        events = stage.read_events(config.path)
     except InputError as error:
         raise refusal(error) from None
+    # A lift-only set-up has no case, so maybe no warehouse yet: lift needs only its schema.
+    with warehouse.connect(create=True) as conn:
+        ingested = stage.ingest_file(conn, config.path, events)
+        summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
     for day, summary in summaries.items():
         context.log_event(
             dg.AssetMaterialization(

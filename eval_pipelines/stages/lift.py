@@ -89,12 +89,22 @@ def refresh_days(conn: duckdb.DuckDBPyConnection, days: Iterable[date]) -> None:
         storage.replace_day_cells(conn, day, day_cells(storage.events(conn, day=day)))
 
 
-def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path | str) -> Ingested:
-    """Validate the whole file, then store it in one transaction (nothing of a bad file is
-    kept; the same content again changes nothing)."""
+def read_events(path: Path | str) -> pl.DataFrame:
+    """The file's validated rows (InputError naming each bad line): read before the
+    warehouse is opened, so a refused file writes nothing, not even an empty warehouse."""
     path = Path(path).absolute()
-    frame = read_log(path)
-    events = validate_log(frame, kind=SUFFIXES[path.suffix.lower()])
+    return validate_log(read_log(path), kind=SUFFIXES[path.suffix.lower()])
+
+
+def ingest_file(
+    conn: duckdb.DuckDBPyConnection, path: Path | str, events: pl.DataFrame | None = None
+) -> Ingested:
+    """Validate the whole file (unless ``events`` are its :func:`read_events`), then store it
+    in one transaction (nothing of a bad file is kept; the same content again changes
+    nothing)."""
+    path = Path(path).absolute()
+    if events is None:
+        events = read_events(path)
     file_id = file_id_of(path)
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height

@@ -125,3 +125,48 @@ def test_today_has_a_partition_so_a_log_of_the_day_so_far_lands_in_it() -> None:
 
     today = datetime.now(UTC).date().isoformat()
     assert lift_days.get_last_partition_key() == today
+
+
+def test_the_sensor_ingests_into_a_lift_only_set_up_with_no_warehouse_yet(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No case was ever created: the sensor's run creates the warehouse and its schema instead
+    of failing with "create a case first" (a failed run keeps its run key: never retried)."""
+    inbox = workdir / "inbox"
+    inbox.mkdir()
+    monkeypatch.setenv(settings.LIFT_INBOX_ENV, str(inbox))
+    bad = inbox / "a-bad.jsonl"
+    bad.write_text('{"timestamp": "2026-11-23T10:00:00Z"}\n')
+    log = write_log(inbox / "day.jsonl", LEVER, true_lift=0.0, days=1)
+    assert not settings.warehouse_path().exists()
+    with dg.instance_for_test() as instance:
+        with dg.build_sensor_context(instance=instance) as context:
+            result = lift_log_sensor(context)
+        assert isinstance(result, dg.SensorResult)
+        outcomes = {}
+        for request in result.run_requests or []:
+            run = lift_ingest_job.execute_in_process(
+                instance=instance,
+                run_config=request.run_config,
+                resources=RESOURCES,
+                raise_on_error=False,
+            )
+            outcomes[Path(request.run_config["ops"]["ingest_lift_log"]["config"]["path"])] = run
+            if request.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(bad):
+                # A refused file creates nothing, not even an empty warehouse.
+                assert not run.success and not settings.warehouse_path().exists()
+    assert outcomes[log].success and not outcomes[bad].success
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM lift_events").fetchone()
+    assert rows == (len(log.read_text().splitlines()),)
+    # The daily report runs on a lift-only set-up too.
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([lift_report], instance=instance, resources=RESOURCES).success
+
+
+def test_the_daily_report_runs_before_any_warehouse_exists(workdir: Path) -> None:
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([lift_report], instance=instance, resources=RESOURCES)
+    assert result.success
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM lift_claims").fetchone() == (0,)
