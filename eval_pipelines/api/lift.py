@@ -37,9 +37,15 @@ def _open(warehouse: Path | str | None, *, read_only: bool = False, create: bool
 
 
 def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> storage.Settings | None:
+    """The workspace's committed settings, read from the copy ``lift settings`` publishes
+    beside the warehouse: assignment never opens the DuckDB file, so it does not wait on a
+    process writing it. A warehouse from before that copy existed is read (and may wait)."""
     path = resolve_warehouse(warehouse)
     if not path.exists():
-        return None
+        return None  # a copy left beside a removed warehouse is not its settings
+    published = storage.published_settings(path)
+    if published is not None:
+        return published.get(workspace_id)
     with _open(warehouse, read_only=True) as conn:
         return storage.settings(conn, workspace_id)
 
@@ -125,7 +131,23 @@ def set_settings(
         lever,
         lever_holdout_share if lever_holdout_share is not None else 0.5,
     )
-    with _open(warehouse, create=True) as conn, transaction(conn):
+    with _open(warehouse, create=True) as conn:
+        after, changed = _save_settings(
+            conn, workspace_id, holdout_fraction, lever, clear_lever, lever_holdout_share
+        )
+        storage.publish_settings(conn, resolve_warehouse(warehouse))
+    return {**after.to_json(), "newEpoch": changed}
+
+
+def _save_settings(
+    conn: Any,
+    workspace_id: str,
+    holdout_fraction: float | None,
+    lever: str | None,
+    clear_lever: bool,
+    lever_holdout_share: float | None,
+) -> tuple[storage.Settings, bool]:
+    with transaction(conn):
         stored = storage.settings(conn, workspace_id)
         before = stored or storage.Settings(
             workspace_id, DEFAULT_HOLDOUT_FRACTION, DEFAULT_EPOCH, None, 0.5
@@ -146,7 +168,7 @@ def set_settings(
         if changed:
             after = replace(after, epoch=_next_epoch(before.epoch))
         storage.save_settings(conn, after)
-    return {**after.to_json(), "newEpoch": changed}
+    return after, changed
 
 
 def _run(job_name: str, run_config: dict[str, Any] | None = None) -> Any:

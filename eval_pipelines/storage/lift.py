@@ -4,8 +4,11 @@ holdout settings, the lift ledger and the reports."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+import tempfile
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -125,6 +128,46 @@ def save_settings(conn: duckdb.DuckDBPyConnection, value: Settings) -> None:
             _now(),
         ],
     )
+
+
+def settings_file(warehouse: Path) -> Path:
+    """Where every workspace's settings are published beside the warehouse, for assignment:
+    serving code reads them without opening the DuckDB file, which another process may hold
+    for writing (DuckDB lets one writing process lock it, readers included)."""
+    return warehouse.with_name(warehouse.name + ".lift-settings.json")
+
+
+def publish_settings(conn: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """Write every workspace's committed settings to :func:`settings_file`, atomically (a
+    reader sees the old file or the new one, never half of one). Call after the settings'
+    transaction committed, with the connection still open, so two writers cannot interleave."""
+    rows = conn.execute(
+        "SELECT workspace_id, holdout_fraction, epoch, lever, lever_holdout_share "
+        "FROM lift_settings ORDER BY workspace_id"
+    ).fetchall()
+    content = {"settings": {row[0]: asdict(Settings(*row)) for row in rows}}
+    target = settings_file(warehouse)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(content, out, indent=1, sort_keys=True)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def published_settings(warehouse: Path) -> dict[str, Settings] | None:
+    """The settings :func:`publish_settings` wrote, by workspace; None when the file is not
+    there (a warehouse from before it was published: read :func:`settings` instead)."""
+    path = settings_file(warehouse)
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return {key: Settings(**value) for key, value in content["settings"].items()}
 
 
 CLAIM_COLUMNS = (
