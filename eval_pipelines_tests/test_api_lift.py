@@ -186,7 +186,9 @@ def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdi
     # The new epoch's rows carry the same dates as the old ones: time alone cannot say which
     # epoch is current; the workspace's settings do.
     newer = LiftConfig("ws", epoch, 0.20, lever="memo-v2")
-    lift.ingest(write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2))
+    lift.ingest(
+        write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2, request_prefix="e2-")
+    )
     claims = {c["epoch"]: c for c in lift.report()["claims"]}
     assert claims["e2"] == {**confirmed, "updatedAt": claims["e2"]["updatedAt"]}
     assert claims["e2"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
@@ -283,3 +285,79 @@ def test_a_head_that_changes_within_the_first_report_invalidates(workdir: Path) 
     lift.ingest(log)
     (claim,) = lift.report()["claims"]
     assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
+
+
+def _stored_rows() -> tuple[int, int]:
+    """(rows stored, distinct request ids stored)."""
+    from eval_pipelines import settings
+    from eval_pipelines.storage.warehouse import connect
+
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        row = conn.execute("SELECT count(*), count(DISTINCT request_id) FROM lift_events")
+        counts = row.fetchone()
+    assert counts is not None
+    return int(counts[0]), int(counts[1])
+
+
+def test_ingest_is_idempotent_per_request_id_whatever_the_file(workdir: Path) -> None:
+    """The same rows as Parquet, with CRLF line ends, with timestamps written with an offset,
+    a subset, or a superset with one new line: each request is stored once."""
+    import polars as pl
+
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=1, seed=11)
+    lines = log.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    n = len(rows)
+    first = lift.ingest(log)
+    assert (first["new"], first["storedRows"], first["skippedRows"]) == (True, n, 0)
+    parquet = workdir / "day.parquet"
+    pl.DataFrame(rows).write_parquet(parquet)
+    crlf = workdir / "crlf.jsonl"
+    crlf.write_bytes("".join(line + "\r\n" for line in lines).encode())
+    shifted = workdir / "offset.jsonl"  # the same instants, written in another zone
+    shifted.write_text(
+        "".join(
+            json.dumps({**r, "timestamp": r["timestamp"].replace("+00:00", "Z")}) + "\n"
+            for r in rows
+        )
+    )
+    subset = workdir / "subset.jsonl"
+    subset.write_text("".join(line + "\n" for line in lines[: n // 2]))
+    for again in (parquet, crlf, shifted, subset):
+        result = lift.ingest(again)
+        assert (result["new"], result["storedRows"], result["skippedRows"]) == (
+            False,
+            0,
+            result["rows"],
+        ), again
+    extra = {**rows[0], "request_id": "req-new-1", "timestamp": "2026-11-23T23:59:00Z"}
+    superset = workdir / "superset.jsonl"
+    superset.write_text("".join(line + "\n" for line in [*lines, json.dumps(extra)]))
+    result = lift.ingest(superset)
+    assert (result["new"], result["storedRows"], result["skippedRows"]) == (True, 1, n)
+    assert _stored_rows() == (n + 1, n + 1)
+
+
+def test_a_request_seen_again_with_other_content_is_refused_naming_both_lines(
+    workdir: Path,
+) -> None:
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=1, seed=11)
+    lift.ingest(log)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    changed = {**rows[4], "outcome": not rows[4]["outcome"] if rows[4]["outcome"] is not None
+               else True}  # fmt: skip
+    later = workdir / "later.jsonl"
+    new_row = {**rows[0], "request_id": "req-new-1"}
+    later.write_text("\n".join(json.dumps(r) for r in (new_row, rows[1], changed)) + "\n")
+    before = _stored_rows()
+    with pytest.raises(InputError) as raised:
+        lift.ingest(later)
+    message = str(raised.value)
+    assert f"request_id={rows[4]['request_id']!r}" in message
+    assert f"line 3 of {later}" in message and f"line 5 of {log}" in message
+    assert "outcome" in message and message.endswith("(nothing was ingested)")
+    assert _stored_rows() == before  # not even the new row

@@ -147,3 +147,25 @@ def test_the_holdout_threshold_is_the_rounded_fraction(workdir: Path) -> None:
     assert assign(Request("ws", trace_id=at[700]), config).arm == "pre_lever"
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     assert "`bucket < round(fraction × 10,000)`" in readme
+
+
+def test_ingest_again_says_what_it_skipped_and_refuses_changed_content(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(workdir / "day.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
+    n = len(log.read_text().splitlines())
+    code, out, err = cli(capsys, "lift", "ingest", log)
+    assert code == 0, err
+    assert f"{n} stored, 0 already stored" in out
+    crlf = workdir / "crlf.jsonl"
+    crlf.write_bytes(log.read_bytes().replace(b"\n", b"\r\n"))
+    code, out, err = cli(capsys, "lift", "ingest", crlf)
+    assert code == 0 and f"0 stored, {n} already stored (same content): skipped" in out
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[2]["claim_type"] = "other"
+    changed = workdir / "changed.jsonl"
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = cli(capsys, "lift", "ingest", changed)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"line 3 of {changed} has claim_type=other" in err
+    assert f"line 3 of {log} (stored) has claim_type=invoice_coding" in err

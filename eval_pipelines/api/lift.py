@@ -191,9 +191,32 @@ def _failure(result: Any) -> str:
     return runs.failure_reason(dagster_instance(), result.run_id) or "see the run in the UI"
 
 
+class IngestRefused(InputError):
+    """The run refused the file against what is stored (a request already stored with other
+    content): nothing of it was kept."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.field, self.value, self.rule = "log", None, message
+
+
+def _refusal(result: Any) -> str | None:
+    """The refusal the ingest step raised, if it raised one."""
+    from eval_pipelines.defs.lift import REFUSED
+
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and REFUSED in failure.metadata:
+            return str(failure.description)
+    return None
+
+
 def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
     """Validate and store one log file (a run of ``lift_ingest_job``). A bad file is refused
-    whole, naming each bad line (InputError); nothing of it is kept."""
+    whole, naming each bad line (InputError); nothing of it is kept. Idempotent per request
+    id: requests already stored with the same content are skipped (``skippedRows``); one
+    stored with other content refuses the file (:class:`IngestRefused`), naming both lines."""
     from eval_pipelines.core.lift.logs import read_log, validate_log
     from eval_pipelines.stages.lift import SUFFIXES
 
@@ -206,6 +229,9 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str
         "lift_ingest_job", {"ops": {"ingest_lift_log": {"config": {"path": str(source)}}}}
     )
     if not result.success:
+        refused = _refusal(result)
+        if refused is not None:
+            raise IngestRefused(refused)
         raise EvalFailed(f"ingest of {source} failed: {_failure(result)}")
     return {**result.output_for_node("ingest_lift_log"), "runId": result.run_id}
 

@@ -123,8 +123,15 @@ def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     )
 
 
+# The metadata key of a refused ingest (a bad file, or requests stored with other content).
+REFUSED = "refused"
+
+
 class IngestConfig(dg.Config):
     path: str
+    # Set by the inbox sensor: the file may still be growing, so an unterminated last line
+    # that is not JSON yet is left for the next tick instead of refusing the file.
+    partial_tail: bool = False
 
 
 @dg.op(pool=DUCKDB_POOL)
@@ -134,13 +141,22 @@ def ingest_lift_log(
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
-        events = stage.read_events(config.path)
+        read = stage.read_events(config.path, partial_tail=config.partial_tail)
+        # A lift-only set-up has no case, so maybe no warehouse yet: lift needs its schema.
+        with warehouse.connect(create=True) as conn:
+            ingested = stage.ingest_file(conn, config.path, read)
+            summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
     except InputError as error:
-        raise refusal(error) from None
-    # A lift-only set-up has no case, so maybe no warehouse yet: lift needs only its schema.
-    with warehouse.connect(create=True) as conn:
-        ingested = stage.ingest_file(conn, config.path, events)
-        summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
+        raise refusal(error, {REFUSED: type(error).__name__}) from None
+    context.log.info(
+        f"{ingested.path}: {ingested.stored} requests stored, {ingested.skipped} already "
+        "stored with the same content (skipped)"
+        + (
+            f"; line {ingested.pending_line} is still being written: left for the next tick"
+            if ingested.pending_line is not None
+            else ""
+        )
+    )
     for day, summary in summaries.items():
         context.log_event(
             dg.AssetMaterialization(
@@ -176,7 +192,8 @@ def inbox_files(folder: Path) -> list[Path]:
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="A log file dropped into the inbox ($EVAL_PIPELINES_LIFT_INBOX, default "
-    "data/lift/inbox) is ingested once (run key: its name, size and modification time).",
+    "data/lift/inbox) is ingested at each new size (run key: its name, size and modification "
+    "time); a request already stored is skipped, so a growing file stores each row once.",
 )
 def lift_log_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     files = inbox_files(settings.lift_inbox())
@@ -188,7 +205,11 @@ def lift_log_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg
         requests.append(
             dg.RunRequest(
                 run_key=f"lift-log:{path.name}:{stat.st_size}:{stat.st_mtime_ns}",
-                run_config={"ops": {"ingest_lift_log": {"config": {"path": str(path)}}}},
+                run_config={
+                    "ops": {
+                        "ingest_lift_log": {"config": {"path": str(path), "partial_tail": True}}
+                    }
+                },
                 tags={"eval_pipelines/lift_file": path.name},
             )
         )

@@ -23,8 +23,10 @@ from eval_pipelines.core.lift.lift import PARKED, SUPERIOR, LiftResult, live_lif
 from eval_pipelines.core.lift.logs import (
     MIXED_SCOPE,
     SUFFIXES,
+    conflict_error,
+    match_stored,
     mixed_artifacts,
-    read_log,
+    read_log_tail,
     validate_log,
 )
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
@@ -38,18 +40,24 @@ SETTLED = ("confirmed", "invalidated")
 
 
 def file_id_of(path: Path) -> str:
-    """Content hash of a log file: the same file ingested twice is one file."""
+    """Content hash of a log file (as :class:`~eval_pipelines.core.lift.logs.LogFile`'s)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class Ingested:
+    """One ingest: the file's rows, how many were stored (requests never seen) and how many
+    skipped (requests already stored with the same content)."""
+
     file_id: str
     path: str
     rows: int
     days: tuple[date, ...]
     new: bool
     mixed_artifacts: int
+    stored: int = 0
+    skipped: int = 0
+    pending_line: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +66,9 @@ class Ingested:
             "rows": self.rows,
             "days": [d.isoformat() for d in self.days],
             "new": self.new,
+            "storedRows": self.stored,
+            "skippedRows": self.skipped,
+            "pendingLine": self.pending_line,
             "mixedArtifacts": self.mixed_artifacts,
         }
 
@@ -89,31 +100,67 @@ def refresh_days(conn: duckdb.DuckDBPyConnection, days: Iterable[date]) -> None:
         storage.replace_day_cells(conn, day, day_cells(storage.events(conn, day=day)))
 
 
-def read_events(path: Path | str) -> pl.DataFrame:
+@dataclass(frozen=True)
+class LogRead:
+    """A file's validated rows, its content hash, and the line left for a later read (a
+    growing file's unterminated last line), if any."""
+
+    events: pl.DataFrame
+    file_id: str
+    pending_line: int | None = None
+
+
+def read_events(path: Path | str, *, partial_tail: bool = False) -> LogRead:
     """The file's validated rows (InputError naming each bad line): read before the
-    warehouse is opened, so a refused file writes nothing, not even an empty warehouse."""
+    warehouse is opened, so a refused file writes nothing, not even an empty warehouse. The
+    bytes are read once, so a file growing meanwhile is read at one size."""
     path = Path(path).absolute()
-    return validate_log(read_log(path), kind=SUFFIXES[path.suffix.lower()])
+    read = read_log_tail(path, partial_tail=partial_tail)
+    events = validate_log(read.frame, kind=SUFFIXES[path.suffix.lower()])
+    return LogRead(events, read.digest, read.pending_line)
+
+
+def _stored_content(stored: pl.DataFrame) -> pl.DataFrame:
+    return stored.with_columns(
+        timestamp=pl.col("ts").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    )
 
 
 def ingest_file(
-    conn: duckdb.DuckDBPyConnection, path: Path | str, events: pl.DataFrame | None = None
+    conn: duckdb.DuckDBPyConnection, path: Path | str, read: LogRead | None = None
 ) -> Ingested:
-    """Validate the whole file (unless ``events`` are its :func:`read_events`), then store it
-    in one transaction (nothing of a bad file is kept; the same content again changes
-    nothing)."""
+    """Validate the whole file (unless ``read`` is its :func:`read_events`), then store its
+    new requests in one transaction. Idempotent per request id: a request already stored
+    with the same content (its parsed record, whatever the bytes: Parquet or JSON Lines, CRLF,
+    another offset for the same instant) is skipped and counted; one stored with other
+    content refuses the whole file, naming both lines. Nothing of a refused file is kept."""
     path = Path(path).absolute()
-    if events is None:
-        events = read_events(path)
-    file_id = file_id_of(path)
+    if read is None:
+        read = read_events(path)
+    events = read.events
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
     with transaction(conn):
-        if storage.file_ingested(conn, file_id):
-            return Ingested(file_id, str(path), events.height, days, False, mixed)
-        storage.insert_file(conn, file_id, str(path), events)
-        refresh_days(conn, days)
-    return Ingested(file_id, str(path), events.height, days, True, mixed)
+        stored = storage.stored_requests(conn, events.get_column("request_id"))
+        matched = match_stored(events, _stored_content(stored))
+        if matched.conflicts.height:
+            raise conflict_error(matched.conflicts, path, kind=SUFFIXES[path.suffix.lower()])
+        fresh = matched.fresh
+        file_id = read.file_id
+        if fresh.height:
+            storage.insert_file(conn, file_id, str(path), fresh)
+            refresh_days(conn, sorted(set(fresh.get_column("day").to_list())))
+    return Ingested(
+        file_id,
+        str(path),
+        events.height,
+        days,
+        fresh.height > 0,
+        mixed,
+        stored=fresh.height,
+        skipped=matched.skipped,
+        pending_line=read.pending_line,
+    )
 
 
 def day_summary(conn: duckdb.DuckDBPyConnection, day: date) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from eval_pipelines.storage.frames import insert_frame, query_frame
+from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
 
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
@@ -32,15 +32,35 @@ def file_ingested(conn: duckdb.DuckDBPyConnection, file_id: str) -> bool:
     return bool(row and row[0])
 
 
+def stored_requests(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> pl.DataFrame:
+    """Every stored row of these request ids, with the line and path it came from (the path
+    of the file that stored it): ``request_id``, ``stored_line``, ``stored_path``, ``ts`` and
+    the content columns."""
+    conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
+    try:
+        return conn.execute(
+            "SELECT e.request_id, e.line AS stored_line, f.path AS stored_path, e.ts, "
+            "e.workspace_id, e.cluster, e.exposure_arm, e.exposure_epoch, e.claim_type, "
+            "e.situation_class, e.source, e.outcome, e.artifact_key, e.candidate, "
+            "e.baseline_head, e.app_config "
+            "FROM lift_events e JOIN incoming_frame i ON i.request_id = e.request_id "
+            "LEFT JOIN lift_files f ON f.file_id = e.file_id ORDER BY e.request_id, e.line"
+        ).pl()
+    finally:
+        conn.unregister(INCOMING)
+
+
 def insert_file(
     conn: duckdb.DuckDBPyConnection, file_id: str, path: str, events: pl.DataFrame
 ) -> None:
-    """Store a validated file's rows (call inside a transaction)."""
+    """Store a validated file's new rows (call inside a transaction); the file is recorded
+    once, with the rows it stored."""
     days = events.get_column("day")
-    conn.execute(
-        "INSERT INTO lift_files VALUES (?, ?, ?, ?, ?, ?)",
-        [file_id, path, events.height, days.min(), days.max(), _now()],
-    )
+    if not file_ingested(conn, file_id):
+        conn.execute(
+            "INSERT INTO lift_files VALUES (?, ?, ?, ?, ?, ?)",
+            [file_id, path, events.height, days.min(), days.max(), _now()],
+        )
     frame = events.with_columns(
         file_id=pl.lit(file_id),
         ts=pl.col("timestamp").dt.replace_time_zone(None),

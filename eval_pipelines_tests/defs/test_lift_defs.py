@@ -170,3 +170,44 @@ def test_the_daily_report_runs_before_any_warehouse_exists(workdir: Path) -> Non
     assert result.success
     with connect(settings.warehouse_path(), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM lift_claims").fetchone() == (0,)
+
+
+def test_a_log_growing_in_the_inbox_is_stored_row_by_row_once(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log still being written is ingested at each new size: rows already stored are
+    skipped, an unterminated last line waits for the next tick; no row is lost or doubled."""
+    inbox = workdir / "inbox"
+    inbox.mkdir()
+    monkeypatch.setenv(settings.LIFT_INBOX_ENV, str(inbox))
+    whole = write_log(workdir / "whole.jsonl", LEVER, true_lift=0.0, days=1)
+    lines = whole.read_text().splitlines(keepends=True)
+    n = len(lines)
+    growing = inbox / "serving.jsonl"
+    stages = [
+        "".join(lines[: n // 3]),  # complete lines
+        "".join(lines[: 2 * n // 3]) + lines[2 * n // 3][:25],  # a line half written
+        "".join(lines),
+    ]
+    outputs = []
+    with dg.instance_for_test() as instance:
+        for text in stages:
+            growing.write_text(text)
+            with dg.build_sensor_context(instance=instance) as context:
+                result = lift_log_sensor(context)
+            assert isinstance(result, dg.SensorResult)
+            (request,) = result.run_requests or []
+            run = lift_ingest_job.execute_in_process(
+                instance=instance, run_config=request.run_config, resources=RESOURCES
+            )
+            assert run.success
+            outputs.append(run.output_for_node("ingest_lift_log"))
+    assert [o["storedRows"] for o in outputs] == [n // 3, 2 * n // 3 - n // 3, n - 2 * n // 3]
+    assert [o["skippedRows"] for o in outputs] == [0, n // 3, 2 * n // 3]
+    assert [o["pendingLine"] for o in outputs] == [None, 2 * n // 3 + 1, None]
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        counts = conn.execute(
+            "SELECT count(*), count(DISTINCT request_id) FROM lift_events"
+        ).fetchone()
+        cells = conn.execute("SELECT sum(total) FROM lift_day_cells").fetchone()
+    assert counts == (n, n) and cells == (n,)

@@ -26,8 +26,10 @@ column                required  what
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -62,11 +64,31 @@ _TEXT = tuple(c for c in REQUIRED if c not in ("timestamp", "outcome"))
 LINE_COLUMN = "__file_line__"
 
 
-def _jsonl(path: Path) -> pl.DataFrame:
+def _unterminated(data: bytes, lines: list[bytes], numbers: list[int]) -> bool:
+    """Whether the last line is still being written: no newline after it, and not JSON. (No
+    proper prefix of a JSON object is one, so a complete last line without a newline still
+    counts.)"""
+    if not numbers or data.endswith(b"\n"):
+        return False
+    try:
+        json.loads(lines[numbers[-1] - 1])
+    except ValueError:
+        return True
+    return False
+
+
+def _jsonl(
+    path: Path, data: bytes, *, partial_tail: bool = False
+) -> tuple[pl.DataFrame, int | None]:
     """The rows of a JSON Lines file, each with its 1-based line in the file: a blank line is
-    skipped (it still counts), a line that is not a JSON object is refused by its number."""
-    lines = path.read_bytes().split(b"\n")
+    skipped (it still counts), a line that is not a JSON object is refused by its number.
+    With ``partial_tail``, an unterminated last line that is not JSON yet (a file still being
+    written) is left out, and its number returned."""
+    lines = data.split(b"\n")
     numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    pending = None
+    if partial_tail and _unterminated(data, lines, numbers):
+        pending = numbers.pop()
     if not numbers:
         raise InputError("--file", str(path), "the log has no rows (only blank lines)")
     body = b"\n".join(lines[n - 1] for n in numbers)
@@ -90,7 +112,7 @@ def _jsonl(path: Path) -> pl.DataFrame:
             f"{len(numbers)} non-blank lines were read as {frame.height} rows; one JSON object "
             "per line",
         )
-    return frame.with_columns(pl.Series(LINE_COLUMN, numbers, dtype=pl.Int64))
+    return frame.with_columns(pl.Series(LINE_COLUMN, numbers, dtype=pl.Int64)), pending
 
 
 def _timestamp(text: str | None) -> datetime | None:
@@ -107,6 +129,23 @@ def _timestamp(text: str | None) -> datetime | None:
 
 def read_log(path: Path | str) -> pl.DataFrame:
     """The file's rows, every value as read (validated by :func:`validate_log`)."""
+    return read_log_tail(path).frame
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """What one read of a log file saw: its rows, the SHA-256 (16 hex digits) of the bytes
+    read, and the line left for a later read (None when none was)."""
+
+    frame: pl.DataFrame
+    digest: str
+    pending_line: int | None = None
+
+
+def read_log_tail(path: Path | str, *, partial_tail: bool = False) -> LogFile:
+    """:func:`read_log`; with ``partial_tail`` (a file that may still be growing), a JSON
+    Lines file's unterminated, not yet valid, last line is left for a later read: the rows
+    before it, and its line number (None when there is none)."""
     path = Path(path)
     if not path.is_file():
         raise InputError("--file", str(path), "file does not exist")
@@ -118,9 +157,14 @@ def read_log(path: Path | str) -> pl.DataFrame:
     if path.stat().st_size == 0:
         raise InputError("--file", str(path), "the log is empty")
     try:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:16]
         if kind == "parquet":
-            return pl.read_parquet(path)
-        return _jsonl(path)
+            return LogFile(pl.read_parquet(io.BytesIO(data)), digest)
+        frame, pending = _jsonl(path, data, partial_tail=partial_tail)
+        return LogFile(frame, digest, pending)
+    except InputError:
+        raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError("--file", str(path), f"could not be read as {kind}: {first}") from None
@@ -266,6 +310,97 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
     else:
         typed = typed.with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
     return typed.with_columns(day=pl.col("timestamp").dt.date())
+
+
+#: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
+#: typed, absent optional columns null), not the bytes of its line.
+CONTENT = (
+    "timestamp",
+    "workspace_id",
+    "cluster",
+    "exposure_arm",
+    "exposure_epoch",
+    "claim_type",
+    "situation_class",
+    "source",
+    "outcome",
+    *OPTIONAL,
+)
+
+
+@dataclass(frozen=True)
+class Matched:
+    """A validated file against the rows already stored for its request ids."""
+
+    fresh: pl.DataFrame
+    skipped: int
+    conflicts: pl.DataFrame
+
+
+def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
+    """Split a file's rows (:func:`validate_log`) by request id: ``fresh`` ones never stored;
+    ``skipped``, how many are stored with the same content (:data:`CONTENT`); ``conflicts``,
+    one row per request stored with other content: ``request_id``, ``line``, ``stored_line``,
+    ``stored_path``, the first differing ``column`` and both values (as text).
+
+    ``stored`` has ``request_id``, ``stored_line``, ``stored_path`` and the :data:`CONTENT`
+    columns typed as :func:`validate_log` types them (every stored row of those ids)."""
+    joined = events.select("request_id", "line", *CONTENT).join(
+        stored.select("request_id", "stored_line", "stored_path", *CONTENT),
+        on="request_id",
+        how="inner",
+        suffix="__stored",
+    )
+    differs = [~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT]
+    first = pl.coalesce(
+        *(pl.when(d).then(pl.lit(c)) for c, d in zip(CONTENT, differs, strict=True))
+    )
+    value = pl.coalesce(
+        *(pl.when(d).then(pl.col(c).cast(pl.String).fill_null("null")) for c, d in
+          zip(CONTENT, differs, strict=True))
+    )  # fmt: skip
+    stored_value = pl.coalesce(
+        *(pl.when(d).then(pl.col(f"{c}__stored").cast(pl.String).fill_null("null")) for c, d in
+          zip(CONTENT, differs, strict=True))
+    )  # fmt: skip
+    flagged = joined.with_columns(column=first, value=value, stored_value=stored_value).filter(
+        pl.col("column").is_not_null()
+    )
+    conflicts = (
+        flagged.sort("line", "stored_line")
+        .unique("request_id", keep="first", maintain_order=True)
+        .select(
+            "request_id", "line", "stored_line", "stored_path", "column", "value", "stored_value"
+        )
+    )
+    matched = joined.get_column("request_id").unique()
+    skipped = matched.filter(~matched.is_in(conflicts.get_column("request_id").implode())).len()
+    fresh = events.filter(~pl.col("request_id").is_in(matched.implode()))
+    return Matched(fresh=fresh, skipped=skipped, conflicts=conflicts)
+
+
+def conflict_error(conflicts: pl.DataFrame, path: Path | str, *, kind: str = "jsonl") -> InputError:
+    """The refusal of a file whose requests are already stored with other content, naming
+    both lines of each (up to 10, and how many more)."""
+    label = _line_label(kind)
+    shown = []
+    for item in conflicts.head(ERRORS_SHOWN).iter_rows(named=True):
+        stored_label = _line_label(
+            SUFFIXES.get(Path(item["stored_path"] or "").suffix.lower(), "jsonl")
+        )
+        shown.append(
+            f"request_id={item['request_id']!r}: {label} {item['line']} of {path} has "
+            f"{item['column']}={item['value']}, {stored_label} {item['stored_line']} of "
+            f"{item['stored_path']} (stored) has {item['column']}={item['stored_value']}"
+        )
+    more = conflicts.height - ERRORS_SHOWN
+    return InputError(
+        "log",
+        f"{conflicts.height} requests already stored with other content",
+        "; ".join(shown)
+        + (f"; and {more} more" if more > 0 else "")
+        + "; a request is stored once, and its content never changes (nothing was ingested)",
+    )
 
 
 MIXED_SCOPE = ("workspace_id", "exposure_epoch", "artifact_key")
