@@ -83,10 +83,14 @@ def lift_report(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     # The daily report may run before any log or case made the warehouse: lift's schema will do.
-    with warehouse.connect(create=True) as conn, transaction(conn):
-        report, claims = stage.build_report(conn)
-        markdown = stage.report_markdown(report)
-        storage.save_report(conn, context.run_id, context.run_id, report, markdown)
+    with warehouse.connect(create=True) as conn:
+        with transaction(conn):
+            report, claims = stage.build_report(conn)
+            markdown = stage.report_markdown(report)
+            storage.save_report(conn, context.run_id, context.run_id, report, markdown)
+        # Assignment reads the settings from this copy (never waiting on a writer); a
+        # warehouse whose settings predate it gets one here.
+        storage.publish_settings(conn, warehouse.warehouse_path())
     plotted: dict[str, Any] = {}
     for claim in claims:
         # Keyed by claim (workspace/claim type/epoch/candidate): a plot never pools scopes.

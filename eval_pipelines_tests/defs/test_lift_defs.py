@@ -172,6 +172,22 @@ def test_the_daily_report_runs_before_any_warehouse_exists(workdir: Path) -> Non
         assert conn.execute("SELECT count(*) FROM lift_claims").fetchone() == (0,)
 
 
+def test_the_report_publishes_settings_stored_before_assignment_read_a_copy(
+    workdir: Path,
+) -> None:
+    """A warehouse whose settings were saved before `lift settings` published them for
+    assignment gets the copy at its next report, so `lift assign` stops opening the file."""
+    with connect(settings.warehouse_path(), create=True) as conn:
+        storage.save_settings(conn, storage.Settings("ws", 0.2, "e4", "memo-v2", 0.5))
+    copy = storage.settings_file(settings.warehouse_path())
+    assert not copy.exists()
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([lift_report], instance=instance, resources=RESOURCES).success
+    assert storage.published_settings(settings.warehouse_path()) == {
+        "ws": storage.Settings("ws", 0.2, "e4", "memo-v2", 0.5)
+    }
+
+
 def test_a_log_growing_in_the_inbox_is_stored_row_by_row_once(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
