@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
@@ -185,6 +186,39 @@ lift_report_job = dg.define_asset_job(
 )
 
 
+# A file whose run failed without refusing it (a crash, a warehouse held too long) is tried
+# again under a new run key, at most this many times while it does not change.
+RETRIES = 3
+
+
+def _refused(instance: dg.DagsterInstance, run_id: str) -> bool:
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = event.step_failure_data if event is not None else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and REFUSED in failure.metadata:
+            return True
+    return False
+
+
+def _attempt_key(context: dg.SensorEvaluationContext, key: str) -> str:
+    """The run key to request for a file version: ``key``, unless every run under it failed
+    without refusing the file; then the next ``key:retry-N`` (a run key is requested once, so
+    without this a transient failure would leave the file never ingested)."""
+    for attempt in range(RETRIES + 1):
+        candidate = key if attempt == 0 else f"{key}:retry-{attempt}"
+        runs = context.instance.get_runs(
+            filters=dg.RunsFilter(tags={RUN_KEY_TAG: candidate}), limit=1
+        )
+        if (
+            not runs
+            or runs[0].status != dg.DagsterRunStatus.FAILURE
+            or _refused(context.instance, runs[0].run_id)
+        ):
+            return candidate
+    return candidate  # retries spent: the last attempt's key again, so nothing is requested
+
+
 def inbox_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
@@ -208,7 +242,9 @@ def lift_log_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg
         stat = path.stat()
         requests.append(
             dg.RunRequest(
-                run_key=f"lift-log:{path.name}:{stat.st_size}:{stat.st_mtime_ns}",
+                run_key=_attempt_key(
+                    context, f"lift-log:{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+                ),
                 run_config={
                     "ops": {
                         "ingest_lift_log": {"config": {"path": str(path), "partial_tail": True}}
