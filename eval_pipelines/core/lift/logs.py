@@ -351,18 +351,22 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
         how="inner",
         suffix="__stored",
     )
-    differs = [~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT]
-    first = pl.coalesce(
-        *(pl.when(d).then(pl.lit(c)) for c, d in zip(CONTENT, differs, strict=True))
-    )
-    value = pl.coalesce(
-        *(pl.when(d).then(pl.col(c).cast(pl.String).fill_null("null")) for c, d in
-          zip(CONTENT, differs, strict=True))
-    )  # fmt: skip
-    stored_value = pl.coalesce(
-        *(pl.when(d).then(pl.col(f"{c}__stored").cast(pl.String).fill_null("null")) for c, d in
-          zip(CONTENT, differs, strict=True))
-    )  # fmt: skip
+    differs = {c: ~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT}
+
+    def first_difference(of: str) -> pl.Expr:
+        """The first differing column: its name (``"name"``), its value here (``""``) or
+        stored (``"__stored"``)."""
+        return pl.coalesce(
+            *(
+                pl.when(d).then(
+                    pl.lit(c) if of == "name" else pl.col(c + of).cast(pl.String).fill_null("null")
+                )
+                for c, d in differs.items()
+            )
+        )
+
+    first = first_difference("name")
+    value, stored_value = first_difference(""), first_difference("__stored")
     flagged = joined.with_columns(column=first, value=value, stored_value=stored_value).filter(
         pl.col("column").is_not_null()
     )

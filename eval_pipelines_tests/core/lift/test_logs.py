@@ -180,3 +180,29 @@ def test_the_count_of_bad_values_is_every_bad_value(tmp_path: Path) -> None:
     with pytest.raises(InputError) as raised:
         validate_log(read_log(write(tmp_path / "b.jsonl", rows)))
     assert "log='13 bad values'" in str(raised.value)
+
+
+def test_a_stored_request_is_matched_on_its_parsed_content() -> None:
+    from eval_pipelines.core.lift.logs import CONTENT, match_stored
+
+    events = validate_log(pl.DataFrame([row(i) for i in range(4)]))
+    stored = events.head(3).select("request_id", *CONTENT)
+    stored = stored.with_columns(
+        stored_line=pl.Series([1, 2, 3], dtype=pl.Int64),
+        stored_path=pl.lit("old.jsonl"),
+        outcome=pl.when(pl.col("request_id") == "r2").then(False).otherwise(pl.col("outcome")),
+    )
+    matched = match_stored(events, stored)
+    assert matched.fresh.get_column("request_id").to_list() == ["r3"]
+    assert matched.skipped == 2
+    assert matched.conflicts.rows(named=True) == [
+        {
+            "request_id": "r2",
+            "line": 3,
+            "stored_line": 3,
+            "stored_path": "old.jsonl",
+            "column": "outcome",
+            "value": "true",
+            "stored_value": "false",
+        }
+    ]
