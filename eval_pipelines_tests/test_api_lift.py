@@ -361,3 +361,32 @@ def test_a_request_seen_again_with_other_content_is_refused_naming_both_lines(
     assert f"line 3 of {later}" in message and f"line 5 of {log}" in message
     assert "outcome" in message and message.endswith("(nothing was ingested)")
     assert _stored_rows() == before  # not even the new row
+
+
+def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: Path) -> None:
+    """A warehouse from before: the same rows stored again under another file (the old
+    per-file idempotence), and one request stored twice with different outcomes. The report
+    reads each identical row once, and leaves the conflicting request out, saying so."""
+    from eval_pipelines import settings
+    from eval_pipelines.api import lift
+    from eval_pipelines.stages.lift import read_events
+    from eval_pipelines.storage import lift as storage
+    from eval_pipelines.storage.warehouse import connect
+
+    log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=2, seed=7)
+    lift.ingest(log)
+    (before,) = lift.report()["claims"]
+    events = read_events(log).events
+    treated = events.filter(
+        (events.get_column("exposure_arm") == "treated")
+        & events.get_column("outcome").is_not_null()
+    ).head(1)
+    with connect(settings.warehouse_path()) as conn:
+        storage.insert_file(conn, "legacy-copy", str(log), events)
+        flipped = treated.with_columns(outcome=~treated.get_column("outcome"))
+        storage.insert_file(conn, "legacy-flip", str(log), flipped)
+    report = lift.report()
+    (after,) = report["claims"]
+    assert report["conflictingRequests"] == 1
+    assert "1 request ids stored more than once with different content" in report["markdown"]
+    assert (after["nTreated"], after["nControl"]) == (before["nTreated"] - 1, before["nControl"])

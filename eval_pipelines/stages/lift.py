@@ -343,7 +343,12 @@ def build_report(
     events = storage.events(conn)
     mixed = mixed_artifacts(events)
     # Mixed within its (workspace, epoch) only: the same key elsewhere is another artifact.
-    eligible = events.join(mixed.select(MIXED_SCOPE), on=list(MIXED_SCOPE), how="anti")
+    unmixed = events.join(mixed.select(MIXED_SCOPE), on=list(MIXED_SCOPE), how="anti")
+    # A request stored twice with different content (before ingest was idempotent per
+    # request id): which copy is true is unknown, so neither is read.
+    copies = events.group_by("request_id").len().filter(pl.col("len") > 1)
+    conflicting = copies.get_column("request_id")
+    eligible = unmixed.filter(~pl.col("request_id").is_in(conflicting.implode()))
     now = datetime.now(UTC).replace(tzinfo=None)
     screenings = evaluations.reports_newest_first(conn, "holdout")  # read once per report
     claims: list[storage.Claim] = []
@@ -371,7 +376,9 @@ def build_report(
     report = {
         "rows": events.height,
         "mixedArtifacts": mixed.height,
-        "rowsLeftOutAsMixed": events.height - eligible.height,
+        "rowsLeftOutAsMixed": events.height - unmixed.height,
+        "conflictingRequests": conflicting.len(),
+        "rowsLeftOutAsConflicting": int(copies.get_column("len").sum()),
         "claims": [claim_json(c) for c in claims],
         "scopes": scopes_json,
     }
@@ -456,6 +463,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"\n{report['mixedArtifacts']} mixed artifacts ({report['rowsLeftOutAsMixed']} rows) "
             "left out: their requests disagree on their arm."
+        )
+    if report.get("conflictingRequests"):
+        lines.append(
+            f"\n{report['conflictingRequests']} request ids stored more than once with different "
+            f"content ({report['rowsLeftOutAsConflicting']} rows, stored before ingest was "
+            "idempotent per request id) left out: which copy is true is unknown."
         )
     for scope in report.get("scopes", []):
         lines += ["", f"#### Cells of {scope['scope']}", ""]

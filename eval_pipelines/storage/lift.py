@@ -79,11 +79,16 @@ def events(
     day: date | None = None,
     workspace_id: str | None = None,
 ) -> pl.DataFrame:
-    """Stored rows (all, or one day's, or one workspace's), in time order."""
+    """Stored rows (all, or one day's, or one workspace's), in time order. A row stored more
+    than once with the same content (before ingest was idempotent per request id) is read
+    once; copies with different content are all returned (the report leaves them out)."""
     return query_frame(
         conn,
         f"SELECT {EVENT_COLUMNS} FROM lift_events "
         "WHERE (?::DATE IS NULL OR day = ?::DATE) AND (?::VARCHAR IS NULL OR workspace_id = ?) "
+        "QUALIFY row_number() OVER (PARTITION BY request_id, ts, workspace_id, cluster, "
+        "exposure_arm, exposure_epoch, claim_type, situation_class, source, outcome, "
+        "artifact_key, candidate, baseline_head, app_config ORDER BY file_id, line) = 1 "
         "ORDER BY ts, file_id, line",
         [day, day, workspace_id, workspace_id],
     )
