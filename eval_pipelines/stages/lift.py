@@ -8,7 +8,6 @@ under: a new epoch, baseline head or application config invalidates an open one 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -37,11 +36,6 @@ from eval_pipelines.storage.warehouse import transaction
 ARM_ORDER = ("treated", "lever_holdout", "holdout", "pre_lever", "imported")
 # Ledger statuses that are final: later reports do not reopen or re-read them.
 SETTLED = ("confirmed", "invalidated")
-
-
-def file_id_of(path: Path) -> str:
-    """Content hash of a log file (as :class:`~eval_pipelines.core.lift.logs.LogFile`'s)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
