@@ -390,3 +390,21 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
     assert report["conflictingRequests"] == 1
     assert "1 request ids stored more than once with different content" in report["markdown"]
     assert (after["nTreated"], after["nControl"]) == (before["nTreated"] - 1, before["nControl"])
+
+
+def test_a_new_warehouse_does_not_inherit_the_settings_copy_of_a_removed_one(
+    workdir: Path,
+) -> None:
+    from eval_pipelines import settings
+    from eval_pipelines.api import lift
+    from eval_pipelines.storage.warehouse import connect
+
+    assert lift.set_settings("ws", holdout_fraction=0.2)["epoch"] == "e2"
+    assert lift.config_for("ws").epoch == "e2"  # read from the copy
+    for path in workdir.glob("warehouse.duckdb*"):
+        if not path.name.endswith(".json"):
+            path.unlink()  # the warehouse removed (make clean), its copy left behind
+    with connect(settings.warehouse_path(), create=True):
+        pass  # e.g. `case create` makes a new one
+    config = lift.config_for("ws")
+    assert (config.epoch, config.holdout_fraction) == ("e1", 0.10)  # the new one has none

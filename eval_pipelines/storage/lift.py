@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 
 from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
+from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
@@ -159,7 +160,7 @@ def settings_file(warehouse: Path) -> Path:
     """Where every workspace's settings are published beside the warehouse, for assignment:
     serving code reads them without opening the DuckDB file, which another process may hold
     for writing (DuckDB lets one writing process lock it, readers included)."""
-    return warehouse.with_name(warehouse.name + ".lift-settings.json")
+    return warehouse.with_name(warehouse.name + COMPANION_SUFFIXES[0])
 
 
 def publish_settings(conn: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
