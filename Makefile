@@ -68,4 +68,4 @@ bench: install  ## benchmarks/holdout.py: figures quoted in the README
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/indexes data/tables data/lift
+	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/indexes data/tables data/lift

@@ -23,8 +23,11 @@ def write_log(
     first_day: date = FIRST_DAY,
     conversations_per_day: int = 300,
     seed: int = 1,
+    request_prefix: str = "",
     **options: Any,
 ) -> Path:
+    """``request_prefix`` keeps the request ids of two simulations of the same days apart
+    (a request id is stored once: the same id with other content is refused)."""
     rows = simulate_traffic(
         config,
         days=[first_day + timedelta(days=d) for d in range(days)],
@@ -34,5 +37,7 @@ def write_log(
         rng=seed,
         **options,
     )
+    for row in rows:
+        row["request_id"] = request_prefix + row["request_id"]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

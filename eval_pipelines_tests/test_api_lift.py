@@ -3,6 +3,7 @@ band, logs taken whole or refused, a known true lift confirmed, claims invalidat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +14,15 @@ from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines_tests.lift_traffic import write_log
 
 LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
+
+
+def lever_split() -> LiftConfig:
+    """The split the checks use, stored as the workspace's settings; the first change from the
+    defaults starts a new epoch (e2), so the logs are written for the epoch it returns."""
+    from eval_pipelines.api import lift
+
+    settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    return dataclasses.replace(LEVER, epoch=settings["epoch"])
 
 
 def _counts() -> dict[str, int]:
@@ -38,25 +48,39 @@ def test_a_holdout_outside_the_band_is_refused_and_nothing_is_written(workdir: P
 def test_a_change_of_split_starts_a_new_epoch(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
+    # Settings equal to the defaults (e1, 10%, no lever) keep e1: nothing moved.
+    same = lift.set_settings("other", holdout_fraction=0.10)
+    assert (same["epoch"], same["newEpoch"]) == ("e1", False)
     first = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    assert (first["epoch"], first["newEpoch"]) == ("e1", False)
-    assert lift.set_settings("ws", holdout_fraction=0.10)["epoch"] == "e1"  # unchanged
+    assert (first["epoch"], first["newEpoch"]) == ("e2", True)  # the lever split the traffic
+    assert lift.set_settings("ws", holdout_fraction=0.10)["epoch"] == "e2"  # unchanged
     second = lift.set_settings("ws", holdout_fraction=0.20)
-    assert (second["epoch"], second["newEpoch"]) == ("e2", True)
+    assert (second["epoch"], second["newEpoch"]) == ("e3", True)
+    assert lift.config_for("ws").epoch == "e3"
+
+
+def test_the_first_settings_change_from_the_defaults_starts_a_new_epoch(workdir: Path) -> None:
+    """Requests assigned before any `lift settings` were stamped e1 at the default 10%; a
+    first change of the split must not keep e1, or two splits pool under one epoch."""
+    from eval_pipelines.api import lift
+
+    assert lift.config_for("ws").epoch == "e1"  # what assignment stamps with the defaults
+    first = lift.set_settings("ws", holdout_fraction=0.20)
+    assert (first["epoch"], first["newEpoch"]) == ("e2", True)
     assert lift.config_for("ws").epoch == "e2"
+    assert lift.config_for("ws").holdout_fraction == 0.20
 
 
 def test_a_known_true_lift_is_confirmed_with_its_interval_and_n(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
-    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")  # the split the checks use
-    log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
+    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
     ingested = lift.ingest(log)
     assert ingested["new"] and len(ingested["days"]) >= 7
     assert lift.ingest(log)["new"] is False  # the same content again changes nothing
     report = lift.report()
     (claim,) = report["claims"]
-    assert claim["claimId"] == "ws/invoice_coding/e1/memo-v2"
+    assert claim["claimId"] == "ws/invoice_coding/e2/memo-v2"
     assert claim["verdict"] == "superior" and claim["status"] == "confirmed"
     low, high = claim["interval"]
     assert low > 0 and low < 0.08 < high  # covers the true lift (seeded: reproducible)
@@ -162,20 +186,24 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
 def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
-    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    lift.ingest(write_log(workdir / "e1.jsonl", LEVER, true_lift=0.08, seed=4))
+    started = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")["epoch"]
+    assert started == "e2"  # the lever changed the defaults' split
+    lever = LiftConfig("ws", started, 0.10, lever="memo-v2")
+    lift.ingest(write_log(workdir / "e1.jsonl", lever, true_lift=0.08, seed=4))
     (confirmed,) = lift.report()["claims"]
     assert confirmed["status"] == "confirmed"
     epoch = lift.set_settings("ws", holdout_fraction=0.20)["epoch"]
-    assert epoch == "e2"
+    assert epoch == "e3"
     # The new epoch's rows carry the same dates as the old ones: time alone cannot say which
     # epoch is current; the workspace's settings do.
     newer = LiftConfig("ws", epoch, 0.20, lever="memo-v2")
-    lift.ingest(write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2))
+    lift.ingest(
+        write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2, request_prefix="e2-")
+    )
     claims = {c["epoch"]: c for c in lift.report()["claims"]}
-    assert claims["e1"] == {**confirmed, "updatedAt": claims["e1"]["updatedAt"]}
-    assert claims["e1"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
-    assert claims["e2"]["status"] == "open" and claims["e2"]["reason"] is None
+    assert claims["e2"] == {**confirmed, "updatedAt": claims["e2"]["updatedAt"]}
+    assert claims["e2"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
+    assert claims["e3"]["status"] == "open" and claims["e3"]["reason"] is None
 
 
 def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
@@ -190,8 +218,12 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
     variants = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 5}}]
     first = api.start_holdout_eval(small_case, variants, sample_size=60, seed=3, launch="inline")
     other = LiftConfig("other", "e1", 0.10, lever="memo-v2")  # same lever name, another app
-    lift.ingest(write_log(workdir / "ws.jsonl", LEVER, true_lift=0.0, seed=3, days=2))
-    lift.ingest(write_log(workdir / "other.jsonl", other, true_lift=0.0, seed=5, days=2))
+    lift.ingest(write_log(workdir / "ws.jsonl", lever_split(), true_lift=0.0, seed=3, days=2))
+    lift.ingest(
+        write_log(
+            workdir / "other.jsonl", other, true_lift=0.0, seed=5, days=2, request_prefix="other-"
+        )
+    )
     claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
     # No workspace said which case its traffic is: a variant name alone identifies nothing.
     assert claims["ws"]["offline"] is None and claims["other"]["offline"] is None
@@ -228,8 +260,7 @@ def test_logs_whose_keys_are_not_the_assigned_ones_park_the_claim(workdir: Path)
     confirmed."""
     from eval_pipelines.api import lift
 
-    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
+    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     for row in rows:
         if row["key_source"] == "trace":
@@ -261,8 +292,7 @@ def test_a_daily_look_does_not_confirm_a_null_lift_it_would_have_by_chance(workd
     always-valid interval: no look confirms it, and the claim keeps being re-read."""
     from eval_pipelines.api import lift
 
-    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    week = write_log(workdir / "all.jsonl", LEVER, true_lift=0.0, seed=43, days=5)
+    week = write_log(workdir / "all.jsonl", lever_split(), true_lift=0.0, seed=43, days=5)
     by_day: dict[str, list[str]] = {}
     for line in week.read_text().splitlines():
         by_day.setdefault(json.loads(line)["timestamp"][:10], []).append(line)
@@ -282,3 +312,218 @@ def test_a_daily_look_does_not_confirm_a_null_lift_it_would_have_by_chance(workd
     assert sequence[0] < 0 < sequence[1]
     (row,) = lift.ledger()
     assert row["interval"] == sequence and row["intervalKind"] == "always_valid"
+
+
+def _row(i: int, workspace: str, arm: str, artifact: str, **changes: object) -> dict[str, object]:
+    return {
+        "timestamp": "2026-11-24T10:00:00Z",
+        "request_id": f"{workspace}-r{i}",
+        "workspace_id": workspace,
+        "cluster": f"{workspace}-c{i}",
+        "exposure_arm": arm,
+        "exposure_epoch": "e1",
+        "claim_type": "coding",
+        "situation_class": "single",
+        "source": "declared",
+        "outcome": bool(i % 2),
+        "artifact_key": artifact,
+        "candidate": "memo-v2" if arm == "treated" else None,
+        **changes,
+    }
+
+
+def test_an_artifact_consistent_in_each_workspace_is_not_mixed(workdir: Path) -> None:
+    """The same artifact key, treated in one workspace and lever_holdout in another, is two
+    artifacts each consistent in its own (workspace, epoch): none of its rows is left out."""
+    from eval_pipelines.api import lift
+
+    rows = [_row(i, "ws-a", "treated", "shared") for i in range(4)]
+    rows += [_row(i, "ws-a", "lever_holdout", f"own-{i}") for i in range(4, 8)]
+    rows += [_row(i, "ws-b", "lever_holdout", "shared") for i in range(4)]
+    rows += [_row(i, "ws-b", "treated", f"own-{i}") for i in range(4, 8)]
+    # A really mixed artifact: within ws-b/e1 its requests disagree.
+    rows += [_row(8, "ws-b", "treated", "split"), _row(9, "ws-b", "lever_holdout", "split")]
+    log = workdir / "two.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert lift.ingest(log)["mixedArtifacts"] == 1
+    report = lift.report()
+    assert (report["mixedArtifacts"], report["rowsLeftOutAsMixed"]) == (1, 2)
+    claims = {c["workspaceId"]: c for c in report["claims"]}
+    assert (claims["ws-a"]["nTreated"], claims["ws-a"]["nControl"]) == (4, 4)
+    assert (claims["ws-b"]["nTreated"], claims["ws-b"]["nControl"]) == (4, 4)
+
+
+def _with_head(path: Path, head: str, *, arm: str | None = None) -> Path:
+    """The log with ``baseline_head`` set to ``head`` (on the rows of ``arm`` only, if given)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        if arm is None or row["exposure_arm"] == arm:
+            row["baseline_head"] = head
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_deploy_and_rollback_between_two_reports_invalidates(workdir: Path) -> None:
+    """h1 -> h2 -> h1: the first and last heads agree, but h2 traffic was served in between;
+    pooling it would credit an unrelated deploy."""
+    from eval_pipelines.api import lift
+
+    lift.ingest(write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=2))
+    (opened,) = lift.report()["claims"]
+    assert opened["status"] == "open" and opened["baseline"]["head"] == "baseline-7f3a"
+    for name, day, head in (("b", 25, "deploy-h2"), ("c", 26, "baseline-7f3a")):
+        log = write_log(workdir / f"{name}.jsonl", LEVER, true_lift=0.0, seed=day, days=1,
+                        first_day=_day(day))  # fmt: skip
+        lift.ingest(_with_head(log, head))
+    (claim,) = lift.report()["claims"]
+    assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
+
+
+def test_a_head_change_in_treated_rows_only_invalidates(workdir: Path) -> None:
+    from eval_pipelines.api import lift
+
+    lift.ingest(write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=2))
+    assert lift.report()["claims"][0]["status"] == "open"
+    later = write_log(workdir / "b.jsonl", LEVER, true_lift=0.0, seed=8, days=1,
+                      first_day=_day(25))  # fmt: skip
+    lift.ingest(_with_head(later, "deploy-h2", arm="treated"))
+    (claim,) = lift.report()["claims"]
+    assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
+
+
+def test_a_head_that_changes_within_the_first_report_invalidates(workdir: Path) -> None:
+    """No report ran in between: the rows themselves hold h1, then h2, then h1 again."""
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=3)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    for row in rows:
+        if row["timestamp"].startswith("2026-11-24"):
+            row["baseline_head"] = "deploy-h2"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lift.ingest(log)
+    (claim,) = lift.report()["claims"]
+    assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
+
+
+def _stored_rows() -> tuple[int, int]:
+    """(rows stored, distinct request ids stored)."""
+    from eval_pipelines import settings
+    from eval_pipelines.storage.warehouse import connect
+
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        row = conn.execute("SELECT count(*), count(DISTINCT request_id) FROM lift_events")
+        counts = row.fetchone()
+    assert counts is not None
+    return int(counts[0]), int(counts[1])
+
+
+def test_ingest_is_idempotent_per_request_id_whatever_the_file(workdir: Path) -> None:
+    """The same rows as Parquet, with CRLF line ends, with timestamps written with an offset,
+    a subset, or a superset with one new line: each request is stored once."""
+    import polars as pl
+
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=1, seed=11)
+    lines = log.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    n = len(rows)
+    first = lift.ingest(log)
+    assert (first["new"], first["storedRows"], first["skippedRows"]) == (True, n, 0)
+    parquet = workdir / "day.parquet"
+    pl.DataFrame(rows).write_parquet(parquet)
+    crlf = workdir / "crlf.jsonl"
+    crlf.write_bytes("".join(line + "\r\n" for line in lines).encode())
+    shifted = workdir / "offset.jsonl"  # the same instants, written in another zone
+    shifted.write_text(
+        "".join(
+            json.dumps({**r, "timestamp": r["timestamp"].replace("+00:00", "Z")}) + "\n"
+            for r in rows
+        )
+    )
+    subset = workdir / "subset.jsonl"
+    subset.write_text("".join(line + "\n" for line in lines[: n // 2]))
+    for again in (parquet, crlf, shifted, subset):
+        result = lift.ingest(again)
+        assert (result["new"], result["storedRows"], result["skippedRows"]) == (
+            False,
+            0,
+            result["rows"],
+        ), again
+    extra = {**rows[0], "request_id": "req-new-1", "timestamp": "2026-11-23T23:59:00Z"}
+    superset = workdir / "superset.jsonl"
+    superset.write_text("".join(line + "\n" for line in [*lines, json.dumps(extra)]))
+    result = lift.ingest(superset)
+    assert (result["new"], result["storedRows"], result["skippedRows"]) == (True, 1, n)
+    assert _stored_rows() == (n + 1, n + 1)
+
+
+def test_a_request_seen_again_with_other_content_is_refused_naming_both_lines(
+    workdir: Path,
+) -> None:
+    from eval_pipelines.api import lift
+
+    log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=1, seed=11)
+    lift.ingest(log)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    changed = {**rows[4], "outcome": not rows[4]["outcome"] if rows[4]["outcome"] is not None
+               else True}  # fmt: skip
+    later = workdir / "later.jsonl"
+    new_row = {**rows[0], "request_id": "req-new-1"}
+    later.write_text("\n".join(json.dumps(r) for r in (new_row, rows[1], changed)) + "\n")
+    before = _stored_rows()
+    with pytest.raises(InputError) as raised:
+        lift.ingest(later)
+    message = str(raised.value)
+    assert f"request_id={rows[4]['request_id']!r}" in message
+    assert f"line 3 of {later}" in message and f"line 5 of {log}" in message
+    assert "outcome" in message and message.endswith("(nothing was ingested)")
+    assert _stored_rows() == before  # not even the new row
+
+
+def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: Path) -> None:
+    """A warehouse from before: the same rows stored again under another file (the old
+    per-file idempotence), and one request stored twice with different outcomes. The report
+    reads each identical row once, and leaves the conflicting request out, saying so."""
+    from eval_pipelines import settings
+    from eval_pipelines.api import lift
+    from eval_pipelines.stages.lift import read_events
+    from eval_pipelines.storage import lift as storage
+    from eval_pipelines.storage.warehouse import connect
+
+    log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=2, seed=7)
+    lift.ingest(log)
+    (before,) = lift.report()["claims"]
+    events = read_events(log).events
+    treated = events.filter(
+        (events.get_column("exposure_arm") == "treated")
+        & events.get_column("outcome").is_not_null()
+    ).head(1)
+    with connect(settings.warehouse_path()) as conn:
+        storage.insert_file(conn, "legacy-copy", str(log), events)
+        flipped = treated.with_columns(outcome=~treated.get_column("outcome"))
+        storage.insert_file(conn, "legacy-flip", str(log), flipped)
+    report = lift.report()
+    (after,) = report["claims"]
+    assert report["conflictingRequests"] == 1
+    assert "1 request ids stored more than once with different content" in report["markdown"]
+    assert (after["nTreated"], after["nControl"]) == (before["nTreated"] - 1, before["nControl"])
+
+
+def test_a_new_warehouse_does_not_inherit_the_settings_copy_of_a_removed_one(
+    workdir: Path,
+) -> None:
+    from eval_pipelines import settings
+    from eval_pipelines.api import lift
+    from eval_pipelines.storage.warehouse import connect
+
+    assert lift.set_settings("ws", holdout_fraction=0.2)["epoch"] == "e2"
+    assert lift.config_for("ws").epoch == "e2"  # read from the copy
+    for path in workdir.glob("warehouse.duckdb*"):
+        if not path.name.endswith(".json"):
+            path.unlink()  # the warehouse removed (make clean), its copy left behind
+    with connect(settings.warehouse_path(), create=True):
+        pass  # e.g. `case create` makes a new one
+    config = lift.config_for("ws")
+    assert (config.epoch, config.holdout_fraction) == ("e1", 0.10)  # the new one has none

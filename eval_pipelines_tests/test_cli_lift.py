@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -79,9 +81,9 @@ def test_refusals_are_one_line_with_exit_2(
 
 def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "lift", "settings", "--workspace", "ws", "--lever", "memo-v2")
-    assert code == 0 and "epoch e1" in out
+    assert code == 0 and "epoch e2 (new: the split changed)" in out  # from the defaults' e1
     log = write_log(
-        workdir / "week.jsonl", LiftConfig("ws", "e1", lever="memo-v2"), true_lift=0.08, seed=4
+        workdir / "week.jsonl", LiftConfig("ws", "e2", lever="memo-v2"), true_lift=0.08, seed=4
     )
     code, out, err = cli(capsys, "lift", "ingest", log)
     assert code == 0, err
@@ -89,5 +91,83 @@ def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[st
     code, out, _ = cli(capsys, "lift", "report")
     assert code == 0 and "verdict superior, confirmed" in out and "A/A: " in out
     code, out, _ = cli(capsys, "lift", "ledger")
-    assert out.startswith("ws/invoice_coding/e1/memo-v2: treated − lever_holdout +0.0")
+    assert out.startswith("ws/invoice_coding/e2/memo-v2: treated − lever_holdout +0.0")
     assert "n " in out and "clusters" in out and "no offline screening" in out
+
+
+def test_assign_does_not_wait_on_another_process_writing_the_warehouse(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Serving code assigns while ingests and reports write: a real write connection held in
+    another process must not make `lift assign` wait (it exited 4, busy), and the stored
+    settings are still the ones it uses."""
+    code, out, err = cli(
+        capsys, "lift", "settings", "--workspace", "ws", "--fraction", "0.2", "--lever", "memo-v2"
+    )
+    assert code == 0, err
+    warehouse = workdir / "warehouse.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, duckdb\n"
+            f"conn = duckdb.connect({str(warehouse)!r})\n"
+            "conn.execute('BEGIN TRANSACTION')\n"
+            "conn.execute(\"UPDATE lift_settings SET epoch = 'uncommitted'\")\n"
+            "print('holding', flush=True)\n"
+            "sys.stdin.readline()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        code, out, err = cli(
+            capsys, "lift", "assign", "--workspace", "ws", "--trace", "t-1", "--json"
+        )
+    finally:
+        holder.communicate("done\n", timeout=60)
+    assert code == 0, err
+    assigned = json.loads(out)
+    assert (assigned["epoch"], assigned["holdoutFraction"], assigned["lever"]) == (
+        "e2",
+        0.2,
+        "memo-v2",
+    )
+
+
+def test_the_holdout_threshold_is_the_rounded_fraction(workdir: Path) -> None:
+    """The README's rule is the code's: holdout when bucket < round(fraction x 10,000)
+    (0.07 x 10,000 is 700.0000000000001 in floating point; bucket 700 is not held out)."""
+    from eval_pipelines.core.lift.assignment import LiftConfig, Request, assign, buckets
+
+    keys = [f"t-{i}" for i in range(100_000)]
+    at = {int(b): k for b, k in zip(buckets("ws", keys), keys, strict=True)}
+    config = LiftConfig("ws", "e1", 0.07)
+    assert assign(Request("ws", trace_id=at[699]), config).arm == "holdout"
+    assert assign(Request("ws", trace_id=at[700]), config).arm == "pre_lever"
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "`bucket < round(fraction × 10,000)`" in readme
+
+
+def test_ingest_again_says_what_it_skipped_and_refuses_changed_content(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(workdir / "day.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
+    n = len(log.read_text().splitlines())
+    code, out, err = cli(capsys, "lift", "ingest", log)
+    assert code == 0, err
+    assert f"{n} stored, 0 already stored" in out
+    crlf = workdir / "crlf.jsonl"
+    crlf.write_bytes(log.read_bytes().replace(b"\n", b"\r\n"))
+    code, out, err = cli(capsys, "lift", "ingest", crlf)
+    assert code == 0 and f"0 stored, {n} already stored (same content): skipped" in out
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[2]["claim_type"] = "other"
+    changed = workdir / "changed.jsonl"
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = cli(capsys, "lift", "ingest", changed)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"line 3 of {changed} has claim_type=other" in err
+    assert f"line 3 of {log} (stored) has claim_type=invoice_coding" in err

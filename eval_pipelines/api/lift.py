@@ -38,9 +38,15 @@ def _open(warehouse: Path | str | None, *, read_only: bool = False, create: bool
 
 
 def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> storage.Settings | None:
+    """The workspace's committed settings, read from the copy ``lift settings`` publishes
+    beside the warehouse: assignment never opens the DuckDB file, so it does not wait on a
+    process writing it. A warehouse from before that copy existed is read (and may wait)."""
     path = resolve_warehouse(warehouse)
     if not path.exists():
-        return None
+        return None  # a copy left beside a removed warehouse is not its settings
+    published = storage.published_settings(path)
+    if published is not None:
+        return published.get(workspace_id)
     with _open(warehouse, read_only=True) as conn:
         return storage.settings(conn, workspace_id)
 
@@ -115,9 +121,11 @@ def set_settings(
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
-    starts a new exposure epoch, so observations of two splits are never pooled. ``case``
-    names the case the workspace's traffic is an instance of: only that case's offline
-    screenings of the lever are set beside its live claims (it is not part of the split)."""
+    (from the stored settings, or from the defaults assignment uses before any: e1, 10%, no
+    lever, share 0.5) starts a new exposure epoch, so observations of two splits are never
+    pooled. ``case`` names the case the workspace's traffic is an instance of: only that
+    case's offline screenings of the lever are set beside its live claims (it is not part of
+    the split)."""
     # Every value given is checked (as a config would be) before anything is opened; the
     # others come from the stored, already valid, settings.
     LiftConfig(
@@ -129,7 +137,24 @@ def set_settings(
     )
     if case is not None and not _case_exists(case, warehouse):
         raise InputError("case", case, "no such case (create it with `case create`)")
-    with _open(warehouse, create=True) as conn, transaction(conn):
+    with _open(warehouse, create=True) as conn:
+        after, changed, case_id = _save_settings(
+            conn, workspace_id, holdout_fraction, lever, clear_lever, lever_holdout_share, case
+        )
+        storage.publish_settings(conn, resolve_warehouse(warehouse))
+    return {**after.to_json(), "caseId": case_id, "newEpoch": changed}
+
+
+def _save_settings(
+    conn: Any,
+    workspace_id: str,
+    holdout_fraction: float | None,
+    lever: str | None,
+    clear_lever: bool,
+    lever_holdout_share: float | None,
+    case: str | None,
+) -> tuple[storage.Settings, bool, str | None]:
+    with transaction(conn):
         stored = storage.settings(conn, workspace_id)
         before = stored or storage.Settings(
             workspace_id, DEFAULT_HOLDOUT_FRACTION, DEFAULT_EPOCH, None, 0.5
@@ -144,14 +169,16 @@ def set_settings(
             if lever_holdout_share is not None
             else before.lever_holdout_share,
         )
-        changed = stored is not None and after != before
+        # Before any settings, assignment stamps the defaults (e1 at 10%, no lever): a first
+        # change from them is a change of split too, or e1 would pool two splits.
+        changed = after != before
         if changed:
             after = replace(after, epoch=_next_epoch(before.epoch))
         storage.save_settings(conn, after)
         if case is not None:
             storage.save_workspace_case(conn, workspace_id, case)
         case_id = storage.workspace_case(conn, workspace_id)
-    return {**after.to_json(), "caseId": case_id, "newEpoch": changed}
+    return after, changed, case_id
 
 
 def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
@@ -181,9 +208,32 @@ def _failure(result: Any) -> str:
     return runs.failure_reason(dagster_instance(), result.run_id) or "see the run in the UI"
 
 
+class IngestRefused(InputError):
+    """The run refused the file against what is stored (a request already stored with other
+    content): nothing of it was kept."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.field, self.value, self.rule = "log", None, message
+
+
+def _refusal(result: Any) -> str | None:
+    """The refusal the ingest step raised, if it raised one."""
+    from eval_pipelines.defs.lift import REFUSED
+
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and REFUSED in failure.metadata:
+            return str(failure.description)
+    return None
+
+
 def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
     """Validate and store one log file (a run of ``lift_ingest_job``). A bad file is refused
-    whole, naming each bad line (InputError); nothing of it is kept."""
+    whole, naming each bad line (InputError); nothing of it is kept. Idempotent per request
+    id: requests already stored with the same content are skipped (``skippedRows``); one
+    stored with other content refuses the file (:class:`IngestRefused`), naming both lines."""
     from eval_pipelines.core.lift.logs import read_log, validate_log
     from eval_pipelines.stages.lift import SUFFIXES
 
@@ -196,6 +246,9 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str
         "lift_ingest_job", {"ops": {"ingest_lift_log": {"config": {"path": str(source)}}}}
     )
     if not result.success:
+        refused = _refusal(result)
+        if refused is not None:
+            raise IngestRefused(refused)
         raise EvalFailed(f"ingest of {source} failed: {_failure(result)}")
     return {**result.output_for_node("ingest_lift_log"), "runId": result.run_id}
 

@@ -98,7 +98,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         span = f"{days[0]} .. {days[-1]}" if days else "no day"
         print(
             f"{ingested['path']}: {state}; {ingested['rows']} rows over {len(days)} days "
-            f"({span}); mixed artifacts {ingested['mixedArtifacts']} (left out of every lift)",
+            f"({span}): {ingested['storedRows']} stored, {ingested['skippedRows']} already "
+            f"stored (same content): skipped; mixed artifacts {ingested['mixedArtifacts']} "
+            "(left out of every lift)",
             flush=True,
         )
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
@@ -59,7 +60,7 @@ def lift_logs(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     day = date.fromisoformat(context.partition_key)
-    with warehouse.connect() as conn, transaction(conn):
+    with warehouse.connect(create=True) as conn, transaction(conn):
         stage.refresh_days(conn, [day])
         summary = stage.day_summary(conn, day)
     return dg.MaterializeResult(metadata=_day_metadata(summary))
@@ -82,10 +83,15 @@ def lift_logs(
 def lift_report(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    with warehouse.connect() as conn, transaction(conn):
-        report, claims = stage.build_report(conn)
-        markdown = stage.report_markdown(report)
-        storage.save_report(conn, context.run_id, context.run_id, report, markdown)
+    # The daily report may run before any log or case made the warehouse: lift's schema will do.
+    with warehouse.connect(create=True) as conn:
+        with transaction(conn):
+            report, claims = stage.build_report(conn)
+            markdown = stage.report_markdown(report)
+            storage.save_report(conn, context.run_id, context.run_id, report, markdown)
+        # Assignment reads the settings from this copy (never waiting on a writer); a
+        # warehouse whose settings predate it gets one here.
+        storage.publish_settings(conn, warehouse.warehouse_path())
     plotted: dict[str, Any] = {}
     for claim in claims:
         # Keyed by claim (workspace/claim type/epoch/candidate): a plot never pools scopes.
@@ -126,8 +132,15 @@ def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     )
 
 
+# The metadata key of a refused ingest (a bad file, or requests stored with other content).
+REFUSED = "refused"
+
+
 class IngestConfig(dg.Config):
     path: str
+    # Set by the inbox sensor: the file may still be growing, so an unterminated last line
+    # that is not JSON yet is left for the next tick instead of refusing the file.
+    partial_tail: bool = False
 
 
 @dg.op(pool=DUCKDB_POOL)
@@ -137,11 +150,22 @@ def ingest_lift_log(
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
-        with warehouse.connect() as conn:
-            ingested = stage.ingest_file(conn, config.path)
+        read = stage.read_events(config.path, partial_tail=config.partial_tail)
+        # A lift-only set-up has no case, so maybe no warehouse yet: lift needs its schema.
+        with warehouse.connect(create=True) as conn:
+            ingested = stage.ingest_file(conn, config.path, read)
             summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
     except InputError as error:
-        raise refusal(error) from None
+        raise refusal(error, {REFUSED: type(error).__name__}) from None
+    context.log.info(
+        f"{ingested.path}: {ingested.stored} requests stored, {ingested.skipped} already "
+        "stored with the same content (skipped)"
+        + (
+            f"; line {ingested.pending_line} is still being written: left for the next tick"
+            if ingested.pending_line is not None
+            else ""
+        )
+    )
     for day, summary in summaries.items():
         context.log_event(
             dg.AssetMaterialization(
@@ -166,6 +190,39 @@ lift_report_job = dg.define_asset_job(
 )
 
 
+# A file whose run failed without refusing it (a crash, a warehouse held too long) is tried
+# again under a new run key, at most this many times while it does not change.
+RETRIES = 3
+
+
+def _refused(instance: dg.DagsterInstance, run_id: str) -> bool:
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = event.step_failure_data if event is not None else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and REFUSED in failure.metadata:
+            return True
+    return False
+
+
+def _attempt_key(context: dg.SensorEvaluationContext, key: str) -> str:
+    """The run key to request for a file version: ``key``, unless every run under it failed
+    without refusing the file; then the next ``key:retry-N`` (a run key is requested once, so
+    without this a transient failure would leave the file never ingested)."""
+    for attempt in range(RETRIES + 1):
+        candidate = key if attempt == 0 else f"{key}:retry-{attempt}"
+        runs = context.instance.get_runs(
+            filters=dg.RunsFilter(tags={RUN_KEY_TAG: candidate}), limit=1
+        )
+        if (
+            not runs
+            or runs[0].status != dg.DagsterRunStatus.FAILURE
+            or _refused(context.instance, runs[0].run_id)
+        ):
+            return candidate
+    return candidate  # retries spent: the last attempt's key again, so nothing is requested
+
+
 def inbox_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
@@ -177,7 +234,8 @@ def inbox_files(folder: Path) -> list[Path]:
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="A log file dropped into the inbox ($EVAL_PIPELINES_LIFT_INBOX, default "
-    "data/lift/inbox) is ingested once (run key: its name, size and modification time).",
+    "data/lift/inbox) is ingested at each new size (run key: its name, size and modification "
+    "time); a request already stored is skipped, so a growing file stores each row once.",
 )
 def lift_log_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     files = inbox_files(settings.lift_inbox())
@@ -188,8 +246,14 @@ def lift_log_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg
         stat = path.stat()
         requests.append(
             dg.RunRequest(
-                run_key=f"lift-log:{path.name}:{stat.st_size}:{stat.st_mtime_ns}",
-                run_config={"ops": {"ingest_lift_log": {"config": {"path": str(path)}}}},
+                run_key=_attempt_key(
+                    context, f"lift-log:{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+                ),
+                run_config={
+                    "ops": {
+                        "ingest_lift_log": {"config": {"path": str(path), "partial_tail": True}}
+                    }
+                },
                 tags={"eval_pipelines/lift_file": path.name},
             )
         )

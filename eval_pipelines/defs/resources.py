@@ -40,9 +40,12 @@ class WarehouseResource(dg.ConfigurableResource):
         return self.threads or settings.thread_count()
 
     @contextmanager
-    def connect(self, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(
+        self, *, read_only: bool = False, create: bool = False
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         """Open the warehouse, waiting (and saying so every 30 s) while another process holds
-        it, for up to :data:`RUN_LOCK_WAIT_SECONDS`."""
+        it, for up to :data:`RUN_LOCK_WAIT_SECONDS`; ``create`` makes it (and its schema)
+        when it does not exist yet."""
         log = dg.get_dagster_logger()
         path = self.warehouse_path()
 
@@ -50,6 +53,10 @@ class WarehouseResource(dg.ConfigurableResource):
             log.info(f"waiting {seconds:.0f} s for the warehouse lock on {path}")
 
         with connect(
-            path, read_only=read_only, wait_seconds=RUN_LOCK_WAIT_SECONDS, on_wait=waiting
+            path,
+            read_only=read_only,
+            create=create,
+            wait_seconds=RUN_LOCK_WAIT_SECONDS,
+            on_wait=waiting,
         ) as conn:
             yield conn

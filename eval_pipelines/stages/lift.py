@@ -8,7 +8,6 @@ under: a new epoch, baseline head or application config invalidates an open one 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,7 +31,15 @@ from eval_pipelines.core.lift.evidence import (
     require_kind,
 )
 from eval_pipelines.core.lift.lift import PARKED, LiftResult, live_lift
-from eval_pipelines.core.lift.logs import SUFFIXES, mixed_artifacts, read_log, validate_log
+from eval_pipelines.core.lift.logs import (
+    MIXED_SCOPE,
+    SUFFIXES,
+    conflict_error,
+    match_stored,
+    mixed_artifacts,
+    read_log_tail,
+    validate_log,
+)
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
 from eval_pipelines.storage import evaluations
 from eval_pipelines.storage import lift as storage
@@ -43,19 +50,20 @@ ARM_ORDER = ("treated", "lever_holdout", "holdout", "pre_lever", "imported")
 SETTLED = ("confirmed", "invalidated")
 
 
-def file_id_of(path: Path) -> str:
-    """Content hash of a log file: the same file ingested twice is one file."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
 @dataclass(frozen=True)
 class Ingested:
+    """One ingest: the file's rows, how many were stored (requests never seen) and how many
+    skipped (requests already stored with the same content)."""
+
     file_id: str
     path: str
     rows: int
     days: tuple[date, ...]
     new: bool
     mixed_artifacts: int
+    stored: int = 0
+    skipped: int = 0
+    pending_line: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +72,9 @@ class Ingested:
             "rows": self.rows,
             "days": [d.isoformat() for d in self.days],
             "new": self.new,
+            "storedRows": self.stored,
+            "skippedRows": self.skipped,
+            "pendingLine": self.pending_line,
             "mixedArtifacts": self.mixed_artifacts,
         }
 
@@ -95,21 +106,67 @@ def refresh_days(conn: duckdb.DuckDBPyConnection, days: Iterable[date]) -> None:
         storage.replace_day_cells(conn, day, day_cells(storage.events(conn, day=day)))
 
 
-def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path | str) -> Ingested:
-    """Validate the whole file, then store it in one transaction (nothing of a bad file is
-    kept; the same content again changes nothing)."""
+@dataclass(frozen=True)
+class LogRead:
+    """A file's validated rows, its content hash, and the line left for a later read (a
+    growing file's unterminated last line), if any."""
+
+    events: pl.DataFrame
+    file_id: str
+    pending_line: int | None = None
+
+
+def read_events(path: Path | str, *, partial_tail: bool = False) -> LogRead:
+    """The file's validated rows (InputError naming each bad line): read before the
+    warehouse is opened, so a refused file writes nothing, not even an empty warehouse. The
+    bytes are read once, so a file growing meanwhile is read at one size."""
     path = Path(path).absolute()
-    frame = read_log(path)
-    events = validate_log(frame, kind=SUFFIXES[path.suffix.lower()])
-    file_id = file_id_of(path)
+    read = read_log_tail(path, partial_tail=partial_tail)
+    events = validate_log(read.frame, kind=SUFFIXES[path.suffix.lower()])
+    return LogRead(events, read.digest, read.pending_line)
+
+
+def _stored_content(stored: pl.DataFrame) -> pl.DataFrame:
+    return stored.with_columns(
+        timestamp=pl.col("ts").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    )
+
+
+def ingest_file(
+    conn: duckdb.DuckDBPyConnection, path: Path | str, read: LogRead | None = None
+) -> Ingested:
+    """Validate the whole file (unless ``read`` is its :func:`read_events`), then store its
+    new requests in one transaction. Idempotent per request id: a request already stored
+    with the same content (its parsed record, whatever the bytes: Parquet or JSON Lines, CRLF,
+    another offset for the same instant) is skipped and counted; one stored with other
+    content refuses the whole file, naming both lines. Nothing of a refused file is kept."""
+    path = Path(path).absolute()
+    if read is None:
+        read = read_events(path)
+    events = read.events
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
     with transaction(conn):
-        if storage.file_ingested(conn, file_id):
-            return Ingested(file_id, str(path), events.height, days, False, mixed)
-        storage.insert_file(conn, file_id, str(path), events)
-        refresh_days(conn, days)
-    return Ingested(file_id, str(path), events.height, days, True, mixed)
+        stored = storage.stored_requests(conn, events.get_column("request_id"))
+        matched = match_stored(events, _stored_content(stored))
+        if matched.conflicts.height:
+            raise conflict_error(matched.conflicts, path, kind=SUFFIXES[path.suffix.lower()])
+        fresh = matched.fresh
+        file_id = read.file_id
+        if fresh.height:
+            storage.insert_file(conn, file_id, str(path), fresh)
+            refresh_days(conn, sorted(set(fresh.get_column("day").to_list())))
+    return Ingested(
+        file_id,
+        str(path),
+        events.height,
+        days,
+        fresh.height > 0,
+        mixed,
+        stored=fresh.height,
+        skipped=matched.skipped,
+        pending_line=read.pending_line,
+    )
 
 
 def day_summary(conn: duckdb.DuckDBPyConnection, day: date) -> dict[str, Any]:
@@ -173,15 +230,17 @@ def _split_of(conn: duckdb.DuckDBPyConnection, scope: Scope) -> LiftConfig | Non
     )
 
 
-def _baseline(rows: pl.DataFrame, epoch: str, *, first: bool) -> Baseline:
-    """The baseline control rows were served under: their first (bound) or last (current)
-    head and application config."""
-    control = rows.filter(pl.col("exposure_arm") == "lever_holdout").sort("ts")
-    pick = 0 if first else -1
+def _contrasted(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.filter(pl.col("exposure_arm").is_in(["treated", "lever_holdout"])).sort("ts")
+
+
+def _bound_baseline(rows: pl.DataFrame, epoch: str) -> Baseline:
+    """The baseline a new claim opens under: the head and application config of its first
+    contrasted (treated or lever_holdout) row that names one."""
 
     def value(column: str) -> str:
-        known = control.get_column(column).drop_nulls()
-        return str(known[pick]) if len(known) else ""
+        known = _contrasted(rows).get_column(column).drop_nulls()
+        return str(known[0]) if len(known) else ""
 
     return Baseline(head=value("baseline_head"), app_config=value("app_config"), epoch=epoch)
 
@@ -194,6 +253,26 @@ def _variant_identity(report: dict[str, Any], name: str) -> str:
             keys = ("name", "config", "memoInclude", "memoVersion")
             return json.dumps({key: variant.get(key) for key in keys}, sort_keys=True)
     return json.dumps({"name": name})
+
+
+def _current_baseline(rows: pl.DataFrame, bound: Baseline, epoch: str) -> Baseline:
+    """What the claim's rows were served under, against its bound baseline: the first head
+    (and application config) among ALL its treated and lever_holdout rows that differs from
+    the bound one, else the bound one. Every row is looked at, not the first and last only,
+    so a deploy followed by a rollback (h1 -> h2 -> h1) still shows h2, and a head change in
+    the treated rows alone counts as much as one in the control rows."""
+    contrasted = _contrasted(rows)
+
+    def value(column: str, bound_value: str) -> str:
+        known = contrasted.get_column(column).drop_nulls()
+        moved = known.filter(known != bound_value) if bound_value else known
+        return str(moved[0]) if len(moved) else bound_value
+
+    return Baseline(
+        head=value("baseline_head", bound.head),
+        app_config=value("app_config", bound.app_config),
+        epoch=epoch,
+    )
 
 
 def offline_screening(
@@ -270,12 +349,9 @@ def _claim(
     bound = (
         Baseline(existing.baseline_head or "", existing.app_config or "", scope.epoch)
         if existing is not None
-        else _baseline(rows, scope.epoch, first=True)
+        else _bound_baseline(rows, scope.epoch)
     )
-    current = _baseline(rows, newest_epoch, first=False)
-    current = Baseline(
-        current.head or bound.head, current.app_config or bound.app_config, newest_epoch
-    )
+    current = _current_baseline(rows, bound, newest_epoch)
     if existing is not None and existing.status in SETTLED:
         return existing  # a confirmed or invalidated claim is history: kept as it was settled
     confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
@@ -339,9 +415,14 @@ def build_report(
     """Every scope's lift (per workspace, claim type and epoch), with its rollup cells; the
     ledger updated (inside the caller's transaction). Mixed artifacts are left out."""
     events = storage.events(conn)
-    mixed = mixed_artifacts(events) if events.height else pl.DataFrame({"artifact_key": []})
-    is_mixed = pl.col("artifact_key").is_in(mixed.get_column("artifact_key").implode())
-    eligible = events.filter(~is_mixed.fill_null(False))
+    mixed = mixed_artifacts(events)
+    # Mixed within its (workspace, epoch) only: the same key elsewhere is another artifact.
+    unmixed = events.join(mixed.select(MIXED_SCOPE), on=list(MIXED_SCOPE), how="anti")
+    # A request stored twice with different content (before ingest was idempotent per
+    # request id): which copy is true is unknown, so neither is read.
+    copies = events.group_by("request_id").len().filter(pl.col("len") > 1)
+    conflicting = copies.get_column("request_id")
+    eligible = unmixed.filter(~pl.col("request_id").is_in(conflicting.implode()))
     now = datetime.now(UTC).replace(tzinfo=None)
     screenings = evaluations.reports_newest_first(conn, "holdout")  # read once per report
     claims: list[storage.Claim] = []
@@ -371,7 +452,9 @@ def build_report(
     report = {
         "rows": events.height,
         "mixedArtifacts": mixed.height,
-        "rowsLeftOutAsMixed": events.height - eligible.height,
+        "rowsLeftOutAsMixed": events.height - unmixed.height,
+        "conflictingRequests": conflicting.len(),
+        "rowsLeftOutAsConflicting": int(copies.get_column("len").sum()),
         "claims": [claim_json(c) for c in claims],
         "scopes": scopes_json,
     }
@@ -496,6 +579,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"\n{report['mixedArtifacts']} mixed artifacts ({report['rowsLeftOutAsMixed']} rows) "
             "left out: their requests disagree on their arm."
+        )
+    if report.get("conflictingRequests"):
+        lines.append(
+            f"\n{report['conflictingRequests']} request ids stored more than once with different "
+            f"content ({report['rowsLeftOutAsConflicting']} rows, stored before ingest was "
+            "idempotent per request id) left out: which copy is true is unknown."
         )
     for scope in report.get("scopes", []):
         lines += ["", f"#### Cells of {scope['scope']}", ""]

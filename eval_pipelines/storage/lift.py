@@ -4,14 +4,18 @@ holdout settings, the lift ledger and the reports."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+import tempfile
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from eval_pipelines.storage.frames import insert_frame, query_frame
+from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
+from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
@@ -29,15 +33,35 @@ def file_ingested(conn: duckdb.DuckDBPyConnection, file_id: str) -> bool:
     return bool(row and row[0])
 
 
+def stored_requests(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> pl.DataFrame:
+    """Every stored row of these request ids, with the line and path it came from (the path
+    of the file that stored it): ``request_id``, ``stored_line``, ``stored_path``, ``ts`` and
+    the content columns."""
+    conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
+    try:
+        return conn.execute(
+            "SELECT e.request_id, e.line AS stored_line, f.path AS stored_path, e.ts, "
+            "e.workspace_id, e.cluster, e.exposure_arm, e.exposure_epoch, e.claim_type, "
+            "e.situation_class, e.source, e.outcome, e.artifact_key, e.candidate, "
+            "e.baseline_head, e.app_config, e.key_source "
+            "FROM lift_events e JOIN incoming_frame i ON i.request_id = e.request_id "
+            "LEFT JOIN lift_files f ON f.file_id = e.file_id ORDER BY e.request_id, e.line"
+        ).pl()
+    finally:
+        conn.unregister(INCOMING)
+
+
 def insert_file(
     conn: duckdb.DuckDBPyConnection, file_id: str, path: str, events: pl.DataFrame
 ) -> None:
-    """Store a validated file's rows (call inside a transaction)."""
+    """Store a validated file's new rows (call inside a transaction); the file is recorded
+    once, with the rows it stored."""
     days = events.get_column("day")
-    conn.execute(
-        "INSERT INTO lift_files VALUES (?, ?, ?, ?, ?, ?)",
-        [file_id, path, events.height, days.min(), days.max(), _now()],
-    )
+    if not file_ingested(conn, file_id):
+        conn.execute(
+            "INSERT INTO lift_files VALUES (?, ?, ?, ?, ?, ?)",
+            [file_id, path, events.height, days.min(), days.max(), _now()],
+        )
     frame = events.with_columns(
         file_id=pl.lit(file_id),
         ts=pl.col("timestamp").dt.replace_time_zone(None),
@@ -56,11 +80,16 @@ def events(
     day: date | None = None,
     workspace_id: str | None = None,
 ) -> pl.DataFrame:
-    """Stored rows (all, or one day's, or one workspace's), in time order."""
+    """Stored rows (all, or one day's, or one workspace's), in time order. A row stored more
+    than once with the same content (before ingest was idempotent per request id) is read
+    once; copies with different content are all returned (the report leaves them out)."""
     return query_frame(
         conn,
         f"SELECT {EVENT_COLUMNS} FROM lift_events "
         "WHERE (?::DATE IS NULL OR day = ?::DATE) AND (?::VARCHAR IS NULL OR workspace_id = ?) "
+        "QUALIFY row_number() OVER (PARTITION BY request_id, ts, workspace_id, cluster, "
+        "exposure_arm, exposure_epoch, claim_type, situation_class, source, outcome, "
+        "artifact_key, candidate, baseline_head, app_config ORDER BY file_id, line) = 1 "
         "ORDER BY ts, file_id, line",
         [day, day, workspace_id, workspace_id],
     )
@@ -140,6 +169,46 @@ def save_workspace_case(conn: duckdb.DuckDBPyConnection, workspace_id: str, case
     conn.execute(
         "INSERT INTO lift_workspace_cases VALUES (?, ?, ?)", [workspace_id, case_id, _now()]
     )
+
+
+def settings_file(warehouse: Path) -> Path:
+    """Where every workspace's settings are published beside the warehouse, for assignment:
+    serving code reads them without opening the DuckDB file, which another process may hold
+    for writing (DuckDB lets one writing process lock it, readers included)."""
+    return warehouse.with_name(warehouse.name + COMPANION_SUFFIXES[0])
+
+
+def publish_settings(conn: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """Write every workspace's committed settings to :func:`settings_file`, atomically (a
+    reader sees the old file or the new one, never half of one). Call after the settings'
+    transaction committed, with the connection still open, so two writers cannot interleave."""
+    rows = conn.execute(
+        "SELECT workspace_id, holdout_fraction, epoch, lever, lever_holdout_share "
+        "FROM lift_settings ORDER BY workspace_id"
+    ).fetchall()
+    content = {"settings": {row[0]: asdict(Settings(*row)) for row in rows}}
+    target = settings_file(warehouse)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(content, out, indent=1, sort_keys=True)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def published_settings(warehouse: Path) -> dict[str, Settings] | None:
+    """The settings :func:`publish_settings` wrote, by workspace; None when the file is not
+    there (a warehouse from before it was published: read :func:`settings` instead)."""
+    path = settings_file(warehouse)
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return {key: Settings(**value) for key, value in content["settings"].items()}
 
 
 CLAIM_COLUMNS = (

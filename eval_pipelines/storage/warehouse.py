@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 # How long a command waits for another process's lock before it reports the warehouse busy.
 CLI_WAIT_SECONDS = 15.0
+# Files kept beside a warehouse that describe it (the lift settings assignment reads): a new
+# warehouse file must not inherit one left from a removed warehouse of the same name.
+COMPANION_SUFFIXES = (".lift-settings.json",)
 WRITE_WAIT_SECONDS = 120.0
 
 
@@ -230,6 +233,9 @@ def connect(
     else:
         check_writable(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            for suffix in COMPANION_SUFFIXES:
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
         conn = _open(path, read_only=False, wait_seconds=wait_seconds, on_wait=on_wait)
         try:
             migrate(conn)

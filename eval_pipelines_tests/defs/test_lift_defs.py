@@ -4,6 +4,7 @@ gate, the ingest job (a bad file fails it and stores nothing), the inbox sensor 
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -29,12 +30,20 @@ LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
 RESOURCES = {"warehouse": WarehouseResource()}
 
 
+def lever_split() -> LiftConfig:
+    """The split the checks use, stored as the workspace's settings; the first change from the
+    defaults starts a new epoch (e2), so the logs are written for the epoch it returns."""
+    from eval_pipelines.api import lift
+
+    settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    return dataclasses.replace(LEVER, epoch=settings["epoch"])
+
+
 @pytest.fixture
 def ingested(workdir: Path) -> Path:
     from eval_pipelines.api import lift
 
-    lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")  # the split the checks use
-    log = write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4)
+    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
     lift.ingest(log)
     return log
 
@@ -53,7 +62,7 @@ def test_a_day_of_logs_materialises_with_rows_per_arm(ingested: Path) -> None:
     for arm in ("treated", "lever_holdout", "holdout"):
         expected = day.filter(exposure_arm=arm).height
         assert meta[f"rows/{arm}"].value == expected and expected > 0
-    assert meta["epochs"].value == "e1"
+    assert meta["epochs"].value == "e2"  # the first settings change from the defaults starts e2
 
 
 def test_the_report_materialises_with_its_aa_gate(ingested: Path) -> None:
@@ -63,7 +72,7 @@ def test_the_report_materialises_with_its_aa_gate(ingested: Path) -> None:
         (event,) = result.get_asset_materialization_events()
         meta = event.materialization.metadata
         (check,) = result.get_asset_check_evaluations()
-    claim = "ws/invoice_coding/e1/memo-v2"
+    claim = "ws/invoice_coding/e2/memo-v2"
     assert meta["confirmed"].value == 1 and meta["parked"].value == 0
     assert meta[f"lift @ {claim}"].value > meta[f"lift_low @ {claim}"].value > 0
     assert "superior" in meta["report"].value
@@ -126,3 +135,149 @@ def test_today_has_a_partition_so_a_log_of_the_day_so_far_lands_in_it() -> None:
 
     today = datetime.now(UTC).date().isoformat()
     assert lift_days.get_last_partition_key() == today
+
+
+def test_the_sensor_ingests_into_a_lift_only_set_up_with_no_warehouse_yet(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No case was ever created: the sensor's run creates the warehouse and its schema instead
+    of failing with "create a case first" (a failed run keeps its run key: never retried)."""
+    inbox = workdir / "inbox"
+    inbox.mkdir()
+    monkeypatch.setenv(settings.LIFT_INBOX_ENV, str(inbox))
+    bad = inbox / "a-bad.jsonl"
+    bad.write_text('{"timestamp": "2026-11-23T10:00:00Z"}\n')
+    log = write_log(inbox / "day.jsonl", LEVER, true_lift=0.0, days=1)
+    assert not settings.warehouse_path().exists()
+    with dg.instance_for_test() as instance:
+        with dg.build_sensor_context(instance=instance) as context:
+            result = lift_log_sensor(context)
+        assert isinstance(result, dg.SensorResult)
+        outcomes = {}
+        for request in result.run_requests or []:
+            run = lift_ingest_job.execute_in_process(
+                instance=instance,
+                run_config=request.run_config,
+                resources=RESOURCES,
+                raise_on_error=False,
+            )
+            outcomes[Path(request.run_config["ops"]["ingest_lift_log"]["config"]["path"])] = run
+            if request.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(bad):
+                # A refused file creates nothing, not even an empty warehouse.
+                assert not run.success and not settings.warehouse_path().exists()
+    assert outcomes[log].success and not outcomes[bad].success
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM lift_events").fetchone()
+    assert rows == (len(log.read_text().splitlines()),)
+    # The daily report runs on a lift-only set-up too.
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([lift_report], instance=instance, resources=RESOURCES).success
+
+
+def test_the_daily_report_runs_before_any_warehouse_exists(workdir: Path) -> None:
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([lift_report], instance=instance, resources=RESOURCES)
+    assert result.success
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM lift_claims").fetchone() == (0,)
+
+
+def test_the_report_publishes_settings_stored_before_assignment_read_a_copy(
+    workdir: Path,
+) -> None:
+    """A warehouse whose settings were saved before `lift settings` published them for
+    assignment gets the copy at its next report, so `lift assign` stops opening the file."""
+    with connect(settings.warehouse_path(), create=True) as conn:
+        storage.save_settings(conn, storage.Settings("ws", 0.2, "e4", "memo-v2", 0.5))
+    copy = storage.settings_file(settings.warehouse_path())
+    assert not copy.exists()
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([lift_report], instance=instance, resources=RESOURCES).success
+    assert storage.published_settings(settings.warehouse_path()) == {
+        "ws": storage.Settings("ws", 0.2, "e4", "memo-v2", 0.5)
+    }
+
+
+def test_a_log_growing_in_the_inbox_is_stored_row_by_row_once(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log still being written is ingested at each new size: rows already stored are
+    skipped, an unterminated last line waits for the next tick; no row is lost or doubled."""
+    inbox = workdir / "inbox"
+    inbox.mkdir()
+    monkeypatch.setenv(settings.LIFT_INBOX_ENV, str(inbox))
+    whole = write_log(workdir / "whole.jsonl", LEVER, true_lift=0.0, days=1)
+    lines = whole.read_text().splitlines(keepends=True)
+    n = len(lines)
+    growing = inbox / "serving.jsonl"
+    stages = [
+        "".join(lines[: n // 3]),  # complete lines
+        "".join(lines[: 2 * n // 3]) + lines[2 * n // 3][:25],  # a line half written
+        "".join(lines),
+    ]
+    outputs = []
+    with dg.instance_for_test() as instance:
+        for text in stages:
+            growing.write_text(text)
+            with dg.build_sensor_context(instance=instance) as context:
+                result = lift_log_sensor(context)
+            assert isinstance(result, dg.SensorResult)
+            (request,) = result.run_requests or []
+            run = lift_ingest_job.execute_in_process(
+                instance=instance, run_config=request.run_config, resources=RESOURCES
+            )
+            assert run.success
+            outputs.append(run.output_for_node("ingest_lift_log"))
+    assert [o["storedRows"] for o in outputs] == [n // 3, 2 * n // 3 - n // 3, n - 2 * n // 3]
+    assert [o["skippedRows"] for o in outputs] == [0, n // 3, 2 * n // 3]
+    assert [o["pendingLine"] for o in outputs] == [None, 2 * n // 3 + 1, None]
+    with connect(settings.warehouse_path(), read_only=True) as conn:
+        counts = conn.execute(
+            "SELECT count(*), count(DISTINCT request_id) FROM lift_events"
+        ).fetchone()
+        cells = conn.execute("SELECT sum(total) FROM lift_day_cells").fetchone()
+    assert counts == (n, n) and cells == (n,)
+
+
+def test_a_file_whose_run_failed_without_refusing_it_is_tried_again(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run key is requested once: a run that failed for a reason other than the file (here
+    a warehouse from a newer release) would otherwise leave the file never ingested. A
+    refused file is not retried until it changes."""
+    inbox = workdir / "inbox"
+    inbox.mkdir()
+    monkeypatch.setenv(settings.LIFT_INBOX_ENV, str(inbox))
+    log = write_log(inbox / "day.jsonl", LEVER, true_lift=0.0, days=1)
+    newer = workdir / "newer.duckdb"
+    with connect(newer, create=True) as conn:
+        conn.execute("INSERT INTO schema_version VALUES (999, 'from the future', now())")
+
+    def tick(instance: dg.DagsterInstance) -> dg.RunRequest:
+        with dg.build_sensor_context(instance=instance) as context:
+            result = lift_log_sensor(context)
+        assert isinstance(result, dg.SensorResult)
+        (request,) = result.run_requests or []
+        return request
+
+    def run(instance: dg.DagsterInstance, request: dg.RunRequest, resources: dict) -> bool:  # type: ignore[type-arg]
+        return lift_ingest_job.execute_in_process(
+            instance=instance,
+            run_config=request.run_config,
+            resources=resources,
+            tags={"dagster/run_key": request.run_key or ""},
+            raise_on_error=False,
+        ).success
+
+    with dg.instance_for_test() as instance:
+        first = tick(instance)
+        assert not run(instance, first, {"warehouse": WarehouseResource(path=str(newer))})
+        second = tick(instance)
+        assert second.run_key == f"{first.run_key}:retry-1"
+        assert run(instance, second, RESOURCES)
+        assert tick(instance).run_key == second.run_key  # done: requested no more
+        bad = inbox / "day.jsonl"
+        bad.write_text(log.read_text().replace('"declared"', '"guessed"', 1))
+        refused = tick(instance)
+        assert not run(instance, refused, RESOURCES)
+        assert tick(instance).run_key == refused.run_key  # a refusal waits for a new version

@@ -28,7 +28,11 @@ column                required  what
 
 from __future__ import annotations
 
-from datetime import date
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +63,92 @@ ERRORS_SHOWN = 10
 FIRST_DAY = date(2020, 1, 1)
 _RULES = {"not_nullable": "must be present", "field_uniqueness": "must be unique in the file"}
 _TEXT = tuple(c for c in REQUIRED if c not in ("timestamp", "outcome"))
+# The file line of each JSON Lines row (blank lines are skipped but still counted).
+LINE_COLUMN = "__file_line__"
+
+
+def _unterminated(data: bytes, lines: list[bytes], numbers: list[int]) -> bool:
+    """Whether the last line is still being written: no newline after it, and not JSON. (No
+    proper prefix of a JSON object is one, so a complete last line without a newline still
+    counts.)"""
+    if not numbers or data.endswith(b"\n"):
+        return False
+    try:
+        json.loads(lines[numbers[-1] - 1])
+    except ValueError:
+        return True
+    return False
+
+
+def _jsonl(
+    path: Path, data: bytes, *, partial_tail: bool = False
+) -> tuple[pl.DataFrame, int | None]:
+    """The rows of a JSON Lines file, each with its 1-based line in the file: a blank line is
+    skipped (it still counts), a line that is not a JSON object is refused by its number.
+    With ``partial_tail``, an unterminated last line that is not JSON yet (a file still being
+    written) is left out, and its number returned."""
+    lines = data.split(b"\n")
+    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    pending = None
+    if partial_tail and _unterminated(data, lines, numbers):
+        pending = numbers.pop()
+    if not numbers:
+        raise InputError("--file", str(path), "the log has no rows (only blank lines)")
+    body = b"\n".join(lines[n - 1] for n in numbers)
+    try:
+        frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as error:
+        for n in numbers:
+            try:
+                value = json.loads(lines[n - 1])
+            except ValueError as bad:
+                raise InputError("--file", str(path), f"line {n}: not valid JSON ({bad})") from None
+            if not isinstance(value, dict):
+                raise InputError(
+                    "--file", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"
+                ) from None
+        raise error
+    if frame.height != len(numbers):
+        raise InputError(
+            "--file",
+            str(path),
+            f"{len(numbers)} non-blank lines were read as {frame.height} rows; one JSON object "
+            "per line",
+        )
+    return frame.with_columns(pl.Series(LINE_COLUMN, numbers, dtype=pl.Int64)), pending
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    """An ISO 8601 timestamp as naive UTC (UTC when it has no offset), None when it is not one.
+    Each value is read on its own: a file may mix values with and without an offset."""
+    if text is None:
+        return None
+    try:
+        stamp = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo is not None else stamp
 
 
 def read_log(path: Path | str) -> pl.DataFrame:
     """The file's rows, every value as read (validated by :func:`validate_log`)."""
+    return read_log_tail(path).frame
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """What one read of a log file saw: its rows, the SHA-256 (16 hex digits) of the bytes
+    read, and the line left for a later read (None when none was)."""
+
+    frame: pl.DataFrame
+    digest: str
+    pending_line: int | None = None
+
+
+def read_log_tail(path: Path | str, *, partial_tail: bool = False) -> LogFile:
+    """:func:`read_log`; with ``partial_tail`` (a file that may still be growing), a JSON
+    Lines file's unterminated, not yet valid, last line is left for a later read: the rows
+    before it, and its line number (None when there is none)."""
     path = Path(path)
     if not path.is_file():
         raise InputError("--file", str(path), "file does not exist")
@@ -74,9 +160,14 @@ def read_log(path: Path | str) -> pl.DataFrame:
     if path.stat().st_size == 0:
         raise InputError("--file", str(path), "the log is empty")
     try:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()[:16]
         if kind == "parquet":
-            return pl.read_parquet(path)
-        return pl.read_ndjson(path, infer_schema_length=None)
+            return LogFile(pl.read_parquet(io.BytesIO(data)), digest)
+        frame, pending = _jsonl(path, data, partial_tail=partial_tail)
+        return LogFile(frame, digest, pending)
+    except InputError:
+        raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError("--file", str(path), f"could not be read as {kind}: {first}") from None
@@ -134,8 +225,7 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
             casts.append(pl.col(name).cast(pl.String))
         elif dtype != pl.String:
             bad = frame.with_row_index("__row").filter(pl.col(name).is_not_null())
-            if bad.height:
-                row = bad.row(0, named=True)
+            for row in bad.iter_rows(named=True):
                 problems.append((row["__row"], name, row[name], "must be a string"))
             casts.append(pl.col(name).cast(pl.String))
     outcome = frame.schema["outcome"]
@@ -146,7 +236,7 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         bad = frame.with_row_index("__row").filter(
             pl.col("outcome").is_not_null() & ~text.is_in(["true", "false"])
         )
-        for item in bad.head(ERRORS_SHOWN).iter_rows(named=True):
+        for item in bad.iter_rows(named=True):
             problems.append(
                 (item["__row"], "outcome", item["outcome"], "must be true, false or null")
             )
@@ -158,21 +248,19 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         if stamp.time_zone is not None:
             parsed = pl.col("timestamp").dt.convert_time_zone("UTC")
     else:
-        parsed = (
-            pl.col("timestamp")
-            .cast(pl.String)
-            .str.to_datetime(time_zone="UTC", strict=False, time_unit="us")
-        )
+        texts = frame.get_column("timestamp").cast(pl.String).to_list()
+        stamps = pl.Series("timestamp", [_timestamp(t) for t in texts], dtype=pl.Datetime("us"))
+        parsed = pl.lit(stamps).dt.replace_time_zone("UTC")
     typed = frame.with_columns(*casts, parsed.dt.cast_time_unit("us").alias("timestamp"))
     unparsed = frame.with_row_index("__row").filter(
         typed.get_column("timestamp").is_null() & frame.get_column("timestamp").is_not_null()
     )
-    for row in unparsed.head(ERRORS_SHOWN).iter_rows(named=True):
+    for row in unparsed.iter_rows(named=True):
         problems.append((row["__row"], "timestamp", row["timestamp"], "must be ISO 8601"))
     early = frame.with_row_index("__row").filter(
         typed.get_column("timestamp").dt.date() < FIRST_DAY
     )
-    for row in early.head(ERRORS_SHOWN).iter_rows(named=True):
+    for row in early.iter_rows(named=True):
         rule = f"must be on or after {FIRST_DAY.isoformat()}, the first day lift partitions cover"
         problems.append((row["__row"], "timestamp", row["timestamp"], rule))
     return typed, problems
@@ -209,8 +297,13 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
             if (row, column) not in seen and not seen.add((row, column))  # type: ignore[func-returns-value]
         ]
         label = _line_label(kind)
+        lines = (
+            frame.get_column(LINE_COLUMN).to_list()
+            if LINE_COLUMN in frame.columns
+            else range(1, frame.height + 1)
+        )
         shown = "; ".join(
-            f"{label} {row + 1}: {column}={value!r}: {rule}"
+            f"{label} {lines[row] if row >= 0 else '?'}: {column}={value!r}: {rule}"
             for row, column, value, rule in problems[:ERRORS_SHOWN]
         )
         more = len(problems) - ERRORS_SHOWN
@@ -220,16 +313,118 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
             shown + (f"; and {more} more" if more > 0 else "") + " (nothing was ingested)",
         )
     extra = [pl.lit(None, pl.String).alias(c) for c in OPTIONAL if c not in typed.columns]
-    return (
-        typed.with_columns(*extra)
-        .with_row_index("line", offset=1)
-        .with_columns(day=pl.col("timestamp").dt.date())
+    typed = typed.with_columns(*extra)
+    if LINE_COLUMN in typed.columns:
+        typed = typed.rename({LINE_COLUMN: "line"})
+    else:
+        typed = typed.with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+    return typed.with_columns(day=pl.col("timestamp").dt.date())
+
+
+#: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
+#: typed, absent optional columns null), not the bytes of its line.
+CONTENT = (
+    "timestamp",
+    "workspace_id",
+    "cluster",
+    "exposure_arm",
+    "exposure_epoch",
+    "claim_type",
+    "situation_class",
+    "source",
+    "outcome",
+    *OPTIONAL,
+)
+
+
+@dataclass(frozen=True)
+class Matched:
+    """A validated file against the rows already stored for its request ids."""
+
+    fresh: pl.DataFrame
+    skipped: int
+    conflicts: pl.DataFrame
+
+
+def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
+    """Split a file's rows (:func:`validate_log`) by request id: ``fresh`` ones never stored;
+    ``skipped``, how many are stored with the same content (:data:`CONTENT`); ``conflicts``,
+    one row per request stored with other content: ``request_id``, ``line``, ``stored_line``,
+    ``stored_path``, the first differing ``column`` and both values (as text).
+
+    ``stored`` has ``request_id``, ``stored_line``, ``stored_path`` and the :data:`CONTENT`
+    columns typed as :func:`validate_log` types them (every stored row of those ids)."""
+    joined = events.select("request_id", "line", *CONTENT).join(
+        stored.select("request_id", "stored_line", "stored_path", *CONTENT),
+        on="request_id",
+        how="inner",
+        suffix="__stored",
+    )
+    differs = {c: ~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT}
+
+    def first_difference(of: str) -> pl.Expr:
+        """The first differing column: its name (``"name"``), its value here (``""``) or
+        stored (``"__stored"``)."""
+        return pl.coalesce(
+            *(
+                pl.when(d).then(
+                    pl.lit(c) if of == "name" else pl.col(c + of).cast(pl.String).fill_null("null")
+                )
+                for c, d in differs.items()
+            )
+        )
+
+    first = first_difference("name")
+    value, stored_value = first_difference(""), first_difference("__stored")
+    flagged = joined.with_columns(column=first, value=value, stored_value=stored_value).filter(
+        pl.col("column").is_not_null()
+    )
+    conflicts = (
+        flagged.sort("line", "stored_line")
+        .unique("request_id", keep="first", maintain_order=True)
+        .select(
+            "request_id", "line", "stored_line", "stored_path", "column", "value", "stored_value"
+        )
+    )
+    matched = joined.get_column("request_id").unique()
+    skipped = matched.filter(~matched.is_in(conflicts.get_column("request_id").implode())).len()
+    fresh = events.filter(~pl.col("request_id").is_in(matched.implode()))
+    return Matched(fresh=fresh, skipped=skipped, conflicts=conflicts)
+
+
+def conflict_error(conflicts: pl.DataFrame, path: Path | str, *, kind: str = "jsonl") -> InputError:
+    """The refusal of a file whose requests are already stored with other content, naming
+    both lines of each (up to 10, and how many more)."""
+    label = _line_label(kind)
+    shown = []
+    for item in conflicts.head(ERRORS_SHOWN).iter_rows(named=True):
+        stored_label = _line_label(
+            SUFFIXES.get(Path(item["stored_path"] or "").suffix.lower(), "jsonl")
+        )
+        shown.append(
+            f"request_id={item['request_id']!r}: {label} {item['line']} of {path} has "
+            f"{item['column']}={item['value']}, {stored_label} {item['stored_line']} of "
+            f"{item['stored_path']} (stored) has {item['column']}={item['stored_value']}"
+        )
+    more = conflicts.height - ERRORS_SHOWN
+    return InputError(
+        "log",
+        f"{conflicts.height} requests already stored with other content",
+        "; ".join(shown)
+        + (f"; and {more} more" if more > 0 else "")
+        + "; a request is stored once, and its content never changes (nothing was ingested)",
     )
 
 
+MIXED_SCOPE = ("workspace_id", "exposure_epoch", "artifact_key")
+
+
 def mixed_artifacts(events: pl.DataFrame) -> pl.DataFrame:
-    """Artifacts whose requests disagree on their arm (ineligible to anchor a contrast):
-    ``artifact_key`` and the arms seen."""
+    """Artifacts whose requests disagree on their arm within one workspace and epoch
+    (ineligible to anchor a contrast there): ``workspace_id``, ``exposure_epoch``,
+    ``artifact_key`` and the arms seen. An artifact key is a workspace's own, and a new epoch
+    is a new split (membership may move): the same key consistent in each of two workspaces,
+    or in each of two epochs, is not mixed."""
     keyed = events.filter(pl.col("artifact_key").is_not_null())
-    arms = keyed.group_by("artifact_key").agg(pl.col("exposure_arm").unique().sort().alias("arms"))
-    return arms.filter(pl.col("arms").list.len() > 1).sort("artifact_key")
+    arms = keyed.group_by(*MIXED_SCOPE).agg(pl.col("exposure_arm").unique().sort().alias("arms"))
+    return arms.filter(pl.col("arms").list.len() > 1).sort(*MIXED_SCOPE)

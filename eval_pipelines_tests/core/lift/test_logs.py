@@ -90,6 +90,8 @@ def test_parquet_logs_name_rows(tmp_path: Path) -> None:
 def test_an_artifact_whose_requests_disagree_is_mixed() -> None:
     frame = pl.DataFrame(
         {
+            "workspace_id": ["ws"] * 5,
+            "exposure_epoch": ["e1"] * 5,
             "artifact_key": ["a1", "a1", "a2", "a2", None],
             "exposure_arm": ["treated", "holdout", "treated", "treated", "holdout"],
         }
@@ -97,3 +99,110 @@ def test_an_artifact_whose_requests_disagree_is_mixed() -> None:
     mixed = mixed_artifacts(frame)
     assert mixed.get_column("artifact_key").to_list() == ["a1"]
     assert mixed.get_column("arms").to_list() == [["holdout", "treated"]]
+
+
+def test_an_artifact_is_mixed_only_within_one_workspace_and_epoch() -> None:
+    # "a1" is treated in ws-a and lever_holdout in ws-b (each consistent in its workspace);
+    # "a2" moved arm when ws-a's split changed epoch; "a3" disagrees within ws-b/e1.
+    frame = pl.DataFrame(
+        {
+            "workspace_id": ["ws-a", "ws-a", "ws-b", "ws-b", "ws-a", "ws-a", "ws-b", "ws-b"],
+            "exposure_epoch": ["e1", "e1", "e1", "e1", "e1", "e2", "e1", "e1"],
+            "artifact_key": ["a1", "a1", "a1", "a1", "a2", "a2", "a3", "a3"],
+            "exposure_arm": [
+                "treated",
+                "treated",
+                "lever_holdout",
+                "lever_holdout",
+                "treated",
+                "lever_holdout",
+                "treated",
+                "holdout",
+            ],
+        }
+    )
+    mixed = mixed_artifacts(frame)
+    assert mixed.select("workspace_id", "exposure_epoch", "artifact_key").rows() == [
+        ("ws-b", "e1", "a3")
+    ]
+
+
+def test_timestamps_with_and_without_an_offset_mix_in_one_file(tmp_path: Path) -> None:
+    # Both forms are documented as valid; polars infers one format from the first row.
+    first, second = "2026-11-23T10:00:00", "2026-11-23T23:30:00-02:00"
+    for order in ((first, second), (second, first)):
+        rows = [row(0, timestamp=order[0]), row(1, timestamp=order[1])]
+        events = validate_log(read_log(write(tmp_path / "a.jsonl", rows)))
+        stamps = dict(zip(order, events.get_column("timestamp").to_list(), strict=True))
+        assert stamps[first].isoformat() == "2026-11-23T10:00:00+00:00"
+        assert stamps[second].isoformat() == "2026-11-24T01:30:00+00:00"
+    rows = [row(0, timestamp="2026-11-23T10:00:00.5Z"), row(1, timestamp="2026-11-23 10:00:00")]
+    events = validate_log(read_log(write(tmp_path / "b.jsonl", rows)))
+    assert [t.isoformat() for t in events.get_column("timestamp")] == [
+        "2026-11-23T10:00:00.500000+00:00",
+        "2026-11-23T10:00:00+00:00",
+    ]
+
+
+def test_lines_are_the_file_lines_after_a_blank_line(tmp_path: Path) -> None:
+    rows = [row(i) for i in range(4)]
+    rows[3]["source"] = "guessed"
+    text = json.dumps(rows[0]) + "\n\n" + "".join(json.dumps(r) + "\r\n" for r in rows[1:3])
+    path = tmp_path / "a.jsonl"
+    path.write_text(text + "  \n" + json.dumps(rows[3]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="line 6: source='guessed'"):
+        validate_log(read_log(path))
+    rows[3]["source"] = "declared"
+    path.write_text(text + "  \n" + json.dumps(rows[3]) + "\n", encoding="utf-8")
+    assert validate_log(read_log(path)).get_column("line").to_list() == [1, 3, 4, 6]
+
+
+def test_malformed_json_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        json.dumps(row(0)) + "\n\n" + json.dumps(row(1))[:-3] + "\n" + json.dumps(row(2)) + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError, match=r"line 3: not valid JSON"):
+        read_log(path)
+    path.write_text(json.dumps(row(0)) + "\n[1, 2]\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"line 2: must be a JSON object"):
+        read_log(path)
+
+
+def test_the_count_of_bad_values_is_every_bad_value(tmp_path: Path) -> None:
+    rows = [row(i, outcome="maybe") for i in range(28)]
+    with pytest.raises(InputError) as raised:
+        validate_log(read_log(write(tmp_path / "a.jsonl", rows)))
+    assert "log='28 bad values'" in str(raised.value)
+    assert str(raised.value).endswith("; and 18 more (nothing was ingested)")
+    rows = [row(i, timestamp="soon") for i in range(12)] + [row(12, exposure_arm="x")]
+    with pytest.raises(InputError) as raised:
+        validate_log(read_log(write(tmp_path / "b.jsonl", rows)))
+    assert "log='13 bad values'" in str(raised.value)
+
+
+def test_a_stored_request_is_matched_on_its_parsed_content() -> None:
+    from eval_pipelines.core.lift.logs import CONTENT, match_stored
+
+    events = validate_log(pl.DataFrame([row(i) for i in range(4)]))
+    stored = events.head(3).select("request_id", *CONTENT)
+    stored = stored.with_columns(
+        stored_line=pl.Series([1, 2, 3], dtype=pl.Int64),
+        stored_path=pl.lit("old.jsonl"),
+        outcome=pl.when(pl.col("request_id") == "r2").then(False).otherwise(pl.col("outcome")),
+    )
+    matched = match_stored(events, stored)
+    assert matched.fresh.get_column("request_id").to_list() == ["r3"]
+    assert matched.skipped == 2
+    assert matched.conflicts.rows(named=True) == [
+        {
+            "request_id": "r2",
+            "line": 3,
+            "stored_line": 3,
+            "stored_path": "old.jsonl",
+            "column": "outcome",
+            "value": "true",
+            "stored_value": "false",
+        }
+    ]
