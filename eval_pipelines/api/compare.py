@@ -31,9 +31,9 @@ def compare_holdout_evals(
 
     Refused (:class:`ConflictError`, nothing written) unless both drew the same sample from the
     same records version with the same grouping and the same target depth (000 does not check
-    the target depth yet; this does). Also refused when the two variants ran with different
-    memo versions (an approved entry changes every later evaluation, baseline included), or
-    when the same variant ran with different configs, unless ``allow_memo_change`` /
+    the target depth yet; this does). Also refused when the two evaluations ran with different
+    active memos (an approved entry changes every later evaluation, baseline included), or
+    when the same variant ran with a different memo or config, unless ``allow_memo_change`` /
     ``allow_config_change``; the result then lists what changed besides the variant under
     ``changedBesidesVariant``.
     """
@@ -78,6 +78,8 @@ def compare_holdout_evals(
                 "sample, grouping and target depth"
             )
     changed = _changed_besides_variant(
+        base_spec.memo_version,
+        cand_spec.memo_version,
         _variant_of(base_report, baseline_variant),
         _variant_of(cand_report, candidate_variant),
         same_variant=baseline_variant == candidate_variant,
@@ -116,13 +118,25 @@ def _variant_of(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _changed_besides_variant(
-    baseline: dict[str, Any], candidate: dict[str, Any], *, same_variant: bool
+    base_active_memo: str,
+    cand_active_memo: str,
+    baseline: dict[str, Any],
+    candidate: dict[str, Any],
+    *,
+    same_variant: bool,
 ) -> list[tuple[str, Any, Any]]:
-    """What differs between the two runs besides the variant: the memo version, always; the
-    config when the same variant is compared across evaluations (between two different
-    variants, the config is what is being compared)."""
-    changed = []
-    if baseline["memoVersion"] != candidate["memoVersion"]:
+    """What differs between the two runs besides the variant.
+
+    The memo version, always, but the evaluations' *active* memo, not each variant's: a
+    variant's memo version includes its own ``memo_include``, which is the variant (000's memo
+    A/B, ``baseline`` against ``with-rule`` of one evaluation, differs only there). When the
+    same variant is compared across evaluations, also its own memo version (its included
+    entries) and its config (between two different variants, those are what is compared).
+    """
+    changed: list[tuple[str, Any, Any]] = []
+    if base_active_memo != cand_active_memo:
+        changed.append(("memo version", base_active_memo, cand_active_memo))
+    elif same_variant and baseline["memoVersion"] != candidate["memoVersion"]:
         changed.append(("memo version", baseline["memoVersion"], candidate["memoVersion"]))
     if same_variant and baseline["config"] != candidate["config"]:
         keys = sorted(

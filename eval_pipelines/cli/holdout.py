@@ -364,7 +364,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "--allow-memo-change",
         action="store_true",
-        help="compare even though the two variants ran with different memo versions",
+        help="compare even though the two evaluations ran with different active memos",
     )
     compare.add_argument(
         "--allow-config-change",
