@@ -306,6 +306,7 @@ def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> Non
         (["eval", "holdout", "nope"], "the following arguments are required"),
         (["eval", "frobnicate"], "invalid choice"),
         (["case", "create", "c", "--records", "r.csv", "--levels", "2,x"], "comma-separated"),
+        (["case", "create", "abc\n", "--records", "r.csv", "--levels", "2"], "a case id is"),
     ],
 )
 def test_refusals_are_one_line_exit_2_and_write_nothing(

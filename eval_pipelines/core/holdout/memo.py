@@ -187,7 +187,7 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
     entry_id = raw.get("id") or "m_" + hash_json(
         {"instruction": instruction, "when": when, "then": then}, length=10
     )
-    if not isinstance(entry_id, str) or not MEMO_ID_PATTERN.match(entry_id):
+    if not isinstance(entry_id, str) or not MEMO_ID_PATTERN.fullmatch(entry_id):
         raise InputError("memo.id", entry_id, "ids are 1-64 letters, digits, '_', '.' or '-'")
     rule = MemoRule(
         keywords=tuple(keywords),

@@ -118,7 +118,7 @@ def parse_retrieval(
 
 def validate_case_id(case_id: str) -> str:
     """Case ids become part of partition keys and file names: letters, digits, ``_ . -``."""
-    if not isinstance(case_id, str) or not CASE_ID_PATTERN.match(case_id):
+    if not isinstance(case_id, str) or not CASE_ID_PATTERN.fullmatch(case_id):
         raise InputError(
             "case",
             case_id,

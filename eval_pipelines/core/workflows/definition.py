@@ -44,7 +44,7 @@ CLASSIFY_NODE = "classify"
 
 def validate_name(name: str, what: str = "workflow") -> str:
     """Workflow and golden-set names become file names and tags: letters, digits, ``_ . -``."""
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InputError(
             what,
             name,
@@ -126,7 +126,7 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         if not isinstance(raw, dict):
             raise InputError(where, raw, "a node is a mapping with id, type and schema")
         node_id = raw.get("id")
-        if not isinstance(node_id, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]{0,63}$", node_id):
+        if not isinstance(node_id, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", node_id):
             raise InputError(f"{where}.id", node_id, "a letter then up to 63 letters, digits, '_'")
         if node_id in node_ids:
             raise InputError(f"{where}.id", node_id, "node ids must be unique")
