@@ -238,3 +238,17 @@ def test_compare_the_same_included_variant_across_a_memo_approval_is_refused(
     assert allowed["changedBesidesVariant"] == [
         {"what": "memo version", "baseline": "empty", "candidate": approved["memoVersion"]}
     ]
+
+
+def test_memo_shortcut_with_a_64_character_entry_id(small_case: str, tmp_path: Path) -> None:
+    """An entry id may use all 64 characters of a name; 'with-' + it would not fit one, so the
+    B variant is named 'with-entry' (its memoInclude names the entry)."""
+    entry_id = "m_" + "x" * 62
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        f"id: {entry_id}\ninstruction: x\nwhen: {{keywords: [asthma]}}\nthen: {{assign: J45.909}}\n"
+    )
+    api.add_memo_entry(small_case, entry)
+    started = api.evaluate_memo_entry(small_case, entry_id, sample_size=10, seed=1, launch="none")
+    spec_variants = api.get_holdout_eval(small_case, started["evalId"])["variants"]
+    assert [v["name"] for v in spec_variants] == ["active-memo", "with-entry"]

@@ -211,6 +211,40 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
     bad.write_text("instruction: x\nwhen: {keywords: [a]}\nthen: {assign: '99'}\n")
     result = run("memo", "add", "tariff", "--file", str(bad), check=False)
     assert result.returncode == 2 and "memo.then.assign" in result.stderr
+    for boost in (".nan", ".inf", "1e999"):
+        bad.write_text(
+            f"instruction: x\nwhen: {{keywords: [a]}}\nthen: {{prefer: ['12'], boost: {boost}}}\n"
+        )
+        result = run("memo", "add", "tariff", "--file", str(bad), check=False)
+        assert result.returncode == 2, (boost, result.stderr)
+        assert "memo.then.boost" in result.stderr and "finite" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert len(json.loads(run("memo", "list", "tariff").stdout)) == 1
+
+
+@pytest.mark.parametrize(
+    ("variants", "message"),
+    [
+        ([{"name": "a\nb"}], "variants[0].name='a\\nb': a variant name is 1-64 letters"),
+        ([{"name": "x'; DROP TABLE variant_runs; --"}], "variants[0].name="),
+        ([{"name": f"v{i}"} for i in range(21)], "variants='21 variants': give at most 20"),
+        (
+            [{"name": "b", "config": {"options": {"t": float("nan")}}}],
+            "variants[0].config.options.t",
+        ),
+    ],
+)
+def test_bad_variants_exit_2_and_write_nothing(
+    workdir: Path, tariff_files: Path, variants: list[dict], message: str
+) -> None:
+    create_tariff(tariff_files)
+    path = workdir / "variants.json"
+    path.write_text(json.dumps(variants))  # NaN is written as the literal NaN
+    result = run("eval", "holdout", "tariff", "--variants-file", str(path), check=False)
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert json.loads(run("eval", "list", "tariff").stdout) == []
 
 
 @pytest.mark.parametrize(
@@ -221,6 +255,9 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
         (["--grouping-mode", "fuzzy"], "grouping.mode='fuzzy'"),
         (["--grouping-mode", "none", "--group-field", "supplier"], "groupField='supplier'"),
         (["--group-field", "colour"], "groupField='colour': is not a metadata column"),
+        (["--grouping-threshold", "nan"], "'nan': must be a finite number"),
+        (["--wait", "--timeout", "nan"], "'nan': must be a finite number"),
+        (["--wait", "--timeout", "0"], "'0': must be a positive number of seconds"),
     ],
 )
 def test_bad_flags_exit_2_and_write_nothing(

@@ -12,6 +12,7 @@ from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
 )
+from eval_pipelines.core.inputs import is_name
 from eval_pipelines.storage import cases, evaluations, memo
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
@@ -185,7 +186,9 @@ def evaluate_memo_entry(
         raise InputError(
             "entryId", entry_id, "is already active: both runs would use it; A/B a proposed entry"
         )
-    variants = [{"name": "active-memo"}, {"name": f"with-{entry_id}", "memo_include": [entry_id]}]
+    # An entry id may take all 64 characters a name has; "with-" would then not fit.
+    with_entry = f"with-{entry_id}" if is_name(f"with-{entry_id}") else "with-entry"
+    variants = [{"name": "active-memo"}, {"name": with_entry, "memo_include": [entry_id]}]
     return start_holdout_eval(
         case_id,
         variants,

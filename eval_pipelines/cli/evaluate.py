@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.cli.arguments import seconds
 from eval_pipelines.cli.output import print_json
 
 
@@ -171,7 +172,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run through the instance's run queue (default: in this process)",
     )
-    evaluate.add_argument("--timeout", type=float, default=3900, help="seconds to wait (--submit)")
+    evaluate.add_argument(
+        "--timeout", type=seconds, default=3900, help="seconds to wait (--submit)"
+    )
     evaluate.set_defaults(func=cmd_evaluate)
     evaluations = groups.add_parser("evaluations", help="stored query evaluations").add_subparsers(
         dest="command", required=True

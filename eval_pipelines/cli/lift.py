@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.cli.arguments import finite_float
 from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
 
@@ -146,9 +147,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     assign.add_argument("--request-id", default=None, help="used only without a user message")
     assign.add_argument("--epoch", default=None)
-    assign.add_argument("--fraction", type=float, default=None, help="holdout, 0.05-0.30")
+    assign.add_argument("--fraction", type=finite_float, default=None, help="holdout, 0.05-0.30")
     assign.add_argument("--lever", default=None)
-    assign.add_argument("--lever-share", type=float, default=None)
+    assign.add_argument("--lever-share", type=finite_float, default=None)
     assign.add_argument("--json", action="store_true")
     assign.set_defaults(func=cmd_assign)
 
@@ -156,10 +157,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "settings", help="a workspace's standing holdout and lever (a change starts an epoch)"
     )
     settings.add_argument("--workspace", required=True)
-    settings.add_argument("--fraction", type=float, default=None, help="0.05-0.30")
+    settings.add_argument("--fraction", type=finite_float, default=None, help="0.05-0.30")
     settings.add_argument("--lever", default=None)
     settings.add_argument("--no-lever", action="store_true")
-    settings.add_argument("--lever-share", type=float, default=None)
+    settings.add_argument("--lever-share", type=finite_float, default=None)
     settings.add_argument("--json", action="store_true")
     settings.set_defaults(func=cmd_settings)
 

@@ -73,3 +73,18 @@ def test_rule_with_regex_survives_pickle() -> None:
     start = time.perf_counter()
     assert slow.matches("a" * 35 + "!", {}) is False
     assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("boost", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_boost_is_refused(boost: float) -> None:
+    raw = {"id": "m1", "instruction": "t", "when": {"keywords": ["x"]}}
+    with pytest.raises(InputError) as error:
+        parse_memo_entry({**raw, "then": {"prefer": ["A"], "boost": boost}}, TREE)
+    assert error.value.field == "memo.then.boost"
+
+
+def test_a_non_finite_number_anywhere_in_an_entry_is_refused() -> None:
+    raw = {"id": "m1", "instruction": "t", "then": {"assign": "A1"}}
+    with pytest.raises(InputError) as error:
+        parse_memo_entry({**raw, "when": {"metadata": {"score": float("nan")}}}, TREE)
+    assert error.value.field == "memo.when.metadata.score"
