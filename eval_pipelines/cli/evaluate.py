@@ -15,10 +15,13 @@ from eval_pipelines.cli.output import print_json
 def _read_document(path: str) -> dict[str, Any]:
     """The query from a file, or from stdin for ``-``."""
     from eval_pipelines.api.evaluate import parse_query_text, read_query
+    from eval_pipelines.core.files import MAX_DOCUMENT_BYTES
 
     if path != "-":
         return read_query(Path(path))
-    return parse_query_text(sys.stdin.read(), field="--file", value="- (stdin)")
+    # One character past the bound is enough to refuse it; the rest is never read.
+    text = sys.stdin.read(MAX_DOCUMENT_BYTES + 1)
+    return parse_query_text(text, field="--file", value="- (stdin)")
 
 
 def response_003(response: dict[str, Any]) -> dict[str, Any]:

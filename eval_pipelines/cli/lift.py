@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 from eval_pipelines.cli.arguments import finite_float
 from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import read_json
 
 
 def _messages(path: str | None) -> list[dict[str, Any]]:
     if path is None:
         return []
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError("--messages", path, f"must be a JSON file of messages: {error}") from None
+    value = read_json(path, "--messages")
     if isinstance(value, dict):
         value = value.get("messages")
     if not isinstance(value, list):

@@ -38,6 +38,7 @@ from eval_pipelines.core.tree import CodeTree
 
 ACTIONS = ("assign", "prefer", "exclude", "decline")
 DEFAULT_BOOST = 2.0
+MAX_KEYWORDS = 200
 
 
 def compile_memo_regex(regex: str) -> Any:
@@ -136,6 +137,13 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
         keywords = [keywords]
     if not isinstance(keywords, list) or not all(isinstance(k, str) and k for k in keywords):
         raise InputError("memo.when.keywords", keywords, "must be a list of non-empty words")
+    if len(keywords) > MAX_KEYWORDS:
+        # Each keyword is one pattern tried on every record of every evaluation.
+        raise InputError(
+            "memo.when.keywords",
+            f"{len(keywords)} keywords",
+            f"give at most {MAX_KEYWORDS} keywords per entry (or one regex)",
+        )
     regex = when.get("regex")
     if regex is not None:
         if not isinstance(regex, str):

@@ -33,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import check_table_file
 from eval_pipelines.core.lift.arms import ExposureArm
 
 ARMS = tuple(arm.value for arm in ExposureArm)
@@ -70,6 +71,7 @@ def read_log(path: Path | str) -> pl.DataFrame:
         )
     if path.stat().st_size == 0:
         raise InputError("--file", str(path), "the log is empty")
+    check_table_file(path, "--file")
     try:
         if kind == "parquet":
             return pl.read_parquet(path)

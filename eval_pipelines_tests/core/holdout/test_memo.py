@@ -88,3 +88,11 @@ def test_a_non_finite_number_anywhere_in_an_entry_is_refused() -> None:
     with pytest.raises(InputError) as error:
         parse_memo_entry({**raw, "when": {"metadata": {"score": float("nan")}}}, TREE)
     assert error.value.field == "memo.when.metadata.score"
+
+
+def test_the_number_of_keywords_is_bounded() -> None:
+    from eval_pipelines.core.holdout.memo import MAX_KEYWORDS
+
+    _entry({"keywords": [f"k{i}" for i in range(MAX_KEYWORDS)]})
+    with pytest.raises(InputError, match=f"at most {MAX_KEYWORDS} keywords"):
+        _entry({"keywords": [f"k{i}" for i in range(MAX_KEYWORDS + 1)]})
