@@ -83,3 +83,25 @@ def test_yaml_non_finite_numbers_are_refused(value: str, tmp_path: Path) -> None
     path.write_text(f"then: {{prefer: [A], boost: {value}}}\n")
     with pytest.raises(InputError, match="at then.boost: numbers must be finite"):
         read_yaml(path, "--file")
+
+
+def test_table_files_past_the_size_bound_are_refused(tmp_path: Path) -> None:
+    # A sparse file: 4 GiB + 1 byte on paper, nothing on disk. Every table reader refuses it
+    # before reading (polars would read it whole into memory).
+    from eval_pipelines.core.embeddings.vectors import read_embeddings_file
+    from eval_pipelines.core.evaluate.table_schema import read_table_file
+    from eval_pipelines.core.files import MAX_TABLE_BYTES
+    from eval_pipelines.core.lift.logs import read_log
+    from eval_pipelines.core.records import read_table
+
+    path = tmp_path / "huge.parquet"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_TABLE_BYTES + 1)
+    for read in (
+        lambda: read_table(path, what="--records"),
+        lambda: read_table_file(path),
+        lambda: read_log(path),
+        lambda: read_embeddings_file(path),
+    ):
+        with pytest.raises(InputError, match="is larger than 4 GiB"):
+            read()
