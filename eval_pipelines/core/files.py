@@ -105,6 +105,7 @@ def parse_yaml_text(text: str, what: str, value: Any) -> Any:
                 depth -= 1
         document = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
+        error = _pure_yaml_error(text) or error
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
@@ -118,6 +119,19 @@ def parse_yaml_text(text: str, what: str, value: Any) -> Any:
 
 
 _TOO_DEEP = f"nests deeper than {MAX_DEPTH} levels"
+
+
+def _pure_yaml_error(text: str) -> yaml.YAMLError | None:
+    """The pure-Python parser's error for a document libyaml refused: its messages are the
+    ones users (and tests) know ("expected the node content, but found '-'"); libyaml words
+    the same problem differently. Only a refused document pays for this second parse."""
+    try:
+        yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as error:
+        return error
+    except RecursionError:
+        return None
+    return None
 
 
 def check_document(document: Any, what: str, value: Any) -> None:
