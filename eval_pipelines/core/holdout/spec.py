@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import check_document
 from eval_pipelines.core.holdout.memo import memo_version_of
 from eval_pipelines.core.inputs import check_name, reject_non_finite
 
@@ -205,6 +206,9 @@ def parse_config(
     if not isinstance(raw, dict):
         raise InputError(where, raw, "config must be a JSON object")
     reject_non_finite(raw, where)  # options included: a NaN passes range checks
+    # A Python caller's config is bounded like a file's: stored as JSON, a config nested
+    # thousands deep would end in a RecursionError.
+    check_document(raw, where, "a config")
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in _CONFIG_KEYS:

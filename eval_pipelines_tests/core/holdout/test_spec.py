@@ -117,3 +117,16 @@ def test_non_finite_config_numbers_are_refused(raw, field):
         parse_config(raw, where="config", max_depth=7)
     assert error.value.field == field
     assert "finite" in str(error.value) or "[0, 1]" in str(error.value)
+
+
+def test_a_config_nested_past_the_document_bound_is_refused():
+    # What a Python caller can pass that no file reader would: options nested 5,000 deep
+    # (stored as JSON, they ended in a RecursionError).
+    options: dict = {}
+    inner = options
+    for _ in range(5_000):
+        inner["x"] = {}
+        inner = inner["x"]
+    with pytest.raises(InputError, match="nests deeper than 64 levels") as error:
+        parse_config({"options": options}, where="config", max_depth=7)
+    assert error.value.field == "config"
