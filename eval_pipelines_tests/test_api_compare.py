@@ -171,3 +171,84 @@ def test_cli_compare_refuses_a_memo_change_and_says_so_first_when_allowed(
     out, err = capsys.readouterr()
     assert err.startswith("warning: the memo version changed besides the variant (empty -> ")
     assert json.loads(out)["changedBesidesVariant"][0]["what"] == "memo version"
+
+
+def test_cli_compare_accepts_000s_own_memo_ab_within_one_evaluation(
+    small_case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """000's example: `baseline` against `with-rule` of one evaluation. The variants differ by
+    their memo_include, which is the variant; the evaluation's active memo is the same for both,
+    so nothing changed besides the variant."""
+    from eval_pipelines.cli.main import main
+
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        "id: m_88\ninstruction: x\nwhen: {keywords: [asthma]}\nthen: {assign: J45.909}\n"
+    )
+    api.add_memo_entry(small_case, entry)
+    both = _start(
+        small_case,
+        sample_size=20,
+        seed=2,
+        variants=[{"name": "baseline"}, {"name": "with-rule", "memo_include": ["m_88"]}],
+    )
+    argv = ["eval", "compare", small_case, both, both]
+    argv += ["--baseline-variant", "baseline", "--candidate-variant", "with-rule"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    compared = json.loads(out)
+    assert compared["changedBesidesVariant"] == []
+    inside = api.get_holdout_eval(small_case, both)["report"]["comparisons"][0]["levels"]
+    assert compared["levels"] == inside
+    # With the flag, nothing is said either: the memo did not change besides the variant.
+    assert main([*argv, "--allow-memo-change"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_compare_the_same_included_variant_across_a_memo_approval_is_refused(
+    small_case: str, tmp_path: Path
+) -> None:
+    """The same variant (same memo_include) in two evaluations whose active memo differs: the
+    active memo changed besides the variant, and the refusal names the active memo versions."""
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        "id: m_88\ninstruction: x\nwhen: {keywords: [asthma]}\nthen: {assign: J45.909}\n"
+    )
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        "id: m_89\ninstruction: y\nwhen: {keywords: [wheeze]}\nthen: {assign: J45.909}\n"
+    )
+    api.add_memo_entry(small_case, entry)
+    api.add_memo_entry(small_case, other)
+    variants = [{"name": "with-rule", "memo_include": ["m_88"]}]
+    before = _start(small_case, sample_size=20, seed=2, variants=variants)
+    approved = api.approve_memo_entry(small_case, "m_89", by="lead")
+    after = _start(small_case, sample_size=20, seed=2, variants=variants)
+    arguments = {
+        "baseline_eval_id": before,
+        "candidate_eval_id": after,
+        "baseline_variant": "with-rule",
+        "candidate_variant": "with-rule",
+    }
+    with pytest.raises(ConflictError, match="memo version differs"):
+        api.compare_holdout_evals(small_case, **arguments)
+    allowed = api.compare_holdout_evals(small_case, allow_memo_change=True, **arguments)
+    assert allowed["changedBesidesVariant"] == [
+        {"what": "memo version", "baseline": "empty", "candidate": approved["memoVersion"]}
+    ]
+
+
+def test_memo_shortcut_with_a_64_character_entry_id(small_case: str, tmp_path: Path) -> None:
+    """An entry id may use all 64 characters of a name; 'with-' + it would not fit one, so the
+    B variant is named 'with-entry' (its memoInclude names the entry)."""
+    entry_id = "m_" + "x" * 62
+    entry = tmp_path / "entry.yaml"
+    entry.write_text(
+        f"id: {entry_id}\ninstruction: x\nwhen: {{keywords: [asthma]}}\nthen: {{assign: J45.909}}\n"
+    )
+    api.add_memo_entry(small_case, entry)
+    started = api.evaluate_memo_entry(small_case, entry_id, sample_size=10, seed=1, launch="none")
+    spec_variants = api.get_holdout_eval(small_case, started["evalId"])["variants"]
+    assert [v["name"] for v in spec_variants] == ["active-memo", "with-entry"]

@@ -19,7 +19,7 @@ from statsmodels.stats.proportion import proportion_confint
 from eval_pipelines import api
 from eval_pipelines.core.errors import InputError, NotFoundError
 
-VARIANTS = [{"name": "baseline"}, {"name": "five nearest", "config": {"candidates": 5}}]
+VARIANTS = [{"name": "baseline"}, {"name": "five-nearest", "config": {"candidates": 5}}]
 
 
 def _count(table: str) -> int:
@@ -63,7 +63,7 @@ def test_report_statistics_match_independent_oracles(small_case: str) -> None:
 
     (comparison,) = report["comparisons"]
     base = {r["recordKey"]: r for r in rows if r["variant"] == "baseline"}
-    cand = {r["recordKey"]: r for r in rows if r["variant"] == "five nearest"}
+    cand = {r["recordKey"]: r for r in rows if r["variant"] == "five-nearest"}
     for depth, level in comparison["levels"].items():
         keys = [k for k in base if depth in base[k]["correct"]]
         b = sum(base[k]["correct"][depth] and not cand[k]["correct"][depth] for k in keys)
@@ -117,7 +117,7 @@ def test_report_shape_follows_000(small_case: str) -> None:
     assert report["sample"]["grouping"]["mode"] == "nearDuplicate"
     assert report["sample"]["grouping"]["threshold"] == 0.98
     assert "groupMembersExcluded" in report["sample"]["grouping"]
-    assert [v["name"] for v in report["variants"]] == ["baseline", "five nearest"]
+    assert [v["name"] for v in report["variants"]] == ["baseline", "five-nearest"]
     for variant in report["variants"]:
         assert set(variant) >= {"name", "score", "failedRows", "usage", "leaveOut"}
         assert set(variant["score"]["targetDepth"]) == {"3", "4"}
@@ -330,7 +330,7 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
         baseline_eval_id=done["evalId"],
         candidate_eval_id=done["evalId"],
         baseline_variant="baseline",
-        candidate_variant="five nearest",
+        candidate_variant="five-nearest",
     )
     assert compared["levels"] == after["report"]["comparisons"][0]["levels"]
     # An evaluation registered before the replacement runs on the records it pinned.

@@ -211,6 +211,40 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
     bad.write_text("instruction: x\nwhen: {keywords: [a]}\nthen: {assign: '99'}\n")
     result = run("memo", "add", "tariff", "--file", str(bad), check=False)
     assert result.returncode == 2 and "memo.then.assign" in result.stderr
+    for boost in (".nan", ".inf", "1e999"):
+        bad.write_text(
+            f"instruction: x\nwhen: {{keywords: [a]}}\nthen: {{prefer: ['12'], boost: {boost}}}\n"
+        )
+        result = run("memo", "add", "tariff", "--file", str(bad), check=False)
+        assert result.returncode == 2, (boost, result.stderr)
+        assert "then.boost" in result.stderr and "finite" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert len(json.loads(run("memo", "list", "tariff").stdout)) == 1
+
+
+@pytest.mark.parametrize(
+    ("variants", "message"),
+    [
+        ([{"name": "a\nb"}], "variants[0].name='a\\nb': a variant name is 1-64 letters"),
+        ([{"name": "x'; DROP TABLE variant_runs; --"}], "variants[0].name="),
+        ([{"name": f"v{i}"} for i in range(21)], "variants='21 variants': give at most 20"),
+        (
+            [{"name": "b", "config": {"options": {"t": float("nan")}}}],
+            "[0].config.options.t",
+        ),
+    ],
+)
+def test_bad_variants_exit_2_and_write_nothing(
+    workdir: Path, tariff_files: Path, variants: list[dict], message: str
+) -> None:
+    create_tariff(tariff_files)
+    path = workdir / "variants.json"
+    path.write_text(json.dumps(variants))  # NaN is written as the literal NaN
+    result = run("eval", "holdout", "tariff", "--variants-file", str(path), check=False)
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert json.loads(run("eval", "list", "tariff").stdout) == []
 
 
 @pytest.mark.parametrize(
@@ -221,6 +255,9 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
         (["--grouping-mode", "fuzzy"], "grouping.mode='fuzzy'"),
         (["--grouping-mode", "none", "--group-field", "supplier"], "groupField='supplier'"),
         (["--group-field", "colour"], "groupField='colour': is not a metadata column"),
+        (["--grouping-threshold", "nan"], "'nan': must be a finite number"),
+        (["--wait", "--timeout", "nan"], "'nan': must be a finite number"),
+        (["--wait", "--timeout", "0"], "'0': must be a positive number of seconds"),
     ],
 )
 def test_bad_flags_exit_2_and_write_nothing(
@@ -306,11 +343,34 @@ def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> Non
         (["eval", "holdout", "nope"], "the following arguments are required"),
         (["eval", "frobnicate"], "invalid choice"),
         (["case", "create", "c", "--records", "r.csv", "--levels", "2,x"], "comma-separated"),
+        (["case", "create", "abc\n", "--records", "r.csv", "--levels", "2"], "a case id is"),
+        # Nested a few thousand levels: a RecursionError traceback (exit 1) before.
+        (["eval", "holdout", "nope", "--variants-file", "deep.json"], "nests deeper than 64"),
+        (["evaluate", "--file", "deep_query.json"], "nests deeper than 64 levels"),
+        (["memo", "add", "nope", "--file", "deep.yaml"], "nests deeper than 64 levels"),
+        # One 2 MiB line (a 10 MB one ran past 120 s in the YAML parser).
+        (["memo", "add", "nope", "--file", "long.yaml"], "is larger than 1 MiB"),
+        (["eval", "holdout", "nope", "--variants-file", "long.json"], "is larger than 1 MiB"),
+        # A small YAML file whose aliases expand to 10^9 values.
+        (["memo", "add", "nope", "--file", "laughs.yaml"], "holds more than 200,000 values"),
+        (["eval", "holdout", "nope", "--variants-file", "nan.json"], "holds nan at [0].config"),
     ],
 )
 def test_refusals_are_one_line_exit_2_and_write_nothing(
     workdir: Path, args: list[str], message: str
 ) -> None:
+    (workdir / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    (workdir / "deep_query.json").write_text('{"from": ' + "[" * 5000 + "]" * 5000 + "}")
+    (workdir / "deep.yaml").write_text("instruction: " + "[" * 5000 + "]" * 5000 + "\n")
+    (workdir / "long.yaml").write_text("instruction: " + "a" * (2 << 20) + "\n")
+    (workdir / "long.json").write_text('[{"name": "' + "a" * (2 << 20) + '"}]')
+    laughs = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [
+        f"{b}: &{b} [{', '.join(['*' + a] * 10)}]"
+        for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+    ]
+    (workdir / "laughs.yaml").write_text("\n".join(laughs) + "\n")
+    (workdir / "nan.json").write_text('[{"name": "b", "config": {"declineBelow": NaN}}]')
     (workdir / "latin1.json").write_bytes(b'[{"name": "caf\xe9"}]')
     (workdir / "folder").mkdir()
     (workdir / "broken.yaml").write_text("when: [1\n")

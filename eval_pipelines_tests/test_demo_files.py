@@ -54,3 +54,29 @@ def test_demo_queries_run_on_the_demo_tables() -> None:
     assert results["cars_origin"].result["tau"] is not None
     category = results["icd10cm_category"].result
     assert category["accuracy"] > category["baseAccuracy"] and category["n"] == 26105
+
+
+def test_every_python_name_the_readme_gives_exists() -> None:
+    """Each `eval_pipelines.x.y` the README names in backticks imports (a module) or is an
+    attribute of one (it named `eval_pipelines.core.classify.register_classifier`, which did
+    not exist)."""
+    import importlib
+    import re
+
+    readme = (DEMO.parents[1] / "README.md").read_text()
+    names = set(re.findall(r"`(eval_pipelines(?:\.\w+)+)", readme))
+    assert names
+    missing = []
+    for name in sorted(names):
+        module_name, _, attribute = name.rpartition(".")
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError:
+                missing.append(name)
+                continue
+            if not hasattr(module, attribute):
+                missing.append(name)
+    assert missing == []

@@ -12,6 +12,7 @@ from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
 )
+from eval_pipelines.core.inputs import is_name
 from eval_pipelines.storage import cases, evaluations, memo
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
@@ -31,9 +32,9 @@ def compare_holdout_evals(
 
     Refused (:class:`ConflictError`, nothing written) unless both drew the same sample from the
     same records version with the same grouping and the same target depth (000 does not check
-    the target depth yet; this does). Also refused when the two variants ran with different
-    memo versions (an approved entry changes every later evaluation, baseline included), or
-    when the same variant ran with different configs, unless ``allow_memo_change`` /
+    the target depth yet; this does). Also refused when the two evaluations ran with different
+    active memos (an approved entry changes every later evaluation, baseline included), or
+    when the same variant ran with a different memo or config, unless ``allow_memo_change`` /
     ``allow_config_change``; the result then lists what changed besides the variant under
     ``changedBesidesVariant``.
     """
@@ -78,6 +79,8 @@ def compare_holdout_evals(
                 "sample, grouping and target depth"
             )
     changed = _changed_besides_variant(
+        base_spec.memo_version,
+        cand_spec.memo_version,
         _variant_of(base_report, baseline_variant),
         _variant_of(cand_report, candidate_variant),
         same_variant=baseline_variant == candidate_variant,
@@ -116,13 +119,25 @@ def _variant_of(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _changed_besides_variant(
-    baseline: dict[str, Any], candidate: dict[str, Any], *, same_variant: bool
+    base_active_memo: str,
+    cand_active_memo: str,
+    baseline: dict[str, Any],
+    candidate: dict[str, Any],
+    *,
+    same_variant: bool,
 ) -> list[tuple[str, Any, Any]]:
-    """What differs between the two runs besides the variant: the memo version, always; the
-    config when the same variant is compared across evaluations (between two different
-    variants, the config is what is being compared)."""
-    changed = []
-    if baseline["memoVersion"] != candidate["memoVersion"]:
+    """What differs between the two runs besides the variant.
+
+    The memo version, always, but the evaluations' *active* memo, not each variant's: a
+    variant's memo version includes its own ``memo_include``, which is the variant (000's memo
+    A/B, ``baseline`` against ``with-rule`` of one evaluation, differs only there). When the
+    same variant is compared across evaluations, also its own memo version (its included
+    entries) and its config (between two different variants, those are what is compared).
+    """
+    changed: list[tuple[str, Any, Any]] = []
+    if base_active_memo != cand_active_memo:
+        changed.append(("memo version", base_active_memo, cand_active_memo))
+    elif same_variant and baseline["memoVersion"] != candidate["memoVersion"]:
         changed.append(("memo version", baseline["memoVersion"], candidate["memoVersion"]))
     if same_variant and baseline["config"] != candidate["config"]:
         keys = sorted(
@@ -171,7 +186,9 @@ def evaluate_memo_entry(
         raise InputError(
             "entryId", entry_id, "is already active: both runs would use it; A/B a proposed entry"
         )
-    variants = [{"name": "active-memo"}, {"name": f"with-{entry_id}", "memo_include": [entry_id]}]
+    # An entry id may take all 64 characters a name has; "with-" would then not fit.
+    with_entry = f"with-{entry_id}" if is_name(f"with-{entry_id}") else "with-entry"
+    variants = [{"name": "active-memo"}, {"name": with_entry, "memo_include": [entry_id]}]
     return start_holdout_eval(
         case_id,
         variants,

@@ -8,7 +8,6 @@ on the same data is answered from the stored result, without a run.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +17,7 @@ from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolv
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.engine import check_query
 from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.core.files import read_json
+from eval_pipelines.core.files import parse_json_text, read_json
 from eval_pipelines.stages import evaluate as stage
 from eval_pipelines.storage import data_tables, query_evaluations
 from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
@@ -46,15 +45,7 @@ def _open(warehouse: Path | str | None, *, read_only: bool = False) -> Any:
 def parse_query_text(text: str, *, field: str = "query", value: Any = None) -> dict[str, Any]:
     """A query document from JSON text; a refusal names ``field`` and ``value`` (default the
     text itself)."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            field,
-            text if value is None else value,
-            f"is not valid JSON: {error.msg} (line {error.lineno})",
-        ) from None
-    return _query_object(document)
+    return _query_object(parse_json_text(text, field, text if value is None else value))
 
 
 def _query_object(document: Any) -> dict[str, Any]:

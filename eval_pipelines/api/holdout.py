@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -448,6 +449,14 @@ def wait_for_eval(
     from eval_pipelines.instance import dagster_instance
     from eval_pipelines.run_progress import follow as follow_run
 
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        # A NaN deadline never passes (``now > nan`` is false): the wait would never end.
+        raise InputError("timeout", timeout, "must be a finite, positive number of seconds")
     deadline = time.monotonic() + timeout
     instance = dagster_instance()
     # Read when first needed: for a progress line, or, read after the run had finished,

@@ -46,7 +46,7 @@ def load_table(
     data_tables.check_table_name(name)
     links = dict(links or {})
     for column, target in links.items():
-        if not isinstance(target, str) or not data_tables.TABLE_NAME_PATTERN.match(target):
+        if not isinstance(target, str) or not data_tables.TABLE_NAME_PATTERN.fullmatch(target):
             raise InputError("--link", f"{column}={target}", data_tables.TABLE_NAME_RULE)
     frame = validate_table(read_table_file(Path(path)), key=key, links=links)
     warehouse_path = resolve_warehouse(warehouse)

@@ -8,16 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.cli.arguments import seconds
 from eval_pipelines.cli.output import print_json
 
 
 def _read_document(path: str) -> dict[str, Any]:
     """The query from a file, or from stdin for ``-``."""
     from eval_pipelines.api.evaluate import parse_query_text, read_query
+    from eval_pipelines.core.files import MAX_DOCUMENT_BYTES
 
     if path != "-":
         return read_query(Path(path))
-    return parse_query_text(sys.stdin.read(), field="--file", value="- (stdin)")
+    # One character past the bound is enough to refuse it; the rest is never read.
+    text = sys.stdin.read(MAX_DOCUMENT_BYTES + 1)
+    return parse_query_text(text, field="--file", value="- (stdin)")
 
 
 def response_003(response: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +180,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run through the instance's run queue (default: in this process)",
     )
-    evaluate.add_argument("--timeout", type=float, default=3900, help="seconds to wait (--submit)")
+    evaluate.add_argument(
+        "--timeout", type=seconds, default=3900, help="seconds to wait (--submit)"
+    )
     evaluate.set_defaults(func=cmd_evaluate)
     evaluations = groups.add_parser("evaluations", help="stored query evaluations").add_subparsers(
         dest="command", required=True

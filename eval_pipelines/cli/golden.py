@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.output import print_json
 
 
@@ -204,7 +205,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     create.add_argument("set")
     create.add_argument("--workflow", required=True)
     create.add_argument("--node", default=None, help="scored node (optional if only one)")
-    create.add_argument("--threshold", type=float, default=1.0, help="gate pass threshold, (0, 1]")
+    create.add_argument(
+        "--threshold", type=finite_float, default=1.0, help="gate pass threshold, (0, 1]"
+    )
     create.add_argument("--gate", action="store_true", help="block activation until it passes")
     create.set_defaults(func=cmd_create)
     add_case = golden.add_parser("add-case", help="add a document with its expected values")
@@ -240,7 +243,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     run = golden.add_parser("run", help="run the set against a revision and print the report")
     run.add_argument("set")
     run.add_argument("--revision", default=None, help="default: the workflow's newest")
-    run.add_argument("--timeout", type=float, default=1800)
+    run.add_argument("--timeout", type=seconds, default=1800)
     run.add_argument("--json", action="store_true")
     run.set_defaults(func=cmd_run)
     report = golden.add_parser("report", help="a golden run's report")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TextIO
 
+from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.grouping import add_sweep_command
 from eval_pipelines.cli.output import print_json, print_status, progress, run_output_to_stderr
 from eval_pipelines.core.errors import InputError
@@ -271,7 +272,7 @@ def _add_follow_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--json", action="store_true", help="with --wait, print the status and report as JSON"
     )
-    command.add_argument("--timeout", type=float, default=3600, help="seconds --wait waits")
+    command.add_argument("--timeout", type=seconds, default=3600, help="seconds --wait waits")
 
 
 def add_eval_flags(command: argparse.ArgumentParser) -> None:
@@ -281,7 +282,7 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--grouping-mode", default=None, help="nearDuplicate (default), field or none"
     )
-    command.add_argument("--grouping-threshold", type=float, default=None)
+    command.add_argument("--grouping-threshold", type=finite_float, default=None)
     command.add_argument(
         "--grouping-space",
         default=None,
@@ -339,7 +340,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     status.add_argument("eval_id")
     status.add_argument("--wait", action="store_true", help="block until the newest run finishes")
     status.add_argument("--json", action="store_true", help="JSON instead of markdown")
-    status.add_argument("--timeout", type=float, default=3600)
+    status.add_argument("--timeout", type=seconds, default=3600)
     status.set_defaults(func=cmd_status)
     listing = evals.add_parser("list", help="the case's evaluations, oldest first")
     listing.add_argument("case")
@@ -348,11 +349,11 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "plan", help="records a paired comparison needs for 80%% power (power planner)"
     )
     plan.add_argument("case")
-    plan.add_argument("--difference", type=float, required=True, help="e.g. 0.02")
+    plan.add_argument("--difference", type=finite_float, required=True, help="e.g. 0.02")
     source = plan.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-eval", default=None, help="take the discordance from it")
     source.add_argument(
-        "--discordance", type=float, default=None, help="share of discordant records"
+        "--discordance", type=finite_float, default=None, help="share of discordant records"
     )
     plan.add_argument("--level", type=int, default=None, help="default: shallowest target")
     plan.add_argument("--json", action="store_true")
@@ -367,7 +368,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "--allow-memo-change",
         action="store_true",
-        help="compare even though the two variants ran with different memo versions",
+        help="compare even though the two evaluations ran with different active memos",
     )
     compare.add_argument(
         "--allow-config-change",

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
+from eval_pipelines.cli.arguments import finite_float
 from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import read_json
 
 
 def _messages(path: str | None) -> list[dict[str, Any]]:
     if path is None:
         return []
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError("--messages", path, f"must be a JSON file of messages: {error}") from None
+    value = read_json(path, "--messages")
     if isinstance(value, dict):
         value = value.get("messages")
     if not isinstance(value, list):
@@ -150,9 +147,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     assign.add_argument("--request-id", default=None, help="used only without a user message")
     assign.add_argument("--epoch", default=None)
-    assign.add_argument("--fraction", type=float, default=None, help="holdout, 0.05-0.30")
+    assign.add_argument("--fraction", type=finite_float, default=None, help="holdout, 0.05-0.30")
     assign.add_argument("--lever", default=None)
-    assign.add_argument("--lever-share", type=float, default=None)
+    assign.add_argument("--lever-share", type=finite_float, default=None)
     assign.add_argument("--json", action="store_true")
     assign.set_defaults(func=cmd_assign)
 
@@ -160,10 +157,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "settings", help="a workspace's standing holdout and lever (a change starts an epoch)"
     )
     settings.add_argument("--workspace", required=True)
-    settings.add_argument("--fraction", type=float, default=None, help="0.05-0.30")
+    settings.add_argument("--fraction", type=finite_float, default=None, help="0.05-0.30")
     settings.add_argument("--lever", default=None)
     settings.add_argument("--no-lever", action="store_true")
-    settings.add_argument("--lever-share", type=float, default=None)
+    settings.add_argument("--lever-share", type=finite_float, default=None)
     settings.add_argument(
         "--case",
         default=None,

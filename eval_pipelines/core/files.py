@@ -1,12 +1,24 @@
-"""Reading the small files users hand over (variants, configs, memo entries, labels).
+"""Reading the files users hand over (variants, configs, memo entries, queries, labels,
+workflows, templates): the one bounded reader every command uses.
 
 Every failure is one :class:`InputError` naming the flag, the path and what is wrong with it:
-missing, a directory, not UTF-8, not valid JSON or YAML.
+missing, a directory, too large, not UTF-8, not valid JSON or YAML, nested too deep, or holding
+a non-finite number.
+
+Bounds, and why. A JSON or YAML document is at most :data:`MAX_DOCUMENT_BYTES` (1 MiB; the
+largest the project ships is 2 KB) and nests at most :data:`MAX_DEPTH` (64) levels: the parsers
+recurse, so a file nested a few thousand levels deep ended in a ``RecursionError`` traceback,
+and PyYAML's pure-Python parser reads about 50,000 tokens a second, so a 10 MB memo file ran
+for minutes. A document also holds at most :data:`MAX_NODES` values counted as they would be
+expanded (YAML aliases can multiply a small file into billions of values), and refers to
+itself nowhere. Other files (extraction documents) are at most :data:`MAX_FILE_BYTES`, and
+table files (records, trees, data tables, logs, embeddings) :data:`MAX_TABLE_BYTES`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +26,34 @@ import yaml
 
 from eval_pipelines.core.errors import InputError
 
+MAX_DOCUMENT_BYTES = 1 << 20
+MAX_FILE_BYTES = 256 << 20
+MAX_TABLE_BYTES = 4 << 30
+MAX_DEPTH = 64
+MAX_NODES = 200_000
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-def read_bytes(path: Path | str, what: str) -> bytes:
-    """The file's bytes."""
+
+def read_bytes(path: Path | str, what: str, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The file's bytes, refused past ``max_bytes`` (read no further than that)."""
     file = Path(path)
     if not file.exists():
         raise InputError(what, str(file), "file does not exist")
     if file.is_dir():
         raise InputError(what, str(file), "is a directory; give a file")
     try:
-        return file.read_bytes()
+        with file.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
     except OSError as error:
         raise InputError(what, str(file), f"cannot be read: {error.strerror}") from None
+    if len(data) > max_bytes:
+        raise InputError(what, str(file), f"is larger than {_size(max_bytes)}; give a smaller file")
+    return data
 
 
-def read_text(path: Path | str, what: str) -> str:
+def read_text(path: Path | str, what: str, *, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The file's text, decoded as UTF-8."""
-    data = read_bytes(path, what)
+    data = read_bytes(path, what, max_bytes=max_bytes)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -40,23 +63,144 @@ def read_text(path: Path | str, what: str) -> str:
 
 
 def read_json(path: Path | str, what: str) -> Any:
-    """A JSON document."""
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            what, str(path), f"is not valid JSON: {error.msg} (line {error.lineno})"
-        ) from None
+    """A JSON document, within the document bounds."""
+    return parse_json_text(read_text(path, what, max_bytes=MAX_DOCUMENT_BYTES), what, str(path))
 
 
 def read_yaml(path: Path | str, what: str) -> Any:
-    """A YAML (or JSON) document."""
-    text = read_text(path, what)
+    """A YAML (or JSON) document, within the document bounds."""
+    return parse_yaml_text(read_text(path, what, max_bytes=MAX_DOCUMENT_BYTES), what, str(path))
+
+
+def parse_json_text(text: str, what: str, value: Any) -> Any:
+    """A JSON document from text (a file's, or one given on the command line); refusals name
+    ``what`` and ``value``. ``NaN`` and ``Infinity`` are refused, as is an overflowing
+    literal such as ``1e999`` (by :func:`check_document`, which names where they are)."""
+    _check_length(text, what, value)
     try:
-        return yaml.safe_load(text)
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            what, value, f"is not valid JSON: {error.msg} (line {error.lineno})"
+        ) from None
+    except RecursionError:
+        raise InputError(what, value, _TOO_DEEP) from None
+    check_document(document, what, value)
+    return document
+
+
+def parse_yaml_text(text: str, what: str, value: Any) -> Any:
+    """A YAML (or JSON) document from text; refusals name ``what`` and ``value``."""
+    _check_length(text, what, value)
+    try:
+        # The nesting is measured on the parser's events first (a flat loop), so a deep
+        # document is refused before the recursive composer could overflow the stack.
+        depth = 0
+        for event in yaml.parse(text, Loader=_YAML_LOADER):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise InputError(what, value, _TOO_DEEP)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        document = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
+        error = _pure_yaml_error(text) or error
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise InputError(what, str(path), f"is not valid YAML: {problem}{where}") from None
+        if "nesting depth" in problem:  # libyaml's own limit (1,000) came first
+            raise InputError(what, value, _TOO_DEEP) from None
+        raise InputError(what, value, f"is not valid YAML: {problem}{where}") from None
+    except RecursionError:
+        raise InputError(what, value, _TOO_DEEP) from None
+    check_document(document, what, value)
+    return document
+
+
+_TOO_DEEP = f"nests deeper than {MAX_DEPTH} levels"
+
+
+def _pure_yaml_error(text: str) -> yaml.YAMLError | None:
+    """The pure-Python parser's error for a document libyaml refused: its messages are the
+    ones users (and tests) know ("expected the node content, but found '-'"); libyaml words
+    the same problem differently. Only a refused document pays for this second parse."""
+    try:
+        yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as error:
+        return error
+    except RecursionError:
+        return None
+    return None
+
+
+def check_document(document: Any, what: str, value: Any) -> None:
+    """Refuse a parsed document (or one a Python caller passes) that nests deeper than
+    :data:`MAX_DEPTH`, holds more than :data:`MAX_NODES` values as expanded, refers to
+    itself, or holds a non-finite number (its path is named).
+
+    Iterative, and each shared container (a YAML alias) is measured once, so neither depth nor
+    aliases can make the check itself slow or overflow the stack.
+    """
+    # Post-order walk over containers: (depth below, expanded values) per container id.
+    measured: dict[int, tuple[int, int]] = {}
+    open_ids: set[int] = set()
+    stack: list[tuple[Any, str, bool]] = [(document, "", False)]
+    while stack:
+        item, path, children_done = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                at = path.lstrip(".") or "its top"
+                raise InputError(
+                    what, value, f"holds {item} at {at}: numbers must be finite (NaN, infinity)"
+                )
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        key = id(item)
+        children = (
+            [(v, f"{path}.{k}") for k, v in item.items()]
+            if isinstance(item, dict)
+            else [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        )
+        if children_done:
+            open_ids.discard(key)
+            depth, nodes = 1, 1
+            for child, _ in children:
+                below = measured.get(id(child)) if isinstance(child, dict | list) else None
+                if below is not None:
+                    depth, nodes = max(depth, below[0] + 1), nodes + below[1]
+                else:
+                    nodes += 1
+            if depth > MAX_DEPTH:
+                raise InputError(what, value, _TOO_DEEP)
+            if nodes > MAX_NODES:
+                raise InputError(what, value, f"holds more than {MAX_NODES:,} values")
+            measured[key] = (depth, nodes)
+            continue
+        if key in measured:
+            continue
+        if key in open_ids:
+            raise InputError(what, value, f"refers to itself at {path or 'its top'}")
+        if len(open_ids) >= MAX_DEPTH:
+            raise InputError(what, value, _TOO_DEEP)
+        open_ids.add(key)
+        stack.append((item, path, True))
+        stack.extend((child, at, False) for child, at in reversed(children))
+
+
+def check_table_file(path: Path, what: str) -> None:
+    """Refuse a table file (Parquet, CSV, JSON Lines) larger than :data:`MAX_TABLE_BYTES`: it is
+    read whole into memory, where it takes several times its size on disk. (Nesting needs no
+    check here: polars refuses JSON deeper than its own limit with an error.)"""
+    if path.is_file() and path.stat().st_size > MAX_TABLE_BYTES:
+        raise InputError(what, str(path), f"is larger than {MAX_TABLE_BYTES >> 30} GiB")
+
+
+def _check_length(text: str, what: str, value: Any) -> None:
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise InputError(what, value, f"is larger than {_size(MAX_DOCUMENT_BYTES)}")
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes >> 20} MiB" if n_bytes >= 1 << 20 else f"{n_bytes >> 10} KiB"

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import check_table_file
 from eval_pipelines.core.tree import CodeTree
 
 SUPPORTED_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -27,6 +28,7 @@ def read_table(path: Path, *, what: str) -> pl.DataFrame:
         raise InputError(
             what, str(path), f"unsupported file type; use one of {sorted(SUPPORTED_SUFFIXES)}"
         )
+    check_table_file(path, what)
     try:
         if kind == "parquet":
             return pl.read_parquet(path)

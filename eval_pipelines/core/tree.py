@@ -86,7 +86,8 @@ class CodeTree:
 
 def tree_from_parent_links(nodes: pl.DataFrame) -> CodeTree:
     """Build a tree from a frame with columns ``code``, ``parent`` (null at roots), optional
-    ``title`` and ``kind``.
+    ``title`` and ``kind``. A level is named by its most common kind; a level with no kind
+    (null or blank, or no ``kind`` column) reads ``level N``.
 
     Raises
     ------
@@ -127,7 +128,10 @@ def tree_from_parent_links(nodes: pl.DataFrame) -> CodeTree:
         kinds = nodes.get_column("kind").cast(pl.String).to_list()
         depths = [len(paths[code]) for code in codes]
         for (depth, kind), count in Counter(zip(depths, kinds, strict=True)).items():
-            kinds_by_depth[depth][kind] += count
+            # A null or blank kind names nothing: a tree stored without kinds has null kinds,
+            # which would otherwise name every level "None" ("None L1", "None L2", ...).
+            if kind is not None and kind.strip():
+                kinds_by_depth[depth][kind.strip()] += count
     levels = []
     for depth in range(1, max_depth + 1):
         counts = kinds_by_depth.get(depth)

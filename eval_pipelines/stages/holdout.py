@@ -488,7 +488,10 @@ def aa_report(
         + ", ".join(
             f"{levels[d]['falsePositives']} of {levels[d]['splits']} splits at L{d}" for d in failed
         )
-        + " (more than 10%): the instrument is noisier than its intervals say"
+        + " (more than 10%). A calibrated instrument fails this way in about 7.5% of checks, "
+        "so this is a prompt to look, not proof: read the flip rate (run-to-run noise of the "
+        "classifier) and the grouping (clusters that should be grouped), and rerun with "
+        "another seed"
         if failed
         else "A/A check passed: at most 10% of 20 seeded half splits read a difference at every "
         "target level"

@@ -61,7 +61,7 @@ def _now() -> datetime:
 
 def check_table_name(name: str) -> str:
     """Refuse a name a query's ``from`` could not use unambiguously."""
-    if not isinstance(name, str) or not TABLE_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not TABLE_NAME_PATTERN.fullmatch(name):
         raise InputError("table", name, TABLE_NAME_RULE)
     return name
 
@@ -210,7 +210,7 @@ def _has_storage_table(conn: duckdb.DuckDBPyConnection, storage_table: str) -> b
 
 
 def _write_rows(conn: duckdb.DuckDBPyConnection, storage_table: str, frame: pl.DataFrame) -> None:
-    if not _STORAGE_TABLE.match(storage_table):  # built from hex digits only; never user input
+    if not _STORAGE_TABLE.fullmatch(storage_table):  # built from hex digits only; never user input
         raise ValueError(f"not a storage table name: {storage_table!r}")
     rows = frame.with_row_index(POSITION).with_columns(pl.col(POSITION).cast(pl.Int64))
     conn.register(INCOMING, rows.to_arrow())
@@ -295,7 +295,7 @@ def save_table(
 
 def read_rows(conn: duckdb.DuckDBPyConnection, info: TableInfo) -> pl.DataFrame:
     """A stored version's rows in position order, without ``__position``."""
-    if not _STORAGE_TABLE.match(info.storage_table):
+    if not _STORAGE_TABLE.fullmatch(info.storage_table):
         raise ValueError(f"not a storage table name: {info.storage_table!r}")
     return conn.execute(
         f"SELECT * EXCLUDE ({POSITION}) FROM {info.storage_table} ORDER BY {POSITION}"

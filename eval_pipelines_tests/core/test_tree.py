@@ -78,3 +78,13 @@ def test_restricted_tree_keeps_ancestors_and_levels():
     assert set(tree.paths) == {"1", "A00-A09", "A01", "A01.0", "A01.00"}
     assert tree.path("A01.00") == _tree().path("A01.00")
     assert tree.max_depth == 5
+
+
+def test_null_or_blank_kinds_do_not_name_a_level():
+    """A kind column that is null (how a tree without kinds is stored) or blank names no level:
+    such a level reads 'level N', and a kind given for some of its nodes wins."""
+    rows = _tree_rows().with_columns(
+        pl.Series("kind", [None, "  ", "category", None, None, None, None], dtype=pl.String)
+    )
+    names = [level.name for level in tree_from_parent_links(rows).levels]
+    assert names == ["level 1", "level 2", "category", "level 4", "level 5"]

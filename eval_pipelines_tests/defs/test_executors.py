@@ -28,7 +28,7 @@ from eval_pipelines.storage.warehouse import connect
 
 # How Dagster's orchestrator says a step waits for a pool slot (an engine event).
 BLOCKED_BY_POOL = f"Step blocked by limit for pool {DUCKDB_POOL}"
-VARIANTS = [{"name": "baseline"}, {"name": "k-5 (fewer)", "config": {"candidates": 5}}]
+VARIANTS = [{"name": "baseline"}, {"name": "k-5.fewer", "config": {"candidates": 5}}]
 
 
 def holdout_eval() -> dg.JobDefinition:

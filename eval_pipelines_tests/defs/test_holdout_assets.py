@@ -13,7 +13,7 @@ from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.resources import WarehouseResource
 
 RESOURCES = {"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()}
-VARIANTS = [{"name": "baseline"}, {"name": "k-5 (fewer)", "config": {"candidates": 5}}]
+VARIANTS = [{"name": "baseline"}, {"name": "k-5.fewer", "config": {"candidates": 5}}]
 
 
 def test_definitions_load() -> None:
@@ -49,7 +49,7 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
         steps = {e.step_key for e in result.all_events if e.is_step_success}
         assert {s for s in steps if "classify_variant[" in s} == {
             "variant_predictions.classify_variant[baseline]",
-            "variant_predictions.classify_variant[k_5__fewer_]",
+            "variant_predictions.classify_variant[k_5_fewer]",
         }
         materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
         assert materialized == {
@@ -70,8 +70,8 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
         # The UI's comparisons table: one row per candidate and target level, with its verdict.
         table = report_event.metadata["comparisons"].value
         assert [(r.data["candidate"], r.data["level"]) for r in table.records] == [
-            ("k-5 (fewer)", 3),
-            ("k-5 (fewer)", 4),
+            ("k-5.fewer", 3),
+            ("k-5.fewer", 4),
         ]
         assert {r.data["verdict"] for r in table.records} <= {
             "better",

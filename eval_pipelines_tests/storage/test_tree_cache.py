@@ -66,3 +66,20 @@ def test_the_cache_returns_the_built_tree_and_tells_kinds_apart(workdir: Path) -
         from_other = cases.load_tree(conn, "c", other_version)
     assert [level.name for level in from_other.levels] == ["part", "group", "leaf"]
     assert from_other.paths == loaded.paths
+
+
+def test_a_tree_without_kinds_reads_level_n_after_storage(workdir: Path) -> None:
+    """A tree file with no ``kind`` column is stored with null kinds; read back, its levels are
+    'level 1', 'level 2', ... (they read 'None L1', 'None L2' in every report)."""
+    folder = workdir / "nokind"
+    folder.mkdir()
+    RECORDS.write_parquet(folder / "records.parquet")
+    _tree(["x"] * 8).drop("kind").write_parquet(folder / "tree.parquet")
+    warehouse = folder / "warehouse.duckdb"
+    created = api.create_case(
+        "c", folder / "records.parquet", tree_path=folder / "tree.parquet", warehouse=warehouse
+    )
+    assert [lv["name"] for lv in created["levels"]] == ["level 1", "level 2", "level 3"]
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        loaded = cases.load_tree(conn, "c", cases.load_case(conn, "c").tree_version)
+    assert [level.name for level in loaded.levels] == ["level 1", "level 2", "level 3"]

@@ -22,6 +22,7 @@ import numpy.typing as npt
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import check_table_file
 
 __all__ = ["check_embeddings", "embeddings_from_frame", "read_embeddings_file"]
 
@@ -64,6 +65,7 @@ def read_embeddings_file(
     path = Path(path)
     if not path.exists():
         raise InputError("--embeddings", str(path), "file does not exist")
+    check_table_file(path, "--embeddings")
     try:
         columns = list(pl.read_parquet_schema(path))
     except (pl.exceptions.PolarsError, OSError) as error:

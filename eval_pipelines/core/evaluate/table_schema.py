@@ -28,6 +28,7 @@ import polars.selectors as cs
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.source import COLUMN_KINDS, column_kind
+from eval_pipelines.core.files import check_table_file
 
 __all__ = [
     "COLUMN_NAME_RULE",
@@ -139,6 +140,7 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
         )
     if path.stat().st_size == 0:
         raise InputError("--file", str(path), "the file is empty; a table needs rows")
+    check_table_file(path, "--file")
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq

@@ -24,6 +24,7 @@ the entries it includes (proposed ones included).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -32,11 +33,12 @@ import re2
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.inputs import check_name, reject_non_finite
 from eval_pipelines.core.tree import CodeTree
 
-MEMO_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ACTIONS = ("assign", "prefer", "exclude", "decline")
 DEFAULT_BOOST = 2.0
+MAX_KEYWORDS = 200
 
 
 def compile_memo_regex(regex: str) -> Any:
@@ -115,6 +117,7 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
     """Validate a memo entry document; codes must exist in the case's tree."""
     if not isinstance(raw, dict):
         raise InputError("memo", raw, "a memo entry is a mapping with instruction, when, then")
+    reject_non_finite(raw, "memo")
     unknown = set(raw) - {"id", "instruction", "when", "then"}
     if unknown:
         key = sorted(unknown)[0]
@@ -134,6 +137,13 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
         keywords = [keywords]
     if not isinstance(keywords, list) or not all(isinstance(k, str) and k for k in keywords):
         raise InputError("memo.when.keywords", keywords, "must be a list of non-empty words")
+    if len(keywords) > MAX_KEYWORDS:
+        # Each keyword is one pattern tried on every record of every evaluation.
+        raise InputError(
+            "memo.when.keywords",
+            f"{len(keywords)} keywords",
+            f"give at most {MAX_KEYWORDS} keywords per entry (or one regex)",
+        )
     regex = when.get("regex")
     if regex is not None:
         if not isinstance(regex, str):
@@ -178,8 +188,13 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
     boost = then.get("boost", DEFAULT_BOOST)
     if "boost" in then and action != "prefer":
         raise InputError("memo.then.boost", boost, "applies to prefer only")
-    if isinstance(boost, bool) or not isinstance(boost, int | float) or boost <= 0:
-        raise InputError("memo.then.boost", boost, "must be a positive number")
+    if (
+        isinstance(boost, bool)
+        or not isinstance(boost, int | float)
+        or not math.isfinite(boost)
+        or boost <= 0
+    ):
+        raise InputError("memo.then.boost", boost, "must be a positive finite number")
     if not (keywords or regex is not None or metadata):
         raise InputError(
             "memo.when", when, "give at least one condition: keywords, regex, metadata"
@@ -187,8 +202,7 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
     entry_id = raw.get("id") or "m_" + hash_json(
         {"instruction": instruction, "when": when, "then": then}, length=10
     )
-    if not isinstance(entry_id, str) or not MEMO_ID_PATTERN.match(entry_id):
-        raise InputError("memo.id", entry_id, "ids are 1-64 letters, digits, '_', '.' or '-'")
+    check_name(entry_id, "memo.id", "a memo entry id")
     rule = MemoRule(
         keywords=tuple(keywords),
         regex=regex,

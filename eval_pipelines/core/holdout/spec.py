@@ -12,19 +12,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import check_document
 from eval_pipelines.core.holdout.memo import memo_version_of
+from eval_pipelines.core.inputs import check_name, reject_non_finite
 
 SAMPLE_SIZE_MIN = 10
 SAMPLE_SIZE_MAX = 5_000
 SAMPLE_SIZE_DEFAULT = 200
 DEFAULT_SEED = 7
 DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.98
-VARIANT_NAME_MAX = 64
+# Each variant is one classify job and one Dagster step over the sample, and every candidate
+# is compared with the baseline and Holm-adjusted across the candidates (README: Variants).
+VARIANTS_MAX = 20
 GROUPING_MODES = ("nearDuplicate", "field", "none")
 STRATEGIES = ("weighted", "majority", "nearest")
 CANDIDATES_MAX = 200
 AA_TWIN = "aa-twin"
-CASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SPACES = ("tfidf", "embedding")
 BACKENDS = ("exact", "pynndescent", "auto")
 
@@ -117,14 +120,8 @@ def parse_retrieval(
 
 
 def validate_case_id(case_id: str) -> str:
-    """Case ids become part of partition keys and file names: letters, digits, ``_ . -``."""
-    if not isinstance(case_id, str) or not CASE_ID_PATTERN.match(case_id):
-        raise InputError(
-            "case",
-            case_id,
-            "a case id is 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
-        )
-    return case_id
+    """Case ids become part of partition keys and file names: the one name pattern."""
+    return check_name(case_id, "case", "a case id")
 
 
 @dataclass(frozen=True)
@@ -208,6 +205,10 @@ def parse_config(
         return ClassifyConfig()
     if not isinstance(raw, dict):
         raise InputError(where, raw, "config must be a JSON object")
+    reject_non_finite(raw, where)  # options included: a NaN passes range checks
+    # A Python caller's config is bounded like a file's: stored as JSON, a config nested
+    # thousands deep would end in a RecursionError.
+    check_document(raw, where, "a config")
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in _CONFIG_KEYS:
@@ -389,6 +390,14 @@ def parse_variants(
     """
     if not isinstance(raw, list) or not raw:
         raise InputError("variants", raw, "give at least one variant (the first is the baseline)")
+    if len(raw) > VARIANTS_MAX:
+        raise InputError(
+            "variants",
+            f"{len(raw)} variants",
+            f"give at most {VARIANTS_MAX}: each is a classify job over the whole sample, and "
+            "more candidates dilute the Holm-adjusted comparisons; split into evaluations "
+            "with the same seed and compare them",
+        )
     variants: list[Variant] = []
     names: set[str] = set()
     step_keys: set[str] = set()
@@ -403,13 +412,7 @@ def parse_variants(
                 item[sorted(unknown)[0]],
                 "unknown variant key; known keys: name, memo_include, config",
             )
-        name = item.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise InputError(f"{where}.name", name, "every variant needs a non-empty name")
-        if len(name) > VARIANT_NAME_MAX:
-            raise InputError(
-                f"{where}.name", name, f"variant names are at most {VARIANT_NAME_MAX} characters"
-            )
+        name = check_name(item.get("name"), f"{where}.name", "a variant name")
         if name in names:
             raise InputError(f"{where}.name", name, "variant names must be unique")
         names.add(name)

@@ -39,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import check_table_file
 from eval_pipelines.core.lift.arms import ExposureArm
 
 ARMS = tuple(arm.value for arm in ExposureArm)
@@ -159,6 +160,7 @@ def read_log_tail(path: Path | str, *, partial_tail: bool = False) -> LogFile:
         )
     if path.stat().st_size == 0:
         raise InputError("--file", str(path), "the log is empty")
+    check_table_file(path, "--file")
     try:
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()[:16]

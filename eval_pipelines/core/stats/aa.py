@@ -25,8 +25,14 @@ from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N
 from eval_pipelines.core.stats.verdict import BETTER, WORSE, verdict
 
-#: ``UnpairedDifference.method`` for every interval this module computes.
+#: ``UnpairedDifference.method`` of the percentile interval (the default).
 METHOD = "two-sample cluster bootstrap, percentile"
+
+#: ``UnpairedDifference.method`` of the expanded percentile interval (the A/A check's).
+EXPANDED_METHOD = "two-sample cluster bootstrap, expanded percentile"
+
+#: The intervals :func:`unpaired_difference` computes.
+INTERVALS = ("percentile", "expanded")
 
 #: The issue's A/A rule: a check with more than this share of false positives fails.
 MAX_FALSE_POSITIVE_RATE = 0.10
@@ -90,6 +96,7 @@ def unpaired_difference(
     confidence_level: float = 0.95,
     rng: np.random.Generator | int | None = None,
     min_n: int = MIN_N,
+    interval: str = "percentile",
 ) -> UnpairedDifference:
     """Difference in accuracy of two disjoint record sets, with a cluster-bootstrap interval.
 
@@ -112,6 +119,10 @@ def unpaired_difference(
     min_n
         Below this many records, or clusters, on either side the estimate and interval are
         None (``insufficient_evidence``); the counts are always returned. At least 1.
+    interval
+        ``percentile`` (the plain percentile interval) or ``expanded`` (the expanded
+        percentile interval, which corrects the percentile interval's narrowness with few
+        clusters; see Notes).
 
     Returns
     -------
@@ -139,6 +150,19 @@ def unpaired_difference(
     same outcome the interval is a single point, and with very few wrong (or right) records
     on a side the percentile interval is too narrow.
 
+    The percentile interval is also too narrow with few clusters: the bootstrap variance of
+    a side's ratio is the plug-in one, ``(G - 1) / G`` of the unbiased variance, and its
+    quantiles are normal quantiles where a t quantile belongs. Measured on strongly clustered
+    A/A data (200 clusters of 5, about 100 a half), 5.4-5.7% of its 95% intervals exclude a
+    true zero, and the A/A rule (3 or more of 20 splits) then fails 10% of checks instead of
+    7.5%. ``interval="expanded"`` is Hesterberg's expanded percentile interval [3]_ made
+    two-sample: each side's replicates are spread about its estimate by
+    ``sqrt(G / (G - 1))`` (the rescaling bootstrap of cluster samples [4]_), and the
+    quantiles are taken at ``alpha' / 2`` and ``1 - alpha' / 2`` where
+    ``z(1 - alpha' / 2) = t(1 - alpha / 2, df)``, ``df`` the Welch-Satterthwaite degrees of
+    freedom [5]_ of the two sides' unbiased cluster variances. With many clusters it is the
+    percentile interval (``df`` large, factor near 1); it never is narrower.
+
     References
     ----------
     .. [1] B. Efron and R. J. Tibshirani, "An Introduction to the Bootstrap", Chapman & Hall
@@ -146,7 +170,16 @@ def unpaired_difference(
     .. [2] A. C. Davison and D. V. Hinkley, "Bootstrap Methods and their Application",
            Cambridge University Press (1997), sections 3.2 (several samples) and 3.8
            (resampling clustered data).
+    .. [3] T. C. Hesterberg, "What Teachers Should Know About the Bootstrap: Resampling in
+           the Undergraduate Statistics Curriculum", The American Statistician 69(4)
+           (2015), 371-386, section 3 (the expanded percentile interval).
+    .. [4] J. N. K. Rao and C. F. J. Wu, "Resampling Inference with Complex Survey Data",
+           Journal of the American Statistical Association 83(401) (1988), 231-241.
+    .. [5] B. L. Welch, "The generalization of 'Student's' problem when several different
+           population variances are involved", Biometrika 34 (1947), 28-35.
     """
+    if interval not in INTERVALS:
+        raise ValueError(f"interval={interval!r}: must be one of {', '.join(INTERVALS)}")
     a = _as_outcomes(a_right, "a_right")
     b = _as_outcomes(b_right, "b_right")
     codes_a, g_a = _named_codes(a_clusters, a.size, "a_clusters")
@@ -167,7 +200,7 @@ def unpaired_difference(
         interval=None,
         n_resamples=int(n_resamples),
         confidence_level=float(confidence_level),
-        method=METHOD,
+        method=METHOD if interval == "percentile" else EXPANDED_METHOD,
     )
     if min(n_a, n_b, g_a, g_b) < min_n:
         return counts_only
@@ -176,9 +209,40 @@ def unpaired_difference(
     replicates_a = _side_replicates(a, codes_a, g_a, int(n_resamples), generator)
     replicates_b = _side_replicates(b, codes_b, g_b, int(n_resamples), generator)
     tail = (1.0 - confidence_level) / 2.0
+    if interval == "expanded":
+        replicates_a, replicates_b, tail = _expanded(
+            replicates_a, right_a / n_a, g_a, replicates_b, right_b / n_b, g_b, tail
+        )
     low, high = np.quantile(replicates_b - replicates_a, [tail, 1.0 - tail])
-    interval = Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
-    return dataclasses.replace(counts_only, estimate=estimate, interval=interval)
+    bounds = Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
+    return dataclasses.replace(counts_only, estimate=estimate, interval=bounds)
+
+
+def _expanded(
+    replicates_a: np.ndarray,
+    estimate_a: float,
+    g_a: int,
+    replicates_b: np.ndarray,
+    estimate_b: float,
+    g_b: int,
+    tail: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Both sides' replicates spread by ``sqrt(G / (G - 1))`` about their estimates, and the
+    tail whose normal quantile is the Welch t quantile of ``tail`` (see
+    :func:`unpaired_difference`, Notes)."""
+    from scipy import stats
+
+    def spread(replicates: np.ndarray, estimate: float, g: int) -> np.ndarray:
+        return estimate + (replicates - estimate) * np.sqrt(g / (g - 1)) if g > 1 else replicates
+
+    replicates_a = spread(replicates_a, estimate_a, g_a)
+    replicates_b = spread(replicates_b, estimate_b, g_b)
+    var_a, var_b = float(np.var(replicates_a)), float(np.var(replicates_b))
+    parts = [v**2 / (g - 1) for v, g in ((var_a, g_a), (var_b, g_b)) if g > 1 and v > 0]
+    if not parts:  # no variation on either side: a point interval, whatever the tail
+        return replicates_a, replicates_b, tail
+    df = (var_a + var_b) ** 2 / sum(parts)
+    return replicates_a, replicates_b, float(stats.norm.sf(stats.t.isf(tail, df)))
 
 
 def unpaired_verdict(difference: UnpairedDifference) -> str:
@@ -307,8 +371,11 @@ def aa_check(
     -----
     In each split every cluster goes to half A or half B with probability 1/2 each,
     independently, so the halves are of random size. The baseline's outcomes on half A are
-    compared with the twin's on half B by :func:`unpaired_difference` (B minus A); a split
-    whose interval excludes zero is a false positive: the two halves are random halves of
+    compared with the twin's on half B by :func:`unpaired_difference` (B minus A, the
+    expanded percentile interval: the plain one excludes a true zero in 5.4-5.7% of splits
+    with about 100 clusters a half, which the rule below turns into 10% failed checks of a
+    calibrated instrument instead of 7.5%); a split whose interval excludes zero is a
+    false positive: the two halves are random halves of
     one evaluation, and nothing but chance and the classifier's own nondeterminism tells
     them apart. At the nominal 95% level about 5% of splits detect a difference, 1 in 20;
     more than 10% (3 or more of 20) means the interval is too narrow for these data (e.g.
@@ -354,6 +421,7 @@ def aa_check(
             confidence_level=confidence_level,
             rng=split_rng,
             min_n=min_n,
+            interval="expanded",
         )
         estimates.append(result.estimate)
         word = unpaired_verdict(result)

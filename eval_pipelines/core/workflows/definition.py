@@ -25,6 +25,7 @@ a new one.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,25 +34,19 @@ from typing import Any
 import eval_pipelines.core.workflows.builtin_nodes  # noqa: F401
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.inputs import check_name
 from eval_pipelines.core.workflows.nodes import NODE_TYPES, reject_unknown_keys
 from eval_pipelines.core.workflows.schema import Schema, parse_schema
 
 KINDS = ("extract", "classify")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 REVISION_LENGTH = 12
 DEFAULT_COST = 1.0
 CLASSIFY_NODE = "classify"
 
 
 def validate_name(name: str, what: str = "workflow") -> str:
-    """Workflow and golden-set names become file names and tags: letters, digits, ``_ . -``."""
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise InputError(
-            what,
-            name,
-            "a name is 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
-        )
-    return name
+    """Workflow and golden-set names become file names and tags: the one name pattern."""
+    return check_name(name, what, "a name")
 
 
 @dataclass(frozen=True)
@@ -127,7 +122,7 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         if not isinstance(raw, dict):
             raise InputError(where, raw, "a node is a mapping with id, type and schema")
         node_id = raw.get("id")
-        if not isinstance(node_id, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]{0,63}$", node_id):
+        if not isinstance(node_id, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", node_id):
             raise InputError(f"{where}.id", node_id, "a letter then up to 63 letters, digits, '_'")
         if node_id in node_ids:
             raise InputError(f"{where}.id", node_id, "node ids must be unique")
@@ -139,7 +134,12 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         if node_type not in allowed:
             raise InputError(f"{where}.type", node_type, f"must be one of {', '.join(allowed)}")
         cost = raw.get("cost", DEFAULT_COST)
-        if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+        if (
+            isinstance(cost, bool)
+            or not isinstance(cost, int | float)
+            or not math.isfinite(cost)
+            or cost < 0
+        ):
             raise InputError(f"{where}.cost", cost, "cost units per step: a number >= 0")
         schema_doc = CLASSIFY_SCHEMA if kind == "classify" else raw.get("schema")
         schema = parse_schema(schema_doc, f"{where}.schema", require_source=True)

@@ -72,7 +72,7 @@ def _number(value: Any) -> Any:
         return float(value)
     if isinstance(value, str):
         text = value.strip()
-        if NUMBER_TEXT.match(text):
+        if NUMBER_TEXT.fullmatch(text):
             return float(text.replace(",", ""))
     return _as_text(value)
 

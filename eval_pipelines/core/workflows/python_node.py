@@ -46,7 +46,7 @@ class PythonNode:
     def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
         reject_unknown_keys(config, CONFIG_KEYS, where)
         reference = config.get("function")
-        if not isinstance(reference, str) or not FUNCTION_PATTERN.match(reference):
+        if not isinstance(reference, str) or not FUNCTION_PATTERN.fullmatch(reference):
             raise InputError(
                 f"{where}.function",
                 reference,

@@ -108,7 +108,7 @@ def _identity(
     if not isinstance(item, dict):
         raise InputError(where, item, "must be a mapping with at least 'id' and 'name'")
     field_id = _text(item, "id", where)
-    if not ID_PATTERN.match(field_id):
+    if not ID_PATTERN.fullmatch(field_id):
         raise InputError(
             f"{where}.id", field_id, "an id is a letter then up to 63 letters, digits or '_'"
         )

@@ -75,3 +75,26 @@ def test_rule_with_regex_survives_pickle() -> None:
     slow = pickle.loads(pickle.dumps(_entry({"regex": "^(a+)+$"}).rule))
     assert _runs_on_re2(slow)  # recompiled on load with RE2, not with re
     assert slow.matches("a" * 35 + "!", {}) is False
+
+
+@pytest.mark.parametrize("boost", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_boost_is_refused(boost: float) -> None:
+    raw = {"id": "m1", "instruction": "t", "when": {"keywords": ["x"]}}
+    with pytest.raises(InputError) as error:
+        parse_memo_entry({**raw, "then": {"prefer": ["A"], "boost": boost}}, TREE)
+    assert error.value.field == "memo.then.boost"
+
+
+def test_a_non_finite_number_anywhere_in_an_entry_is_refused() -> None:
+    raw = {"id": "m1", "instruction": "t", "then": {"assign": "A1"}}
+    with pytest.raises(InputError) as error:
+        parse_memo_entry({**raw, "when": {"metadata": {"score": float("nan")}}}, TREE)
+    assert error.value.field == "memo.when.metadata.score"
+
+
+def test_the_number_of_keywords_is_bounded() -> None:
+    from eval_pipelines.core.holdout.memo import MAX_KEYWORDS
+
+    _entry({"keywords": [f"k{i}" for i in range(MAX_KEYWORDS)]})
+    with pytest.raises(InputError, match=f"at most {MAX_KEYWORDS} keywords"):
+        _entry({"keywords": [f"k{i}" for i in range(MAX_KEYWORDS + 1)]})

@@ -38,7 +38,7 @@ def _variants(raw, shared=None):
 def test_variants_get_safe_unique_step_keys_and_pinned_depth():
     parsed = _variants(
         [
-            {"name": "base line"},
+            {"name": "base.line"},
             {"name": "base-line"},
             {"name": "x", "memo_include": ["m_1"], "config": {"candidates": 3}},
         ]
@@ -70,3 +70,63 @@ def test_bad_config_values(raw, field):
     with pytest.raises(InputError) as error:
         parse_config(raw, where="config", max_depth=7)
     assert error.value.field == field
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a\nb",  # a newline
+        "baseline\n",
+        "x'; DROP TABLE variant_runs; --",  # SQL punctuation
+        'say "hi"',
+        "k-5 (fewer)",
+        "base line",  # a space: names are one token, like case and memo ids
+        "-leading-dash",
+        "a|b",  # a pipe breaks the markdown report's tables
+        "x" * 65,
+    ],
+)
+def test_variant_names_follow_the_one_name_pattern(name):
+    with pytest.raises(InputError) as error:
+        _variants([{"name": name}])
+    assert error.value.field == "variants[0].name"
+    assert "1-64 letters, digits, '_', '.' or '-'" in str(error.value)
+
+
+def test_the_number_of_variants_is_bounded():
+    from eval_pipelines.core.holdout.spec import VARIANTS_MAX
+
+    assert len(_variants([{"name": f"v{i}"} for i in range(VARIANTS_MAX)])) == VARIANTS_MAX
+    with pytest.raises(InputError) as error:
+        _variants([{"name": f"v{i}"} for i in range(VARIANTS_MAX + 1)])
+    assert error.value.field == "variants"
+    assert f"at most {VARIANTS_MAX}" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"options": {"temperature": float("nan")}}, "config.options.temperature"),
+        ({"options": {"weights": [1.0, float("inf")]}}, "config.options.weights[1]"),
+        ({"declineBelow": float("nan")}, "config.declineBelow"),
+        ({"autoAbove": float("inf")}, "config.autoAbove"),
+    ],
+)
+def test_non_finite_config_numbers_are_refused(raw, field):
+    with pytest.raises(InputError) as error:
+        parse_config(raw, where="config", max_depth=7)
+    assert error.value.field == field
+    assert "finite" in str(error.value) or "[0, 1]" in str(error.value)
+
+
+def test_a_config_nested_past_the_document_bound_is_refused():
+    # What a Python caller can pass that no file reader would: options nested 5,000 deep
+    # (stored as JSON, they ended in a RecursionError).
+    options: dict = {}
+    inner = options
+    for _ in range(5_000):
+        inner["x"] = {}
+        inner = inner["x"]
+    with pytest.raises(InputError, match="nests deeper than 64 levels") as error:
+        parse_config({"options": options}, where="config", max_depth=7)
+    assert error.value.field == "config"

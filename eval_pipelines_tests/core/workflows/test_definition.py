@@ -283,3 +283,11 @@ def test_the_node_type_rule_lists_the_registered_types() -> None:
 
     allowed = raised.value.rule.removeprefix("must be one of ").split(", ")
     assert {"invoice2data", "python"} <= set(allowed)
+
+
+@pytest.mark.parametrize("cost", [float("nan"), float("inf")])
+def test_a_non_finite_cost_is_refused(cost: float) -> None:
+    # NaN passed 'cost < 0' and then made every run's cost NaN.
+    with pytest.raises(InputError) as raised:
+        parse(changed(["nodes", 0, "cost"], cost))
+    assert raised.value.field == "nodes[0].cost"
