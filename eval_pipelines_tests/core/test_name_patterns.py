@@ -38,7 +38,7 @@ def _workflow(node_id: str = "checks", function: str = "json:dumps") -> None:
         "id": node_id,
         "type": "python",
         "function": function,
-        "schema": {"fields": [{"id": "ok", "name": "OK", "type": "boolean"}]},
+        "schema": {"fields": [{"id": "ok", "name": "OK", "type": "boolean", "source": "ok"}]},
     }
     parse_workflow({"kind": "extract", "nodes": [node]}, name="checks", base_dir=Path("."))
 
