@@ -194,10 +194,19 @@ def test_a_holdout_evaluation_run_here_shows_its_steps(small_case: str, workdir:
     done, total = steps[-1].split()[3].split("/")
     assert done == total
     assert "[eval holdout]" not in shown.stdout
+    # The older per-status lines ("[small-e0001-s1] running (run ...); baseline: running")
+    # are gone: the reporter's lines are the only progress, after the started notice.
+    notices = [line for line in shown.stderr.splitlines() if line.startswith("started ")]
+    assert len(notices) == 1 and "(run " in notices[0], shown.stderr
+    assert lines(shown.stderr, notices[0].split()[1]) == []
 
     quiet = run(*args, "--seed", "2", "--wait", "--json", forced="1")
     assert lines(quiet.stderr, "eval holdout") == []
-    assert json.loads(quiet.stdout)["status"] == "complete"
+    status = json.loads(quiet.stdout)
+    assert status["status"] == "complete"
+    assert quiet.stderr.splitlines() == [
+        f"started {status['evalId']} (run {status['runId']}, running in this process)"
+    ]
 
     # A run submitted by one command (to the queue) and waited for by another: the waiting
     # one follows it too.

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.grouping import add_sweep_command
-from eval_pipelines.cli.output import print_json, print_status, progress, run_output_to_stderr
+from eval_pipelines.cli.output import print_json, print_status, run_output_to_stderr
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
@@ -36,7 +36,9 @@ def _wait_and_print(
     args: argparse.Namespace, eval_id: str, run_id: str | None = None
 ) -> dict[str, Any]:
     """Wait for the run, then print exactly one document on stdout (the status and report,
-    JSON or markdown), for a failed run too, before its error goes up."""
+    JSON or markdown), for a failed run too, before its error goes up. Progress on stderr is
+    the command's reporter (:mod:`eval_pipelines.cli.progress`: at a terminal, never with
+    ``--json``), which follows the run's event log."""
     from eval_pipelines.api import holdout as holdout_api
 
     try:
@@ -45,7 +47,6 @@ def _wait_and_print(
             eval_id,
             timeout=args.timeout,
             warehouse=args.warehouse,
-            progress=progress,
             run_id=run_id,
         )
     except holdout_api.EvalFailed as failed:
@@ -65,8 +66,9 @@ def _say_started(started: dict[str, Any], how: str, stream: TextIO | None = None
 
 
 class _ProgressHere:
-    """Progress of a run this process executes: first the ``started`` line, then a line per
-    change, all straight to the terminal (see :func:`run_output_to_stderr`)."""
+    """The ``started`` line of a run this process executes, once the run exists, straight to
+    the terminal (see :func:`run_output_to_stderr`). Not progress: printed with ``--json``
+    and on a pipe too. The run's progress is the command's reporter's (a terminal only)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -76,7 +78,6 @@ class _ProgressHere:
         if not self.started:
             self.started = True
             _say_started(status, "running in this process", self.stream)
-        progress(status, stream=self.stream)
 
 
 def _launch_mode(args: argparse.Namespace, start: Callable[..., dict[str, Any]]) -> str:
@@ -106,8 +107,8 @@ def _start(
 
 
 def _follow(args: argparse.Namespace, started: dict[str, Any], said_started: bool) -> int:
-    """Without ``--wait``: print the started ids. With it: progress on stderr, then the
-    status document."""
+    """Without ``--wait``: print the started ids. With it: the started line on stderr (and
+    progress, at a terminal), then the status document."""
     if not args.wait:
         print(json.dumps(started), flush=True)
         return 0

@@ -1,4 +1,5 @@
-"""What the CLI prints: JSON documents on stdout, progress on stderr, markdown for people."""
+"""What the CLI prints: JSON documents on stdout, markdown for people (progress on stderr is
+:mod:`eval_pipelines.cli.progress`)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,6 @@ from typing import Any, TextIO
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str), flush=True)
-
-
-def progress(status: dict[str, Any], *, stream: TextIO | None = None) -> None:
-    """One stderr line per change of the evaluation's status or a variant step's."""
-    steps = ", ".join(f"{v['name']}: {v['status']}" for v in status["variants"])
-    run = status["run"]
-    state = f"run {run['runId'][:8]} {run['state']}" if run else "no run yet"
-    print(
-        f"[{status['evalId']}] {status['status']} ({state}); {steps}",
-        file=stream or sys.stderr,
-        flush=True,
-    )
 
 
 def _fileno(stream: TextIO) -> int | None:

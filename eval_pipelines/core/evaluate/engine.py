@@ -119,12 +119,31 @@ def _predict(
     )
     metrics["tau"] = run.tau
     notes: list[str] = []
-    if run.truncated:
-        notes.append(_truncation_note(query, run.scored + run.skipped, plan.test_samples))
+    what = "no members" if query.feature_target else f"no value for {query.target!r}"
+    if run.calibration_cut is not None:
+        fitted, chosen = run.calibration_cut
+        notes.append(
+            _truncation_note(
+                query,
+                0,
+                plan.test_samples,
+                during=f"during calibration (the temperature fit had scored {fitted} of "
+                f"{chosen} training rows), ",
+                advice="raise maxTime or leave calibrate off",
+            )
+        )
+    elif run.truncated:
+        notes.append(
+            _truncation_note(
+                query,
+                run.scored,
+                plan.test_samples,
+                others=[f"{run.skipped} others had {what}"] if run.skipped else [],
+            )
+        )
     if plan.test_samples == 0:
         notes.append("The test selector chose no rows; nothing was scored.")
     if run.skipped:
-        what = "no members" if query.feature_target else f"no value for {query.target!r}"
         notes.append(
             f"{run.skipped} of {plan.test_samples} test rows have {what} and were not scored."
         )
@@ -143,10 +162,21 @@ def _predict(
     return result, metrics, run.truncated
 
 
-def _truncation_note(query: Query, done: int, requested: int) -> str:
+def _truncation_note(
+    query: Query,
+    scored: int,
+    requested: int,
+    *,
+    others: list[str] | None = None,
+    during: str = "",
+    advice: str = "narrow the test set (a smaller $mod fraction or limit) or raise maxTime",
+) -> str:
+    """``scored`` counts the test rows with a score only; rows that could not have one
+    (no target value, no estimate) are ``others``, said apart."""
+    aside = f" ({', '.join(others)})" if others else ""
     return (
-        f"Evaluation hit the {query.max_time:g}s time limit after {done} of {requested} test "
-        "rows; narrow the test set (a smaller $mod fraction or limit) or raise maxTime."
+        f"Evaluation hit the {query.max_time:g}s time limit {during}after {scored} of "
+        f"{requested} test rows had been scored{aside}; {advice}."
     )
 
 
@@ -163,8 +193,10 @@ def _estimate(
     metrics.update(regression_metrics(run.truth, run.estimate, train_mean=run.train_mean))
     notes: list[str] = []
     if run.truncated:
-        done = len(run.truth) + run.skipped + run.no_estimate
-        notes.append(_truncation_note(query, done, plan.test_samples))
+        others = [f"{run.no_estimate} others had no estimate"] if run.no_estimate else []
+        if run.skipped:
+            others.append(f"{run.skipped} others had no value for {query.target!r}")
+        notes.append(_truncation_note(query, len(run.truth), plan.test_samples, others=others))
     if plan.test_samples == 0:
         notes.append("The test selector chose no rows; nothing was scored.")
     if run.skipped:

@@ -35,6 +35,7 @@ from eval_pipelines.core.evaluate.views import TableView
 
 CALIBRATION_ROWS = 2_000  # training rows the temperature is fitted on (seeded subsample)
 CALIBRATION_MIN_ROWS = 30
+CALIBRATION_CHUNK_ROWS = 256  # training rows scored between two deadline checks, at most
 CELLS_PER_CHUNK = 4_000_000  # probabilities held at once (rows x classes)
 
 
@@ -61,6 +62,8 @@ class PredictRun:
     skipped: int = 0
     unseen: int = 0
     truncated: bool = False
+    # (rows scored, rows chosen) of the temperature fit when the deadline passed during it.
+    calibration_cut: tuple[int, int] | None = None
     tau: float | None = None
     notes: list[str] = field(default_factory=list)
     base_value: Any = None
@@ -193,8 +196,16 @@ def _test_matrices(
 
 
 def _calibrate(
-    query: Query, plan: Plan, data: PredictData, model: NaiveBayes, run: PredictRun
+    query: Query,
+    plan: Plan,
+    data: PredictData,
+    model: NaiveBayes,
+    run: PredictRun,
+    deadline: Deadline,
 ) -> None:
+    """Fit the temperature on up to :data:`CALIBRATION_ROWS` training rows, each scored
+    without itself, in chunks under the deadline; when it passes, ``run.calibration_cut``
+    says how far the fit got and no temperature is set."""
     if query.feature_target:
         run.notes.append(
             "calibrate was not applied: a set-valued target has no single true value per row "
@@ -214,9 +225,18 @@ def _calibrate(
     rng = np.random.default_rng(0)
     chosen = np.sort(rng.choice(labelled, size=min(CALIBRATION_ROWS, len(labelled)), replace=False))
     truth = data.scope_targets[chosen].indices
-    scores = model.leave_one_out_scores(
-        data.scope_features.counts[chosen], data.scope_features.weighted[chosen], truth
-    )
+    counts, weighted = data.scope_features.counts[chosen], data.scope_features.weighted[chosen]
+    # Each row's leave-one-out scores are its own: chunks give the scores of one call.
+    parts: list[np.ndarray] = []
+    chunks = PacedChunks(len(chosen), CALIBRATION_CHUNK_ROWS, deadline)
+    for start, stop in chunks:
+        parts.append(
+            model.leave_one_out_scores(counts[start:stop], weighted[start:stop], truth[start:stop])
+        )
+    if chunks.truncated:
+        run.calibration_cut = (sum(len(part) for part in parts), len(chosen))
+        return
+    scores = np.concatenate(parts)
     run.tau = fit_temperature(scores, truth)
     run.notes.append(
         f"calibrate: temperature tau={run.tau:.4g} fitted on {len(chosen)} training rows "
@@ -252,7 +272,10 @@ def run_predict(
         )
     model = NaiveBayes(counts)
     if query.calibrate:
-        _calibrate(query, plan, data, model, run)
+        _calibrate(query, plan, data, model, run, deadline)
+        if run.calibration_cut is not None:
+            run.truncated = True  # the budget ran out before the first test row
+            return run
     tau = run.tau or 1.0
     n_classes = len(data.classes)
     members = query.feature_target

@@ -545,3 +545,68 @@ def test_max_time_is_checked_between_folds() -> None:
     assert len(result["folds"]) == 1  # fold 1 was not started
     assert result["coverage"] == {"rows": 400, "tested": 134, "everyRowOnce": False}
     assert "before fold 1 of 3" in result["message"]
+
+
+def test_max_time_bounds_the_calibration_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leave-one-out scoring of the temperature fit (266 training rows here, up to 2,000)
+    # ran whole before the first deadline check. Each training row it scores now costs 1 s on
+    # the clock (the real scores, then the clock moves on), and the budget is 20.5 s.
+    clock = SteppingClock(0.0)
+    real = NaiveBayes.leave_one_out_scores
+
+    def costly(self: NaiveBayes, counts: Any, weighted: Any, classes: Any) -> np.ndarray:
+        scores = real(self, counts, weighted, classes)
+        clock.now += counts.shape[0]
+        return scores
+
+    monkeypatch.setattr(NaiveBayes, "leave_one_out_scores", costly)
+    calibrated = query(maxTime=20.5, config={"calibrate": True}, select=["n", "tau"])
+    outcome = run_query(calibrated, resolver(products=products()), clock=clock)
+    result = outcome.result
+    assert outcome.truncated and result["truncated"] is True and result["requested"] == 134
+    assert result["n"] == 0 and result["tau"] is None  # no test row scored, no tau fitted
+    assert clock.now <= 21.0  # stopped within a row of its budget, not after all 266
+    fitted = re.search(r"scored (\d+) of 266 training rows", result["message"])
+    assert fitted is not None and 20 <= int(fitted.group(1)) <= 21, result["message"]
+    assert "time limit during calibration" in result["message"]
+    assert "after 0 of 134 test rows" in result["message"]
+
+    # A budget that lasts: the fit is scored in chunks and gives the tau of one whole fit.
+    clock.now = 0.0
+    roomy = run_query(
+        query(maxTime=3600, config={"calibrate": True}, select=["n", "tau"]),
+        resolver(products=products()),
+        clock=clock,
+    ).result
+    monkeypatch.undo()
+    whole = run_query(
+        query(config={"calibrate": True}, select=["n", "tau"]), resolver(products=products())
+    ).result
+    assert "truncated" not in roomy and roomy["n"] == whole["n"] == 134
+    # The same leave-one-out scores row by row, so the same fit; tolerance 1e-12.
+    assert roomy["tau"] == pytest.approx(whole["tau"], abs=1e-12)
+
+
+def test_a_truncated_estimate_counts_rows_without_an_estimate_apart() -> None:
+    # 50 of the 100 test rows have no weight (no evidence, so no estimate); the budget runs
+    # out before the first of the other 50. The message said "after 50 of 100 test rows"
+    # with n = 0.
+    frame = _numeric()
+    blind = (np.arange(frame.height) % 3 == 0) & (np.arange(frame.height) % 2 == 0)
+    frame = frame.with_columns(
+        weight=pl.when(pl.Series(blind)).then(None).otherwise(pl.col("weight"))
+    )
+    outcome = run_query(
+        query(
+            maxTime=1e-6,
+            estimate="mpg",
+            where={"weight": {"$get": "weight"}},
+            select=["n", "testSamples"],
+        ),
+        resolver(products=frame),
+        clock=SteppingClock(1.0),
+    )
+    result = outcome.result
+    assert outcome.truncated and result["n"] == 0 and result["testSamples"] == 100
+    assert "time limit after 0 of 100 test rows had been scored" in result["message"]
+    assert "(50 others had no estimate)" in result["message"], result["message"]
