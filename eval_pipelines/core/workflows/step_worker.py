@@ -38,12 +38,31 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.nodes import NodeFailed
 
+DEFAULT_TIME_LIMIT_SECONDS = 30.0  # node key ``time_limit``
+MAX_TIME_LIMIT_SECONDS = 3600
 MAX_IDLE = 4  # the golden stage runs four cases at a time
 START_SECONDS = 120.0  # starting a worker and importing the function's module
 POLL_SECONDS = 0.1  # how often a waiting step looks whether it was canceled
 CPU_MARGIN_SECONDS = 5.0
+
+
+def time_limit_of(config: dict[str, Any], where: str) -> float:
+    """A node's ``time_limit`` (seconds per step), or :class:`InputError` naming it."""
+    value = config["time_limit"]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_TIME_LIMIT_SECONDS
+    ):
+        raise InputError(
+            f"{where}.time_limit",
+            value,
+            f"seconds per step: a number > 0 and at most {MAX_TIME_LIMIT_SECONDS}",
+        )
+    return float(value)
 
 
 class StepTimedOut(NodeFailed):
