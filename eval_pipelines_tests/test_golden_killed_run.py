@@ -69,7 +69,11 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
         os.kill(pid, signal.SIGKILL)
     # Dagster learns of the death (the code server reaps its child, or this project's
     # reaper finds the pid gone); the golden row, written by nobody since, is still running.
-    _wait_for(lambda: instance.get_run_by_id(run_id).is_finished)  # type: ignore[union-attr]
+    _wait_for(
+        lambda: (
+            runs.reap_dead_runs(instance) is not None and instance.get_run_by_id(run_id).is_finished  # type: ignore[union-attr]
+        )
+    )
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         assert golden_storage.load_run(conn, live.golden_run_id).status == "running"
 

@@ -82,6 +82,7 @@ def test_a_python_function_that_loops_forever_fails_its_case_after_the_time_limi
     assert report["cases"]["case-0003"]["why"].startswith(
         "no output: node fields: timed out after 2 s"
     )
+    assert "user_fields:fields did not return" in report["cases"]["case-0003"]["why"]
     # The two other documents were scored in full (2 fields each); the gate blocks.
     assert report["score"]["fieldAccuracy"] == {"correct": 4, "n": 4, "value": 1.0}
     assert report["gate"]["passed"] is False
@@ -153,3 +154,33 @@ def test_terminating_a_run_stuck_in_a_python_function_cancels_it_and_kills_the_w
     for pid in stuck:  # the worker looping in the function was killed, not left spinning
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def refuses_uncached() -> None:
+    from eval_pipelines.core.workflows.nodes import NodeFailed
+
+    raise NodeFailed("the environment, not the document", cacheable=False)
+
+
+def test_a_failure_that_must_not_be_cached_stays_so_across_the_worker() -> None:
+    """A python step's import failing in the worker says nothing about the document: it must
+    run again next time, as it did when the step ran in the run's process."""
+    from eval_pipelines.core.workflows.nodes import NodeFailed
+    from eval_pipelines.core.workflows.step_worker import run_step
+
+    with pytest.raises(NodeFailed) as raised:
+        run_step(refuses_uncached, seconds=60)
+    assert (str(raised.value), raised.value.cacheable) == (
+        "the environment, not the document",
+        False,
+    )
+
+
+def test_a_function_of_main_is_refused_when_saved(golden_home: Path) -> None:
+    from eval_pipelines.core.errors import InputError
+    from eval_pipelines.core.workflows.python_node import PythonNode
+
+    with pytest.raises(InputError) as raised:
+        PythonNode().prepare({"function": "__main__:fields"}, "nodes[0]", golden_home)
+    assert raised.value.field == "nodes[0].function"
+    assert "cannot be imported by the step's worker process" in raised.value.rule

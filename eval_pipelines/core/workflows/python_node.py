@@ -65,6 +65,13 @@ class PythonNode:
                 reference,
                 "a function reference is 'package.module:function' (importable)",
             )
+        if reference.partition(":")[0] == "__main__":
+            raise InputError(
+                f"{where}.function",
+                reference,
+                "a function of __main__ cannot be imported by the step's worker process; "
+                "put it in a module on sys.path",
+            )
         try:
             load_function(reference)
             source = source_of(reference)
@@ -115,6 +122,7 @@ class PythonNode:
             {k: dict(v) for k, v in upstream.items()},
             dict(config.get("options", {})),
             seconds=float(config.get("time_limit", DEFAULT_TIME_LIMIT_SECONDS)),
+            hint=f"{reference} did not return (a loop that never ends, or a wait)",
         )
 
 

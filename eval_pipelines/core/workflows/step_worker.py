@@ -118,7 +118,15 @@ def busy_pids() -> list[int]:
         return sorted(_BUSY)
 
 
-def run_step(function: Callable[..., Any], *args: Any, seconds: float) -> Any:
+REGEX_HINT = (
+    "A regular expression that backtracks catastrophically, such as nested quantifiers "
+    "like (a+)+, can do this"
+)
+
+
+def run_step(
+    function: Callable[..., Any], *args: Any, seconds: float, hint: str = REGEX_HINT
+) -> Any:
     """``function(*args)`` in a worker process, within ``seconds``.
 
     Raises
@@ -128,15 +136,17 @@ def run_step(function: Callable[..., Any], *args: Any, seconds: float) -> Any:
     StepCanceled
         The thread's :func:`cancel_on` event was set while the step was under way.
     NodeFailed
-        The function raised (:class:`NodeFailed` with its own message, anything else as
-        ``TypeName: message``), or the worker died.
+        The function raised (:class:`NodeFailed` with its own message and ``cacheable``,
+        anything else as ``TypeName: message``), or the worker died.
+
+    ``hint`` ends the time-out's message: what can make such a step hang.
     """
     worker = _take()
     try:
         if function.__module__ not in worker.modules:
             _ask(worker, ("import", function.__module__), START_SECONDS, "starting")
             worker.modules.add(function.__module__)
-        reply = _ask(worker, ("call", (function, args, seconds)), seconds, "running")
+        reply = _ask(worker, ("call", (function, args, seconds)), seconds, "running", hint)
     except BaseException:
         _drop(worker)
         raise
@@ -144,7 +154,13 @@ def run_step(function: Callable[..., Any], *args: Any, seconds: float) -> Any:
     return reply
 
 
-def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) -> Any:
+def _ask(
+    worker: _Worker,
+    request: tuple[str, Any],
+    seconds: float,
+    doing: str,
+    hint: str = REGEX_HINT,
+) -> Any:
     with _LOCK:
         _BUSY.add(worker.process.pid)
     try:
@@ -157,8 +173,7 @@ def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) 
             if time.monotonic() >= deadline:
                 raise StepTimedOut(
                     f"timed out after {seconds:g} s ({doing} the step; its worker process was "
-                    "stopped). A regular expression that backtracks catastrophically, such "
-                    "as nested quantifiers like (a+)+, can do this"
+                    f"stopped). {hint}"
                 )
         try:
             outcome, value = worker.replies.recv()
@@ -170,7 +185,10 @@ def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) 
     finally:
         with _LOCK:
             _BUSY.discard(worker.process.pid)
-    if outcome != "ok":  # "failed" (NodeFailed's message) or "error" (anything else)
+    if outcome == "failed":  # NodeFailed's message and whether it may be cached
+        message, cacheable = value
+        raise NodeFailed(message, cacheable=cacheable)
+    if outcome != "ok":  # "error": anything else
         raise NodeFailed(value)
     return value
 
@@ -254,7 +272,7 @@ def _answer(request: tuple[str, Any]) -> tuple[str, Any]:
     try:
         return "ok", function(*args)
     except NodeFailed as failure:
-        return "failed", str(failure)
+        return "failed", (str(failure), failure.cacheable)
 
 
 def serve() -> None:
