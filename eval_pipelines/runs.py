@@ -753,6 +753,23 @@ def failure_reason(instance: DagsterInstance, run_id: str) -> str | None:
     return None
 
 
+def ended_runs(instance: DagsterInstance, run_ids: list[str]) -> dict[str, str]:
+    """Why each of these runs is over (``run_id -> reason``); runs that may still be live are
+    left out. A run whose process is gone is failed first (:func:`reap_dead_runs`)."""
+    reap_dead_runs(instance)
+    ended: dict[str, str] = {}
+    for run_id in run_ids:
+        run = instance.get_run_by_id(run_id)
+        if run is None:
+            ended[run_id] = f"its Dagster run {run_id} no longer exists"
+        elif run.is_finished:
+            why = failure_reason(instance, run_id)
+            ended[run_id] = f"its Dagster run {run_id} ended {run.status.value}" + (
+                f": {why}" if why else ""
+            )
+    return ended
+
+
 def _run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
     """The pid of the process executing the run ("Started process for run (pid: N)")."""
     for record in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):

@@ -33,6 +33,19 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def close_abandoned_runs(conn: Any) -> list[str]:
+    """Close the golden runs left ``running`` by a Dagster run that is over (its process
+    killed, say) as ``failed``, before anything reads them; returns the runs closed."""
+
+    def ended(run_ids: list[str]) -> dict[str, str]:
+        from eval_pipelines import runs
+        from eval_pipelines.instance import dagster_instance
+
+        return runs.ended_runs(dagster_instance(), run_ids)
+
+    return golden_stage.close_abandoned_runs(conn, ended)
+
+
 def create_set(
     set_name: str,
     *,
@@ -291,6 +304,7 @@ def run_set(
         raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
+        close_abandoned_runs(conn)
         golden_set = golden.load_set(conn, set_name)
         revisions = workflows.require_workflow(conn, golden_set.workflow)
         chosen = (
@@ -352,6 +366,7 @@ def golden_runs_of(
 ) -> list[dict[str, Any]]:
     """The scored golden runs a Dagster run made (its reports)."""
     with _open(warehouse) as conn:
+        close_abandoned_runs(conn)
         return [
             scored_run_json(golden_stage.score_run(conn, r.golden_run_id))
             for r in golden.runs_of_dagster_run(conn, dagster_run_id)
@@ -385,6 +400,7 @@ def run_and_report(
     if not reports:
         raise EvalFailed(f"golden run {started['runId']} wrote no result for {set_name}")
     with _open(warehouse) as conn:
+        close_abandoned_runs(conn)
         golden_set = golden.load_set(conn, set_name)
         gate = golden_stage.gate_decision(conn, reports[0]["revision"]) if golden_set.gate else None
     verdict = (
@@ -395,6 +411,7 @@ def run_and_report(
 
 def run_report(golden_run_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
     with _open(warehouse) as conn:
+        close_abandoned_runs(conn)
         return scored_run_json(golden_stage.score_run(conn, golden_run_id))
 
 
@@ -404,6 +421,7 @@ def compare_golden_runs(
     """Per-field deltas (largest regression first) and the cases whose result changed
     (passed to failed first), keyed by case and field id; each side names its revision."""
     with _open(warehouse) as conn:
+        close_abandoned_runs(conn)
         a = golden_stage.score_run(conn, run_a)
         b = golden_stage.score_run(conn, run_b)
     if a.run.set_name != b.run.set_name:

@@ -121,10 +121,12 @@ def show_workflow(
 
 def workflow_status(name: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
     """Active revision, newest revision, and the gate's state for the newest with its reason."""
+    from eval_pipelines.api.golden import close_abandoned_runs
     from eval_pipelines.stages.golden import gate_decision
 
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
+        close_abandoned_runs(conn)
         revisions = workflows.require_workflow(conn, name)
         active = workflows.active_revision(conn, name)
         gate = gate_decision(conn, revisions[0].revision)
@@ -222,12 +224,14 @@ def activate_workflow(
 ) -> dict[str, Any]:
     """Make ``revision`` the workflow's active revision, only if the gate passes for exactly
     that revision; the ledger records who, when and on which gating runs."""
+    from eval_pipelines.api.golden import close_abandoned_runs
     from eval_pipelines.stages.golden import gate_decision
 
     if not isinstance(by, str) or not by.strip():
         raise InputError("by", by, "name who activates")
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
+        close_abandoned_runs(conn)
         full = workflows.revision_of_workflow(conn, name, revision)
         active = workflows.active_revision(conn, name)
         if active is not None and active.revision == full:

@@ -103,6 +103,7 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
     lines = [
         f"golden run {report['goldenRunId']}: set {report['set']} on revision "
         f"{report['revision']} ({report['status']})",
+        *([f"  {report['reason']}"] if report.get("reason") else []),
         f"  field accuracy {fmt(accuracy['value'])} ({accuracy['correct']}/{accuracy['n']}), "
         f"threshold {report['threshold']}",
         f"  document pass rate {fmt(rate['value'])} ({rate['passed']}/{rate['n']}); "

@@ -20,11 +20,12 @@ GOLDEN_RUNS_SCHEMA = table_schema(
     ("workflow", "VARCHAR", "the workflow scored"),
     ("revision", "VARCHAR", "the revision scored (the partition key)"),
     ("dagster_run_id", "VARCHAR", "the Dagster run that made it"),
-    ("status", "VARCHAR", "running, completed or stopped"),
+    ("status", "VARCHAR", "running, completed, stopped or failed"),
     ("started_at", "TIMESTAMP", "UTC"),
     ("finished_at", "TIMESTAMP", "UTC"),
     ("executed_steps", "INTEGER", "node steps executed (charged)"),
     ("cached_steps", "INTEGER", "node steps served from cache (free)"),
     ("cost_units", "DOUBLE", "cost units charged by executed steps"),
     ("threshold", "DOUBLE", "the set's pass threshold at the time"),
+    ("reason", "VARCHAR", "why a run left running by a killed process was closed as failed"),
 )

@@ -182,6 +182,27 @@ def run_golden_sets(
     return outcomes
 
 
+def close_abandoned_runs(
+    conn: duckdb.DuckDBPyConnection, ended: Callable[[list[str]], dict[str, str]]
+) -> list[str]:
+    """Close as ``failed`` the runs still marked ``running`` whose Dagster run is over (its
+    process killed, or a failure outside the path that closes them) or gone; ``ended`` maps
+    Dagster run ids to why their run is over (live runs left out). Returns the runs closed.
+    A run without a Dagster run id cannot be checked and is left as it is."""
+    running = [r for r in golden.running_runs(conn) if r.dagster_run_id is not None]
+    if not running:
+        return []
+    reasons = ended(sorted({r.dagster_run_id for r in running if r.dagster_run_id}))
+    closed = []
+    for run in running:
+        reason = reasons.get(run.dagster_run_id or "")
+        if reason is not None and golden.close_abandoned_run(
+            conn, run.golden_run_id, f"left running: {reason}"
+        ):
+            closed.append(run.golden_run_id)
+    return closed
+
+
 def _last_scored_node(workflow: Workflow, node_ids: list[str]) -> str | None:
     """The last node any of the sets scores: later nodes need not run."""
     positions = [i for i, n in enumerate(workflow.nodes) if n.id in node_ids]
@@ -379,7 +400,13 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
         )
         if not runs:
             unfinished = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
-            note = f" (its newest run there is {unfinished[0].status})" if unfinished else ""
+            note = (
+                f" (its newest run there is {unfinished[0].status}"
+                + (f", {unfinished[0].reason}" if unfinished[0].reason else "")
+                + ")"
+                if unfinished
+                else ""
+            )
             verdicts.append(
                 SetGate(
                     golden_set.set_name,

@@ -22,6 +22,7 @@ def scored_run_json(scored: ScoredRun) -> dict[str, Any]:
         "revision": run.revision,
         "dagsterRunId": run.dagster_run_id,
         "status": run.status,
+        **({"reason": run.reason} if run.reason else {}),
         "startedAt": run.started_at.isoformat(timespec="seconds"),
         "finishedAt": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
         "threshold": run.threshold,

@@ -194,17 +194,18 @@ class GoldenRun:
     cached_steps: int
     cost_units: float
     threshold: float
+    reason: str | None = None  # why a run closed by reconciliation failed
 
 
 _RUN_COLUMNS = (
     "golden_run_id, set_name, workflow, revision, dagster_run_id, status, started_at, "
-    "finished_at, executed_steps, cached_steps, cost_units, threshold"
+    "finished_at, executed_steps, cached_steps, cost_units, threshold, reason"
 )
 
 
 def start_run(conn: duckdb.DuckDBPyConnection, run: GoldenRun) -> None:
     conn.execute(
-        f"INSERT INTO golden_runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO golden_runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             run.golden_run_id,
             run.set_name,
@@ -218,6 +219,7 @@ def start_run(conn: duckdb.DuckDBPyConnection, run: GoldenRun) -> None:
             run.cached_steps,
             run.cost_units,
             run.threshold,
+            run.reason,
         ],
     )
 
@@ -301,6 +303,26 @@ def runs_of_set(
         [set_name, revision, revision, status, status, limit],
     ).fetchall()
     return [GoldenRun(*row) for row in rows]
+
+
+def running_runs(conn: duckdb.DuckDBPyConnection) -> list[GoldenRun]:
+    """Every run still marked ``running`` (live, or left so by a killed process)."""
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE status = 'running' "
+        "ORDER BY started_at, golden_run_id"
+    ).fetchall()
+    return [GoldenRun(*row) for row in rows]
+
+
+def close_abandoned_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str, reason: str) -> bool:
+    """Close a run left ``running`` as ``failed`` with ``reason`` (its results, if any, are
+    kept); False when it was closed meanwhile."""
+    row = conn.execute(
+        "UPDATE golden_runs SET status = 'failed', finished_at = ?, reason = ? "
+        "WHERE golden_run_id = ? AND status = 'running' RETURNING golden_run_id",
+        [_now(), reason, golden_run_id],
+    ).fetchone()
+    return row is not None
 
 
 def runs_of_dagster_run(conn: duckdb.DuckDBPyConnection, dagster_run_id: str) -> list[GoldenRun]:

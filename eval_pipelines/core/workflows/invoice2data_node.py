@@ -43,12 +43,14 @@ from eval_pipelines.core.files import read_json, read_yaml
 from eval_pipelines.core.workflows.invoice2data_extract import build_template, extract
 from eval_pipelines.core.workflows.nodes import Document, reject_unknown_keys
 from eval_pipelines.core.workflows.output import to_jsonable
-from eval_pipelines.core.workflows.step_worker import run_step
+from eval_pipelines.core.workflows.step_worker import (
+    DEFAULT_TIME_LIMIT_SECONDS,
+    run_step,
+    time_limit_of,
+)
 
 BUILTIN_DIR = Path(invoice2data.extract.__file__).parent / "templates"
 CONFIG_KEYS = ("templates", "template_files", "builtin_templates", "time_limit")
-DEFAULT_TIME_LIMIT_SECONDS = 30.0
-MAX_TIME_LIMIT_SECONDS = 3600
 TEMPLATE_SUFFIXES = (".yml", ".yaml", ".json")
 VALUE_TYPES = ("int", "float", "date", "datetime")
 GROUPS = ("sum", "min", "max", "first", "last", "join")
@@ -91,7 +93,7 @@ class Invoice2DataNode:
             seen[name] = at
             prepared.append(check_template({**template, "template_name": name}, at))
         # Only when given: revisions saved before the limit existed keep their ids.
-        limit = {} if "time_limit" not in config else {"time_limit": _time_limit(config, where)}
+        limit = {} if "time_limit" not in config else {"time_limit": time_limit_of(config, where)}
         return {"templates": prepared, **limit}
 
     def run(
@@ -110,21 +112,6 @@ class Invoice2DataNode:
             seconds=float(config.get("time_limit", DEFAULT_TIME_LIMIT_SECONDS)),
         )
         return to_jsonable(output)
-
-
-def _time_limit(config: dict[str, Any], where: str) -> float:
-    value = config["time_limit"]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value <= MAX_TIME_LIMIT_SECONDS
-    ):
-        raise InputError(
-            f"{where}.time_limit",
-            value,
-            f"seconds per step: a number > 0 and at most {MAX_TIME_LIMIT_SECONDS}",
-        )
-    return float(value)
 
 
 def _list(config: dict[str, Any], key: str, where: str) -> list[Any]:

@@ -4,6 +4,7 @@ Configuration (the node mapping besides ``id``, ``type``, ``cost``, ``schema``):
 
     function: my_package.extract:invoice_fields   # "module:attribute", importable
     options: {threshold: 0.5}                     # optional, passed as options=
+    time_limit: 30                                # seconds per step (optional, default 30)
 
 The function is called as ``function(document, upstream, options=options)`` with the
 :class:`~eval_pipelines.core.workflows.nodes.Document`, the raw outputs of the nodes before
@@ -17,6 +18,13 @@ Running a revision whose module has changed since it was saved fails the step ra
 scoring code the revision does not pin. Code the module imports from other modules is not
 covered: keep what the function's output depends on in its module, or put a version of it in
 ``options``.
+
+The function runs in a worker process with a time limit
+(:mod:`~eval_pipelines.core.workflows.step_worker`), so a function that never returns fails
+that document's step ("timed out after 30 s") and a canceled run kills it, instead of the
+run waiting for a stuck thread. The worker finds modules on this process's ``sys.path`` and
+imports a module again when its source file changed since it imported it, as a new process
+would; the document, upstream outputs and options reach the function as copies.
 """
 
 from __future__ import annotations
@@ -33,8 +41,13 @@ from typing import Any
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 from eval_pipelines.core.workflows.output import to_jsonable
+from eval_pipelines.core.workflows.step_worker import (
+    DEFAULT_TIME_LIMIT_SECONDS,
+    run_step,
+    time_limit_of,
+)
 
-CONFIG_KEYS = ("function", "options")
+CONFIG_KEYS = ("function", "options", "time_limit")
 SOURCE_HASH_LENGTH = 16
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 FUNCTION_PATTERN = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
@@ -52,6 +65,13 @@ class PythonNode:
                 reference,
                 "a function reference is 'package.module:function' (importable)",
             )
+        if reference.partition(":")[0] == "__main__":
+            raise InputError(
+                f"{where}.function",
+                reference,
+                "a function of __main__ cannot be imported by the step's worker process; "
+                "put it in a module on sys.path",
+            )
         try:
             load_function(reference)
             source = source_of(reference)
@@ -66,7 +86,9 @@ class PythonNode:
             raise InputError(
                 f"{where}.options", options, "only text, numbers, true/false, lists and mappings"
             )
-        return {"function": reference, "options": options, "source": source}
+        # Only when given: revisions saved before the limit existed keep their ids.
+        limit = {} if "time_limit" not in config else {"time_limit": time_limit_of(config, where)}
+        return {"function": reference, "options": options, "source": source, **limit}
 
     def run(
         self,
@@ -90,16 +112,59 @@ class PythonNode:
                 "again to gate the new code",
                 cacheable=False,  # reverting the module must run the step again
             )
-        try:
-            result = function(document, upstream, options=dict(config.get("options", {})))
-        except Exception as error:  # user code: any failure is this document's failure
-            raise NodeFailed(f"{reference} raised {type(error).__name__}: {error}") from None
-        if not isinstance(result, Mapping):
-            raise NodeFailed(
-                f"{reference} returned {type(result).__name__}; it must return a mapping "
-                "of output names to values"
-            )
-        return to_jsonable(result)
+        del function  # imported here to check it; called in the worker
+        return run_step(  # type: ignore[no-any-return]
+            call_in_worker,
+            reference,
+            [p for p in sys.path if p],
+            sys.dont_write_bytecode,
+            document,
+            {k: dict(v) for k, v in upstream.items()},
+            dict(config.get("options", {})),
+            seconds=float(config.get("time_limit", DEFAULT_TIME_LIMIT_SECONDS)),
+            hint=f"{reference} did not return (a loop that never ends, or a wait)",
+        )
+
+
+_IMPORTED: dict[str, str] = {}  # in a worker: module name -> hash of the source it imported
+
+
+def call_in_worker(
+    reference: str,
+    paths: list[str],
+    dont_write_bytecode: bool,
+    document: Document,
+    upstream: dict[str, dict[str, Any]],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """The worker's side of :meth:`PythonNode.run`: import the function the way the run's
+    process finds it (its ``sys.path``), again when its module's file changed since, call it
+    and return its output as JSON values."""
+    for path in reversed(paths):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    sys.dont_write_bytecode = dont_write_bytecode
+    module_name = reference.partition(":")[0]
+    try:
+        loaded = sys.modules.get(module_name)
+        if loaded is not None and module_name in _IMPORTED:
+            if _file_hash(loaded) != _IMPORTED[module_name]:
+                del sys.modules[module_name]  # edited since: import it afresh
+                importlib.invalidate_caches()
+        function = load_function(reference)
+        _IMPORTED[module_name] = _file_hash(sys.modules[module_name])
+    except LookupError as error:
+        raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
+    try:
+        result = function(document, upstream, options=options)
+    except Exception as error:  # user code: any failure is this document's failure
+        raise NodeFailed(f"{reference} raised {type(error).__name__}: {error}") from None
+    if not isinstance(result, Mapping):
+        raise NodeFailed(
+            f"{reference} returned {type(result).__name__}; it must return a mapping "
+            "of output names to values"
+        )
+    return to_jsonable(result)
 
 
 def source_of(reference: str) -> dict[str, str]:

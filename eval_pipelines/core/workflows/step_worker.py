@@ -38,12 +38,31 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.nodes import NodeFailed
 
+DEFAULT_TIME_LIMIT_SECONDS = 30.0  # node key ``time_limit``
+MAX_TIME_LIMIT_SECONDS = 3600
 MAX_IDLE = 4  # the golden stage runs four cases at a time
 START_SECONDS = 120.0  # starting a worker and importing the function's module
 POLL_SECONDS = 0.1  # how often a waiting step looks whether it was canceled
 CPU_MARGIN_SECONDS = 5.0
+
+
+def time_limit_of(config: dict[str, Any], where: str) -> float:
+    """A node's ``time_limit`` (seconds per step), or :class:`InputError` naming it."""
+    value = config["time_limit"]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_TIME_LIMIT_SECONDS
+    ):
+        raise InputError(
+            f"{where}.time_limit",
+            value,
+            f"seconds per step: a number > 0 and at most {MAX_TIME_LIMIT_SECONDS}",
+        )
+    return float(value)
 
 
 class StepTimedOut(NodeFailed):
@@ -99,7 +118,15 @@ def busy_pids() -> list[int]:
         return sorted(_BUSY)
 
 
-def run_step(function: Callable[..., Any], *args: Any, seconds: float) -> Any:
+REGEX_HINT = (
+    "A regular expression that backtracks catastrophically, such as nested quantifiers "
+    "like (a+)+, can do this"
+)
+
+
+def run_step(
+    function: Callable[..., Any], *args: Any, seconds: float, hint: str = REGEX_HINT
+) -> Any:
     """``function(*args)`` in a worker process, within ``seconds``.
 
     Raises
@@ -109,15 +136,17 @@ def run_step(function: Callable[..., Any], *args: Any, seconds: float) -> Any:
     StepCanceled
         The thread's :func:`cancel_on` event was set while the step was under way.
     NodeFailed
-        The function raised (:class:`NodeFailed` with its own message, anything else as
-        ``TypeName: message``), or the worker died.
+        The function raised (:class:`NodeFailed` with its own message and ``cacheable``,
+        anything else as ``TypeName: message``), or the worker died.
+
+    ``hint`` ends the time-out's message: what can make such a step hang.
     """
     worker = _take()
     try:
         if function.__module__ not in worker.modules:
             _ask(worker, ("import", function.__module__), START_SECONDS, "starting")
             worker.modules.add(function.__module__)
-        reply = _ask(worker, ("call", (function, args, seconds)), seconds, "running")
+        reply = _ask(worker, ("call", (function, args, seconds)), seconds, "running", hint)
     except BaseException:
         _drop(worker)
         raise
@@ -125,7 +154,13 @@ def run_step(function: Callable[..., Any], *args: Any, seconds: float) -> Any:
     return reply
 
 
-def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) -> Any:
+def _ask(
+    worker: _Worker,
+    request: tuple[str, Any],
+    seconds: float,
+    doing: str,
+    hint: str = REGEX_HINT,
+) -> Any:
     with _LOCK:
         _BUSY.add(worker.process.pid)
     try:
@@ -138,8 +173,7 @@ def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) 
             if time.monotonic() >= deadline:
                 raise StepTimedOut(
                     f"timed out after {seconds:g} s ({doing} the step; its worker process was "
-                    "stopped). A regular expression that backtracks catastrophically, such "
-                    "as nested quantifiers like (a+)+, can do this"
+                    f"stopped). {hint}"
                 )
         try:
             outcome, value = worker.replies.recv()
@@ -151,7 +185,10 @@ def _ask(worker: _Worker, request: tuple[str, Any], seconds: float, doing: str) 
     finally:
         with _LOCK:
             _BUSY.discard(worker.process.pid)
-    if outcome != "ok":  # "failed" (NodeFailed's message) or "error" (anything else)
+    if outcome == "failed":  # NodeFailed's message and whether it may be cached
+        message, cacheable = value
+        raise NodeFailed(message, cacheable=cacheable)
+    if outcome != "ok":  # "error": anything else
         raise NodeFailed(value)
     return value
 
@@ -235,7 +272,7 @@ def _answer(request: tuple[str, Any]) -> tuple[str, Any]:
     try:
         return "ok", function(*args)
     except NodeFailed as failure:
-        return "failed", str(failure)
+        return "failed", (str(failure), failure.cacheable)
 
 
 def serve() -> None:

@@ -109,7 +109,7 @@ def test_bad_options_and_unknown_keys_are_refused() -> None:
     with pytest.raises(InputError) as raised:
         prepare({"function": f"{HERE}:total_line", "templates": []})
     assert raised.value.field == "nodes[1].templates"
-    assert raised.value.rule == "unknown key; allowed: function, options"
+    assert raised.value.rule == "unknown key; allowed: function, options, time_limit"
 
 
 def test_a_raising_function_fails_the_node_with_its_error() -> None:
