@@ -19,11 +19,8 @@ import dagster as dg
 import pytest
 
 from eval_pipelines_tests.golden_demo import WORKFLOW
-from eval_pipelines_tests.test_golden_time_limit import (
-    _step_workers,
-    _wait_for,
-    seed_with_hanging_case,
-)
+from eval_pipelines_tests.stuck_runs import submitted_run_stuck, wait_for
+from eval_pipelines_tests.test_golden_time_limit import seed_with_hanging_case
 
 
 def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -50,16 +47,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
     started = golden.run_set("inv", revision=revision)
     instance = dagster_instance()
     run_id = started["runId"]
-    worker_pid = None
-
-    def stuck() -> bool:
-        nonlocal worker_pid
-        worker_pid = worker_pid or runs._run_worker_pid(instance, run_id)
-        return worker_pid is not None and bool(_step_workers(worker_pid))
-
-    _wait_for(stuck, seconds=240)
-    assert worker_pid is not None
-    hung = _step_workers(worker_pid)
+    worker_pid, hung = submitted_run_stuck(instance, run_id)
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         (live,) = golden_storage.runs_of_dagster_run(conn, run_id)
     assert live.status == "running"
@@ -69,7 +57,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
         os.kill(pid, signal.SIGKILL)
     # Dagster learns of the death (the code server reaps its child, or this project's
     # reaper finds the pid gone); the golden row, written by nobody since, is still running.
-    _wait_for(
+    wait_for(
         lambda: (
             runs.reap_dead_runs(instance) is not None and instance.get_run_by_id(run_id).is_finished  # type: ignore[union-attr]
         )

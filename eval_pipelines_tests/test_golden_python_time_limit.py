@@ -10,13 +10,12 @@ forever on the document that says ``LOOP``; real DuckDB warehouse, real Dagster 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from eval_pipelines_tests.stuck_runs import execute_and_terminate_once_stuck
 from eval_pipelines_tests.user_code import MODULE, write_user_module
 
 LOOPS_ON_ONE = """
@@ -126,20 +125,7 @@ def test_terminating_a_run_stuck_in_a_python_function_cancels_it_and_kills_the_w
     instance = dg.DagsterInstance.get()
     run = runs.create_inline_run(instance, runs.kind_of("golden"), revision)
     assert run is not None
-    stuck: list[int] = []
-
-    def terminate_once_stuck() -> None:
-        deadline = time.monotonic() + 120
-        while not step_worker.busy_pids() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.0)  # inside INV-3's step (the others take milliseconds)
-        stuck.extend(step_worker.busy_pids())
-        instance.run_launcher.terminate(run.run_id)  # what the UI's Terminate button does
-
-    terminator = threading.Thread(target=terminate_once_stuck)
-    terminator.start()
-    state = runs.execute_run_here(instance, run)
-    terminator.join()
+    state, stuck = execute_and_terminate_once_stuck(instance, run)  # inside INV-3's step
 
     assert state.state == "canceled"
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:

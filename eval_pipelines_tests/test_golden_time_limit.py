@@ -12,14 +12,18 @@ worker kept spinning with its golden run ``running``."""
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from eval_pipelines_tests.golden_demo import CUSTOMER_RULE, GOLDEN, WORKFLOW, WORKFLOW_FILE, seed
+from eval_pipelines_tests.stuck_runs import (
+    execute_and_terminate_once_stuck,
+    gone,
+    submitted_run_stuck,
+    wait_for,
+)
 
 HANGS = "a" * 40 + "!\n"
 
@@ -84,14 +88,6 @@ def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_complet
     assert "served from cache" not in again["cases"]["case-0004"]["why"]
 
 
-def _wait_for(condition, seconds: float = 120.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.1)
-
-
 def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_next_run_works(
     golden_home: Path,
 ) -> None:
@@ -106,18 +102,7 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
     instance = dg.DagsterInstance.get()
     run = runs.create_inline_run(instance, runs.kind_of("golden"), revision)
     assert run is not None
-    stuck: list[int] = []
-
-    def terminate_once_stuck() -> None:
-        _wait_for(lambda: bool(step_worker.busy_pids()))
-        time.sleep(1.0)  # inside the step: case-0004 hangs (the others take milliseconds)
-        stuck.extend(step_worker.busy_pids())
-        instance.run_launcher.terminate(run.run_id)  # what the UI's Terminate button does
-
-    terminator = threading.Thread(target=terminate_once_stuck)
-    terminator.start()
-    state = runs.execute_run_here(instance, run)
-    terminator.join()
+    state, stuck = execute_and_terminate_once_stuck(instance, run)
 
     assert state.state == "canceled"
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
@@ -143,39 +128,11 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
     assert after["cases"]["case-0004"]["status"] == "errored"
 
 
-def _step_workers(pid: int) -> list[int]:
-    """The step workers among a process's descendants."""
-    import psutil
-
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    found = []
-    for child in children:
-        try:
-            if any("step_worker" in part for part in child.cmdline()):
-                found.append(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
-def _gone(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_next_run_runs(
     golden_home: Path,
 ) -> None:
     """The path the sensor's gating runs take: submitted, started by the dispatcher in a run
     worker process of its own, terminated as the UI does (through the code server)."""
-    from eval_pipelines import runs
     from eval_pipelines.api import golden, workflows
     from eval_pipelines.instance import dagster_instance
     from eval_pipelines.storage import golden as golden_storage
@@ -185,19 +142,9 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     started = golden.run_set("inv", revision=revision)
     instance = dagster_instance()
     run_id = started["runId"]
-    worker_pid = None
-
-    def stuck() -> bool:
-        nonlocal worker_pid
-        worker_pid = worker_pid or runs._run_worker_pid(instance, run_id)
-        return worker_pid is not None and bool(_step_workers(worker_pid))
-
-    _wait_for(stuck, seconds=240)
-    time.sleep(1.0)  # inside the step: case-0004 hangs (the others take milliseconds)
-    assert worker_pid is not None
-    hung = _step_workers(worker_pid)
+    worker_pid, hung = submitted_run_stuck(instance, run_id)
     assert instance.run_launcher.terminate(run_id)
-    _wait_for(
+    wait_for(
         lambda: (
             instance.get_run_by_id(run_id).status  # type: ignore[union-attr]
             == dg.DagsterRunStatus.CANCELED
@@ -205,7 +152,7 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     )
 
     # The run's process and its worker stopped: nothing is left spinning.
-    _wait_for(lambda: _gone(worker_pid) and all(_gone(p) for p in hung))
+    wait_for(lambda: gone(worker_pid) and all(gone(p) for p in hung))
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         (stopped,) = golden_storage.runs_of_dagster_run(conn, run_id)
     assert stopped.status == "stopped"
