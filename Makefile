@@ -7,7 +7,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export EVAL_PIPELINES_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 CLI := $(BIN)/eval-pipelines
 
-.PHONY: install demo test lint dev bench clean
+.PHONY: install demo test test-slow lint dev bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,8 +58,11 @@ lint: install
 	$(BIN)/ruff format --check eval_pipelines eval_pipelines_tests benchmarks
 	$(BIN)/mypy
 
-test: lint  ## lint, type check and the whole test suite
-	$(BIN)/python -m pytest -q
+test: lint  ## lint, type check and every test but the long statistical simulations (marked slow)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: install  ## the long statistical simulations alone (marked slow; about 7 minutes)
+	$(BIN)/python -m pytest -q -m slow
 
 dev: install  ## the Dagster UI on http://127.0.0.1:3000 with the demo's runs
 	$(BIN)/python -m eval_pipelines.devserver -h 127.0.0.1 -p 3000 -w workspace.yaml
