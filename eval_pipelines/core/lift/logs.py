@@ -325,18 +325,7 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
 
 #: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
 #: typed, absent optional columns null), not the bytes of its line.
-CONTENT = (
-    "timestamp",
-    "workspace_id",
-    "cluster",
-    "exposure_arm",
-    "exposure_epoch",
-    "claim_type",
-    "situation_class",
-    "source",
-    "outcome",
-    *OPTIONAL,
-)
+CONTENT = (*(name for name in REQUIRED if name != "request_id"), *OPTIONAL)
 
 
 @dataclass(frozen=True)
