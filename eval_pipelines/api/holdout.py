@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from eval_pipelines.core.holdout.spec import (
     CaseContext,
     parse_holdout_request,
 )
+from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.storage import cases, evaluations, holdout, memo
 from eval_pipelines.storage.warehouse import (
     CLI_WAIT_SECONDS,
@@ -449,12 +449,7 @@ def wait_for_eval(
     from eval_pipelines.instance import dagster_instance
     from eval_pipelines.run_progress import follow as follow_run
 
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
+    if not is_finite_number(timeout) or timeout <= 0:
         # A NaN deadline never passes (``now > nan`` is false): the wait would never end.
         raise InputError("timeout", timeout, "must be a finite, positive number of seconds")
     deadline = time.monotonic() + timeout

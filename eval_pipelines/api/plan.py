@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
+from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.stats.power import minimum_detectable_effect, paired_sample_size
 from eval_pipelines.storage import evaluations
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
@@ -74,11 +75,7 @@ def plan_comparison(
         raise InputError(
             "--discordance", discordance, "give either --discordance or --from-eval, not both"
         )
-    if (
-        isinstance(difference, bool)
-        or not isinstance(difference, int | float)
-        or not math.isfinite(difference)
-    ):
+    if not is_finite_number(difference):
         raise InputError("--difference", difference, "must be a finite number, e.g. 0.02")
     source: dict[str, Any]
     if from_eval is not None:

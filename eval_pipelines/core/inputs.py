@@ -37,6 +37,11 @@ def check_name(value: Any, field: str, what: str = "a name") -> str:
     return value
 
 
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite ``int`` or ``float`` (a ``bool`` is not a number here)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
 def reject_non_finite(value: Any, field: str) -> None:
     """Refuse a NaN or infinite float anywhere in ``value`` (mappings and lists walked, without
     recursion, so any depth is safe), naming its path: ``field.key[2]``."""

@@ -24,7 +24,6 @@ the entries it includes (proposed ones included).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -33,7 +32,7 @@ import re2
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
-from eval_pipelines.core.inputs import check_name, reject_non_finite
+from eval_pipelines.core.inputs import check_name, is_finite_number, reject_non_finite
 from eval_pipelines.core.tree import CodeTree
 
 ACTIONS = ("assign", "prefer", "exclude", "decline")
@@ -188,12 +187,7 @@ def parse_memo_entry(raw: Any, tree: CodeTree) -> MemoEntry:
     boost = then.get("boost", DEFAULT_BOOST)
     if "boost" in then and action != "prefer":
         raise InputError("memo.then.boost", boost, "applies to prefer only")
-    if (
-        isinstance(boost, bool)
-        or not isinstance(boost, int | float)
-        or not math.isfinite(boost)
-        or boost <= 0
-    ):
+    if not is_finite_number(boost) or boost <= 0:
         raise InputError("memo.then.boost", boost, "must be a positive finite number")
     if not (keywords or regex is not None or metadata):
         raise InputError(

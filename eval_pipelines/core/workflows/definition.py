@@ -25,7 +25,6 @@ a new one.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 import eval_pipelines.core.workflows.builtin_nodes  # noqa: F401
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
-from eval_pipelines.core.inputs import check_name
+from eval_pipelines.core.inputs import check_name, is_finite_number
 from eval_pipelines.core.workflows.nodes import NODE_TYPES, reject_unknown_keys
 from eval_pipelines.core.workflows.schema import Schema, parse_schema
 
@@ -134,12 +133,7 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         if node_type not in allowed:
             raise InputError(f"{where}.type", node_type, f"must be one of {', '.join(allowed)}")
         cost = raw.get("cost", DEFAULT_COST)
-        if (
-            isinstance(cost, bool)
-            or not isinstance(cost, int | float)
-            or not math.isfinite(cost)
-            or cost < 0
-        ):
+        if not is_finite_number(cost) or cost < 0:
             raise InputError(f"{where}.cost", cost, "cost units per step: a number >= 0")
         schema_doc = CLASSIFY_SCHEMA if kind == "classify" else raw.get("schema")
         schema = parse_schema(schema_doc, f"{where}.schema", require_source=True)
