@@ -7,7 +7,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export EVAL_PIPELINES_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 CLI := $(BIN)/eval-pipelines
 
-.PHONY: install demo test test-slow lint dev bench clean
+.PHONY: install demo test test-fast test-slow lint dev bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,9 @@ lint: install
 
 test: lint  ## lint, type check and every test but the long statistical simulations (marked slow)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (about a minute)
+	$(BIN)/python -m pytest -q -m "not slow and not exhaustive" eval_pipelines_tests/core
 
 test-slow: install  ## the long statistical simulations alone (marked slow; about 7 minutes)
 	$(BIN)/python -m pytest -q -m slow

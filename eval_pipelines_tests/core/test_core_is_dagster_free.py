@@ -3,7 +3,10 @@
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.exhaustive
 def test_importing_the_core_does_not_import_dagster():
     code = (
         "import sys, pkgutil, importlib, eval_pipelines.core as core\n"

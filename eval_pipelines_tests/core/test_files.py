@@ -14,6 +14,7 @@ def _nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("reader", [read_json, read_yaml])
 def test_depth_up_to_the_bound_reads_and_past_it_is_refused(reader, tmp_path: Path) -> None:
     path = tmp_path / "doc.json"

@@ -22,6 +22,7 @@ def test_non_finite_values_bools_and_other_types_are_not(value: object) -> None:
     assert not is_finite_number(value)
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("timeout", [math.nan, math.inf, 0, -1, True, "5"])
 def test_waiting_refuses_a_timeout_that_is_not_a_finite_positive_number(timeout: object) -> None:
     from eval_pipelines.api.holdout import wait_for_eval

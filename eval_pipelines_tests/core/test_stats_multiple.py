@@ -31,6 +31,7 @@ def test_matches_statsmodels(pvalues):
     assert result == pytest.approx(tuple(expected), abs=TOL)
 
 
+@pytest.mark.exhaustive
 def test_matches_statsmodels_on_random_pvalues():
     # expected from statsmodels multipletests(method="holm") on 25 seeded families of 1-30
     # p-values, half of them with repeated values (25, not more: each multipletests call

@@ -63,6 +63,7 @@ def test_power_matches_statsmodels(difference, discordance, n):
     assert 0 <= both - near < 0.01
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize(("difference", "discordance"), DESIGNS)
 def test_planned_n_reaches_the_power_of_the_exact_test(difference, discordance):
     # Simulation of what the report actually runs: the exact McNemar test

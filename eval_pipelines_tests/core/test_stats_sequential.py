@@ -39,6 +39,7 @@ def _log_mixture(s, n, rho2):
     return exponent(peak) + math.log(value)
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("n", [20, 200, 2_000, 20_000])
 @pytest.mark.parametrize("alpha", [0.05, 0.01])
 def test_the_closed_form_is_where_the_mixture_martingale_reaches_one_over_alpha(n, alpha):

@@ -78,6 +78,7 @@ def _fake_index(vectors: np.ndarray) -> AnnIndex:
     )
 
 
+@pytest.mark.exhaustive
 def test_complete_candidates_give_the_exact_answer(
     vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -168,6 +168,7 @@ def test_buckets_equals_bucket():
     assert buckets(WS, keys).tolist() == [bucket(WS, key) for key in keys]
 
 
+@pytest.mark.exhaustive
 def test_holdout_fractions_over_a_million_keys():
     # Binomial sd of a 10% share over 1e6 keys is 0.03 points; 0.3 points is ten of them.
     keys = [f"trace-{i}" for i in range(1_000_000)]
@@ -370,6 +371,7 @@ def test_assign_many_equals_assign():
         assert [ARMS[code] for code in codes] == expected
 
 
+@pytest.mark.exhaustive
 def test_the_lever_split_never_touches_the_standing_holdout():
     keys = [f"trace-{i}" for i in range(200_000)]
     before = assign_many(WS, keys, LiftConfig(WS, "e"))

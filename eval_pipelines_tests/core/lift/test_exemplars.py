@@ -84,6 +84,7 @@ def test_the_index_groups_exemplars_by_teaching_arm():
     assert repr(index) == "ExemplarIndex(treated=2, imported=1)"
 
 
+@pytest.mark.exhaustive
 def test_a_type_checker_rejects_an_exposure_arm(tmp_path):
     snippet = tmp_path / "leak.py"
     snippet.write_text(

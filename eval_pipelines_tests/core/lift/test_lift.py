@@ -129,6 +129,7 @@ def resolved_rate(frame, arm):
 # --- the verdict ---------------------------------------------------------------------------
 
 
+@pytest.mark.exhaustive
 def test_known_lift_is_superior(lifted_traffic):
     # 4,000 clusters, control 0.60, treated 0.66 (true lift 0.06). The standard error of the
     # difference is about 0.012 here (design effect included), so the lower bound sits near
@@ -149,6 +150,7 @@ def test_known_lift_is_superior(lifted_traffic):
     assert f"n = {difference.n_b} treated" in result.message
 
 
+@pytest.mark.exhaustive
 def test_no_true_lift_is_not_superior_and_the_aa_passes(null_traffic):
     # Both arms 0.60. The A/A on the control arm's clusters: 1 of 20 splits detects a
     # difference at this seed (rule: at most 2). The lift's interval contains zero.
@@ -160,6 +162,7 @@ def test_no_true_lift_is_not_superior_and_the_aa_passes(null_traffic):
     assert "no lift established" in result.message
 
 
+@pytest.mark.exhaustive
 def test_a_true_loss_is_inferior():
     traffic = simulate_traffic(np.random.default_rng(7), treated_rate=0.54)
     result = live_lift(traffic, workspace_id="w1", epoch="e1", rng=1)
@@ -233,6 +236,7 @@ def test_an_unchecked_instrument_reads_insufficient():
 # --- scope, epochs, arms -------------------------------------------------------------------
 
 
+@pytest.mark.exhaustive
 def test_other_arms_epochs_and_workspaces_are_not_read(lifted_traffic):
     # The standing holdout (all right), pre_lever and imported rows, another epoch whose
     # treated arm is all wrong and another workspace: none of them may move the result.
@@ -257,6 +261,7 @@ def test_an_absent_epoch_is_refused_and_names_the_epochs_held(lifted_traffic):
         live_lift(lifted_traffic, workspace_id="w9", epoch="e1", rng=0)
 
 
+@pytest.mark.exhaustive
 def test_scope_filters(lifted_traffic):
     inferred = lifted_traffic.head(3_000).with_columns(
         pl.lit("inferred").alias("source"), pl.lit("preference").alias("claim_type")
@@ -286,6 +291,7 @@ def test_mixed_clusters_are_left_out_of_both_arms():
     assert "3 mixed clusters" in result.message
 
 
+@pytest.mark.exhaustive
 def test_censored_outcomes_are_counted_not_scored(lifted_traffic):
     result = live_lift(lifted_traffic, workspace_id="w1", epoch="e1", rng=0)
     treated = lifted_traffic.filter(pl.col("exposure_arm") == "treated")
@@ -316,6 +322,7 @@ def test_same_seed_same_result():
 # --- the minimum detectable effect ---------------------------------------------------------
 
 
+@pytest.mark.exhaustive
 def test_mde_is_the_power_diagnostic_of_the_bootstrap_standard_error(lifted_traffic):
     # Oracle: the linearised standard error of the difference of two ratio estimators,
     # sqrt(sum over arms of sum_g (R_g - p m_g)^2 / M^2) (Cochran, "Sampling Techniques",
@@ -344,6 +351,7 @@ def test_mde_is_the_power_diagnostic_of_the_bootstrap_standard_error(lifted_traf
     assert "power diagnostic, not the verdict" in result.message
 
 
+@pytest.mark.exhaustive
 def test_the_mde_never_decides_the_verdict():
     # Unclustered, 2,000 a side: 0.600 against 0.645 (a lift of 0.045). The standard error
     # is sqrt(0.24 / 2000 + 0.228975 / 2000) = 0.01531, so the MDE is 2.8 x 0.01531 = 0.0429,
@@ -362,6 +370,7 @@ def test_the_mde_never_decides_the_verdict():
     assert flat.verdict == NOT_ESTABLISHED and flat.mde == pytest.approx(result.mde, rel=0.06)
 
 
+@pytest.mark.exhaustive
 def test_to_json_renders_the_lift_as_an_interval_with_its_n(lifted_traffic):
     result = live_lift(lifted_traffic, workspace_id="w1", epoch="e1", rng=0)
     payload = json.loads(json.dumps(result.to_json()))

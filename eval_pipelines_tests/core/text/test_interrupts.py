@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from eval_pipelines.core.text.interrupts import deferred_interrupts
 
 SEARCH_FOREVER = """
@@ -31,6 +33,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.exhaustive
 def test_sigint_during_the_parallel_search_raises_keyboard_interrupt() -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", SEARCH_FOREVER, str(DEMO)],

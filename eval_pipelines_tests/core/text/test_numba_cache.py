@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.numba_cache import sources_fingerprint
 
@@ -55,6 +57,7 @@ def test_an_explicit_numba_cache_dir_wins(tmp_path: Path) -> None:
     assert folder == str(tmp_path / "mine")
 
 
+@pytest.mark.exhaustive
 def test_loading_the_definitions_imports_no_numba() -> None:
     loaded = _run(
         "import sys, eval_pipelines.definitions\nprint('numba' in sys.modules)", dict(os.environ)

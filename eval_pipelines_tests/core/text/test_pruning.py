@@ -156,6 +156,7 @@ def test_bad_document_ranges_are_refused() -> None:
             rt.search(index, np.array([1]), k=2, doc_range=doc_range)
 
 
+@pytest.mark.exhaustive
 def test_demo_records_pruned_equal_brute_force() -> None:
     """Real ICD-10-CM texts, vectorised as the stages do, with and without leave-outs."""
     import polars as pl

@@ -185,6 +185,7 @@ def test_k_beyond_the_corpus_pads_with_minus_one() -> None:
         assert np.all(result.neighbours[1] == -1)
 
 
+@pytest.mark.exhaustive
 def test_empty_rows_and_isolated_texts(index: rt.TextIndex) -> None:
     assert index.docs[20].nnz == 0 and index.docs[21].nnz == 0
     # The isolated text shares no hashed feature with any other document.
@@ -331,6 +332,7 @@ def test_bad_arguments_are_refused(index: rt.TextIndex) -> None:
         rt.search(index, q, k=0)
 
 
+@pytest.mark.exhaustive
 def test_demo_records_match_brute_force() -> None:
     import polars as pl
 

@@ -69,6 +69,7 @@ def test_segments_hold_the_rows_of_the_whole_matrix(
     assert not segmented.segments[0].postings.data.flags.writeable
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("segment_docs", [97, 333, 700, 2999, 3000, 10_000])
 @pytest.mark.parametrize("threshold", [None, 0.93, 1.0])
 def test_segmented_search_equals_one_index_and_brute_force(
@@ -111,6 +112,7 @@ def test_a_document_range_across_segments(
     )
 
 
+@pytest.mark.exhaustive
 def test_random_matrices_with_ties_and_negative_weights() -> None:
     # Segments built from any matrix (not only TF-IDF texts): ties broken by id across
     # segments, and an index with negative weights is scanned in full.
@@ -140,6 +142,7 @@ def test_random_matrices_with_ties_and_negative_weights() -> None:
     )
 
 
+@pytest.mark.exhaustive
 def test_later_segments_prune_from_the_kth_score_found_before(tmp_path: Path) -> None:
     # Ten copies of a corpus, a segment each: every segment holds the same documents, so
     # searching each one alone reads the same postings ten times, while the segmented search
@@ -208,6 +211,7 @@ def test_loading_is_checked_and_a_failed_write_keeps_the_old_index(tmp_path: Pat
         sg.load_segmented_index(path)
 
 
+@pytest.mark.exhaustive
 def test_released_pages_leave_the_process_and_stay_readable(tmp_path: Path) -> None:
     # 4.9M weights: the postings' weights alone are 19.7 MB, memory-mapped.
     matrix = sp.random(20_000, 4096, density=0.06, format="csr", dtype=np.float32, random_state=0)

@@ -40,6 +40,7 @@ def test_shard_ranges_cover_every_document_once() -> None:
         sh.shard_ranges(10, 0)
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("shards", [1, 2, 3, 7])
 @pytest.mark.parametrize("threshold", [None, 0.93, 1.0])
 def test_sharded_search_equals_search_and_brute_force(
@@ -61,6 +62,7 @@ def test_sharded_search_equals_search_and_brute_force(
         _assert_same(merged, rt.search_brute_force(index, queries, **kwargs))  # type: ignore[arg-type]
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("shards", [1, 2, 3, 7])
 def test_sharded_search_on_random_matrices_with_ties(shards: int) -> None:
     index = rt.build_text_index(_random_matrix(7))

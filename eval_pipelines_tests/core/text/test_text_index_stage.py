@@ -77,6 +77,7 @@ def test_broken_and_unsegmented_directories_are_rebuilt(tmp_path: Path) -> None:
     assert rebuilt.built and (unsegmented / "starts.npy").exists()
 
 
+@pytest.mark.exhaustive
 def test_a_large_case_is_built_in_segments(tmp_path: Path) -> None:
     texts = _synthetic_texts(500, seed=6)
     handle = ti.load_or_build_index(tmp_path, "case", "v1", texts, segment_docs=128)

@@ -45,6 +45,7 @@ def test_worse_orders_by_similarity_then_larger_id() -> None:
     assert not worse(0.5, 3, 0.5, 3)
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("k", [1, 2, 7, 50, 120])
 def test_heap_keeps_the_k_best_in_order_with_ties_to_smaller_ids(k: int) -> None:
     rng = np.random.default_rng(k)

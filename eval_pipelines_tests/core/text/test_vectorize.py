@@ -146,6 +146,7 @@ def _check_csr(matrix: sp.csr_matrix, n_rows: int, n_features: int) -> None:
     np.testing.assert_allclose(norms[~empty], 1.0, rtol=1e-5)
 
 
+@pytest.mark.exhaustive
 def test_tfidf_weights_follow_the_formula() -> None:
     texts = _varied_texts(300, seed=11)
     n_features = 2**16

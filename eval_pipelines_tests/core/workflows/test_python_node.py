@@ -68,6 +68,7 @@ def test_prepare_keeps_the_reference_and_the_options() -> None:
     assert prepare({"function": f"{HERE}:total_line"})["options"] == {}
 
 
+@pytest.mark.exhaustive
 def test_run_calls_the_function_with_document_upstream_and_options() -> None:
     config = prepare({"function": f"{HERE}:total_line", "options": {"label": "Sum:"}})
     document = document_from_text("d.txt", "ACME\nSum: 12.50 EUR\n")
@@ -121,6 +122,7 @@ def test_a_raising_function_fails_the_node_with_its_error() -> None:
     assert str(raised.value) == f"{HERE}:broken raised KeyError: 'vendor'"
 
 
+@pytest.mark.exhaustive
 def test_a_function_must_return_a_mapping() -> None:
     config = prepare({"function": f"{HERE}:returns_list"})
 

@@ -49,6 +49,7 @@ def prepare(time_limit: Any = 1) -> dict[str, Any]:
     return NODE.prepare(config, "nodes[0]", Path("."))
 
 
+@pytest.mark.exhaustive
 def test_a_catastrophic_regex_fails_its_step_after_the_time_limit_and_the_next_step_runs() -> None:
     config = prepare(time_limit=1)
 
