@@ -155,3 +155,22 @@ def test_the_top_level_help_describes_every_kind() -> None:
     for kind in ("holdout evaluation", "golden-set gate", "evaluate queries", "live lift"):
         assert kind in description, kind
     assert "Exit codes: 0 ok" in description and "130 interrupted" in description
+
+
+def test_every_function_the_api_page_lists_exists() -> None:
+    """Each function docs/api.md lists under a module is an attribute of that module."""
+    import importlib
+
+    rows = re.findall(
+        r"^\| `(eval_pipelines\.api\.\w+)` \| (.+) \|$",
+        (DOCS / "api.md").read_text(encoding="utf-8"),
+        flags=re.MULTILINE,
+    )
+    assert rows
+    missing = [
+        f"{module}.{name}"
+        for module, names in rows
+        for name in re.findall(r"`(\w+)`", names)
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == []
