@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export EVAL_PIPELINES_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 CLI := $(BIN)/eval-pipelines
+PORT ?= 3000
+SITE := .site
 
-.PHONY: install demo test test-fast test-slow lint dev bench clean
+.PHONY: install demo test test-fast test-slow lint docs dev bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,20 +60,23 @@ lint: install
 	$(BIN)/ruff format --check eval_pipelines eval_pipelines_tests benchmarks
 	$(BIN)/mypy
 
-test: lint  ## lint, type check and every test but the long statistical simulations (marked slow)
+docs: install  ## build the docs/ site with mkdocs --strict into .site/ (a broken link or anchor fails; not --quiet, which hides the warnings --strict counts)
+	$(BIN)/mkdocs build --strict -d $(SITE)
+
+test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (about a minute)
+test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (timing in docs/benchmarks.md)
 	$(BIN)/python -m pytest -q -m "not slow and not exhaustive" eval_pipelines_tests/core
 
-test-slow: install  ## the long statistical simulations alone (marked slow; about 7 minutes)
+test-slow: install  ## the long statistical simulations alone (marked slow; timing in docs/benchmarks.md)
 	$(BIN)/python -m pytest -q -m slow
 
-dev: install  ## the Dagster UI on http://127.0.0.1:3000 with the demo's runs
-	$(BIN)/python -m eval_pipelines.devserver -h 127.0.0.1 -p 3000 -w workspace.yaml
+dev: install  ## the Dagster UI on http://127.0.0.1:$(PORT) (default 3000; make dev PORT=3001) with the demo's runs
+	$(BIN)/python -m eval_pipelines.devserver -h 127.0.0.1 -p $(PORT) -w workspace.yaml
 
-bench: install  ## benchmarks/holdout.py: figures quoted in the README
+bench: install  ## benchmarks/holdout.py: figures quoted in docs/benchmarks.md
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/indexes data/tables data/lift
+	rm -rf $(VENV) $(SITE) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/indexes data/tables data/lift

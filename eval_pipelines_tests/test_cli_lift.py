@@ -138,7 +138,7 @@ def test_assign_does_not_wait_on_another_process_writing_the_warehouse(
 
 
 def test_the_holdout_threshold_is_the_rounded_fraction(workdir: Path) -> None:
-    """The README's rule is the code's: holdout when bucket < round(fraction x 10,000)
+    """docs/lift.md's rule is the code's: holdout when bucket < round(fraction x 10,000)
     (0.07 x 10,000 is 700.0000000000001 in floating point; bucket 700 is not held out)."""
     from eval_pipelines.core.lift.assignment import LiftConfig, Request, assign, buckets
 
@@ -147,8 +147,8 @@ def test_the_holdout_threshold_is_the_rounded_fraction(workdir: Path) -> None:
     config = LiftConfig("ws", "e1", 0.07)
     assert assign(Request("ws", trace_id=at[699]), config).arm == "holdout"
     assert assign(Request("ws", trace_id=at[700]), config).arm == "pre_lever"
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    assert "`bucket < round(fraction × 10,000)`" in readme
+    page = (Path(__file__).parents[1] / "docs" / "lift.md").read_text(encoding="utf-8")
+    assert "`bucket < round(fraction × 10,000)`" in page
 
 
 def test_ingest_again_says_what_it_skipped_and_refuses_changed_content(

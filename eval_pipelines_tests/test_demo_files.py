@@ -1,4 +1,4 @@
-"""The files `make demo` and the README use are valid inputs (docs that match the code)."""
+"""The files `make demo`, the README and docs/ use are valid inputs (docs that match the code)."""
 
 from __future__ import annotations
 
@@ -56,15 +56,17 @@ def test_demo_queries_run_on_the_demo_tables() -> None:
     assert category["accuracy"] > category["baseAccuracy"] and category["n"] == 26105
 
 
-def test_every_python_name_the_readme_gives_exists() -> None:
-    """Each `eval_pipelines.x.y` the README names in backticks imports (a module) or is an
-    attribute of one (it named `eval_pipelines.core.classify.register_classifier`, which did
-    not exist)."""
+def test_every_python_name_the_docs_give_exists() -> None:
+    """Each `eval_pipelines.x.y` the README or a page of docs/ names in backticks imports (a
+    module) or is an attribute of one (the README named
+    `eval_pipelines.core.classify.register_classifier`, which did not exist)."""
     import importlib
     import re
 
-    readme = (DEMO.parents[1] / "README.md").read_text()
-    names = set(re.findall(r"`(eval_pipelines(?:\.\w+)+)", readme))
+    root = DEMO.parents[1]
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
+    names = set(re.findall(r"`(eval_pipelines(?:\.\w+)+)", text))
     assert names
     missing = []
     for name in sorted(names):

@@ -1,5 +1,6 @@
-"""``eval-pipelines``: cases, memo entries, holdout evaluations, workflows and golden sets
-from the shell.
+"""``eval-pipelines``: every kind of evaluation from the shell: holdout evaluations of a case
+(with its memo entries), workflows and their golden-set gate, evaluate queries over data
+tables, and live lift.
 
 Thin: parses flags, calls :mod:`eval_pipelines.api`, prints. Every refusal is one line on
 stderr. Exit codes: 0 ok, 1 evaluation failed, 2 bad input or refusal (nothing written),
@@ -32,10 +33,33 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_REFUSED, f"error: {self.prog}: {message} (see --help)\n")
 
 
+DESCRIPTION = """\
+Tells you honestly, with intervals and n, whether a change to a classification or extraction
+setup makes it better or worse (Dagster and DuckDB). Four kinds of evidence:
+
+  holdout evaluation  eval (spec 000): variants of a case's classifier scored on a seeded
+                      sample of labelled records, each held out with its group, every
+                      candidate paired against the baseline
+  golden-set gate     workflow, golden, document (spec 001): a workflow revision scored field
+                      by field on labelled documents; a gating set blocks activation
+  evaluate queries    evaluate, evaluations (spec 003): a predict or estimate query, held out
+                      or resubstituted, over a loaded table or a case's records
+  live lift           lift (spec 004): arm assignment, log ingest, the lift report and ledger
+
+What they read: case (labelled records and their code tree), memo (rules for a case's
+classifier), table (data tables for evaluate queries).
+
+Exit codes: 0 ok; 1 evaluation failed or canceled (golden run: a gating set failed); 2 bad
+input or refusal (nothing written); 3 --wait timed out; 4 warehouse busy; 130 interrupted.
+Every command: eval-pipelines GROUP COMMAND --help, or docs/cli.md.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="eval-pipelines",
-        description="Holdout evaluation of classification setups on Dagster and DuckDB.",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--warehouse",
@@ -70,8 +94,8 @@ def _quiet_broken_pipe() -> int:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         # Run as the program: at exit, Python's last garbage collections would walk every
-        # object this process made (1-2 s after an evaluation ran here, measured); the process
-        # is ending, so nothing needs collecting.
+        # object this process made (seconds after an evaluation ran here; measured in
+        # docs/benchmarks.md); the process is ending, so nothing needs collecting.
         atexit.register(gc.freeze)
     args = build_parser().parse_args(argv)
     # Notices such as "waiting 40 s for the warehouse lock" go to stderr as one line each.

@@ -435,7 +435,7 @@ OTHER_KINDS = {
     "select": "generic query",
     "orderBy": "generic query",
 }
-KINDS_SECTION = "README, 'Evaluate queries (spec 003)', 'Which evaluations run where'"
+KINDS_SECTION = "docs/queries.md, 'Which evaluations run where'"
 
 
 def _refuse_other_kinds(evaluate: Mapping[str, Any]) -> None:

@@ -203,5 +203,5 @@ def test_a_kind_this_project_does_not_evaluate_is_refused_saying_so(
         parse_query(document)
     message = str(refused.value)
     assert f"a {kind} evaluation is not supported" in message
-    assert "README" in message and "Which evaluations run where" in message
+    assert "docs/queries.md" in message and "Which evaluations run where" in message
     assert "unknown key" not in message
