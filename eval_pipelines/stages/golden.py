@@ -21,10 +21,10 @@ from typing import Any
 import duckdb
 
 from eval_pipelines import settings
+from eval_pipelines.core.golden.gate import Gate, GatingEvidence, decide_gate
 from eval_pipelines.core.golden.scoring import (
     CaseScore,
     RunScore,
-    passes_gate,
     schema_drift,
     score_case,
     skipped_case,
@@ -344,142 +344,52 @@ def score_run(
     )
 
 
-@dataclass(frozen=True)
-class SetGate:
-    set_name: str
-    passed: bool
-    reason: str
-    golden_run_id: str | None
-    field_accuracy: float | None
-    threshold: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "set": self.set_name,
-            "passed": self.passed,
-            "reason": self.reason,
-            "goldenRunId": self.golden_run_id,
-            "fieldAccuracy": self.field_accuracy,
-            "threshold": self.threshold,
-        }
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Whether a revision may be activated, and why (one line per gating set)."""
-
-    workflow: str
-    revision: str
-    passed: bool
-    reason: str
-    sets: tuple[SetGate, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "workflow": self.workflow,
-            "revision": self.revision,
-            "passed": self.passed,
-            "reason": self.reason,
-            "sets": [s.to_json() for s in self.sets],
-        }
-
-
 def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
-    """The activation gate for exactly this revision: every set marked ``--gate`` needs a
-    completed run against this revision that covers every case enabled now, reached its
-    threshold on them and did not mix revisions. The only place the rule lives (the asset
-    check and ``workflow activate`` both call it)."""
+    """The activation gate for exactly this revision: the evidence of every golden set marked
+    ``--gate``, read here, judged by :func:`~eval_pipelines.core.golden.gate.decide_gate`
+    (where the rule lives; the asset check and ``workflow activate`` both call this)."""
     workflow = workflows.load_revision(conn, revision)
-    gating = [s for s in golden.list_sets(conn, workflow.name) if s.gate]
-    if not gating:
-        return Gate(workflow.name, revision, True, "no golden set gates this workflow", ())
-    verdicts = []
-    for golden_set in gating:
-        runs = golden.runs_of_set(
-            conn, golden_set.set_name, revision=revision, status="completed", limit=1
-        )
-        if not runs:
-            unfinished = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
-            note = (
-                f" (its newest run there is {unfinished[0].status}"
-                + (f", {unfinished[0].reason}" if unfinished[0].reason else "")
-                + ")"
-                if unfinished
-                else ""
-            )
-            verdicts.append(
-                SetGate(
-                    golden_set.set_name,
-                    False,
-                    f"set {golden_set.set_name} has not been run against revision {revision}{note}",
-                    None,
-                    None,
-                    golden_set.threshold,
-                )
-            )
-            continue
-        # The gate judges the set as it is now: every enabled case must have a result in
-        # the run (a case added or enabled since was never required by it), and a case
-        # disabled since is left out, as a re-run would leave it. Case ids are never reused
-        # and a case's labels are never edited, so a result belongs to the case as it is.
-        enabled = [c.case_id for c in golden.list_cases(conn, golden_set.set_name) if c.enabled]
-        covered = {r.case_id for r in golden.results_of_run(conn, runs[0].golden_run_id)}
-        missing = [c for c in enabled if c not in covered]
-        left_out = sorted(covered - set(enabled))
-        scored = score_run(conn, runs[0].golden_run_id, case_ids=set(enabled))
-        accuracy = scored.score.field_accuracy
-        if missing:
-            passed, reason = (
-                False,
-                (
-                    f"set {golden_set.set_name}: run {runs[0].golden_run_id} does not cover "
-                    f"{len(missing)} of its {len(enabled)} enabled case(s) "
-                    f"({_listed(missing)}: added or enabled since it ran); re-run the set "
-                    f"against this revision (eval-pipelines golden run {golden_set.set_name} "
-                    f"--revision {revision})"
-                ),
-            )
-        elif scored.mixed_revisions:
-            passed, reason = (
-                False,
-                (
-                    f"set {golden_set.set_name}'s run {runs[0].golden_run_id} mixed revisions "
-                    f"(cases {', '.join(scored.mixed_revisions)} scored another revision)"
-                ),
-            )
-        elif silent := _without_output(scored):
-            # 001 leaves errored cases out of the scores; a gate must not let a revision that
-            # extracts nothing from a golden document through on the strength of the others.
-            passed, reason = (
-                False,
-                (
-                    f"set {golden_set.set_name}: {len(silent)} case(s) produced no output "
-                    f"({silent[0][0]}: {silent[0][1]})"
-                ),
-            )
-        else:
-            decision = passes_gate(scored.score, threshold=golden_set.threshold)
-            passed = decision.passed
-            reason = f"set {golden_set.set_name}: {decision.reason}"
-            if not passed:
-                reason += missed_fields(scored.score)
-            if left_out:
-                reason += f" ({_listed(left_out)} disabled since the run, left out)"
-        verdicts.append(
-            SetGate(
-                golden_set.set_name,
-                passed,
-                reason,
-                runs[0].golden_run_id,
-                accuracy,
-                golden_set.threshold,
-            )
-        )
-    failed = [v for v in verdicts if not v.passed]
-    reason = (
-        "; ".join(v.reason for v in failed) if failed else "; ".join(v.reason for v in verdicts)
+    evidence = [
+        _gating_evidence(conn, golden_set, revision)
+        for golden_set in golden.list_sets(conn, workflow.name)
+        if golden_set.gate
+    ]
+    return decide_gate(workflow.name, revision, evidence)
+
+
+def _gating_evidence(
+    conn: duckdb.DuckDBPyConnection, golden_set: golden.GoldenSet, revision: str
+) -> GatingEvidence:
+    """What the gate needs of one set: its newest completed run against the revision, scored
+    on the cases enabled now. Case ids are never reused and a case's labels are never
+    edited, so a result belongs to the case as it is."""
+    runs = golden.runs_of_set(
+        conn, golden_set.set_name, revision=revision, status="completed", limit=1
     )
-    return Gate(workflow.name, revision, not failed, reason, tuple(verdicts))
+    if not runs:
+        newest = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
+        unfinished = (
+            newest[0].status + (f", {newest[0].reason}" if newest[0].reason else "")
+            if newest
+            else None
+        )
+        return GatingEvidence(
+            golden_set.set_name, golden_set.threshold, None, unfinished=unfinished
+        )
+    run_id = runs[0].golden_run_id
+    enabled = tuple(c.case_id for c in golden.list_cases(conn, golden_set.set_name) if c.enabled)
+    covered = frozenset(r.case_id for r in golden.results_of_run(conn, run_id))
+    scored = score_run(conn, run_id, case_ids=set(enabled))
+    return GatingEvidence(
+        golden_set.set_name,
+        golden_set.threshold,
+        run_id,
+        enabled=enabled,
+        covered=covered,
+        score=scored.score,
+        mixed_revisions=scored.mixed_revisions,
+        without_output=tuple(_without_output(scored)),
+    )
 
 
 def ensure_revision(
@@ -533,17 +443,6 @@ def runs_for_dagster_run(
     return newest
 
 
-MISSED_FIELDS_SHOWN = 3
-CASES_SHOWN = 5
-
-
-def _listed(case_ids: list[str]) -> str:
-    """``case-0004, case-0005`` (the first few, then how many more)."""
-    shown = ", ".join(case_ids[:CASES_SHOWN])
-    more = len(case_ids) - CASES_SHOWN
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
 def _without_output(scored: ScoredRun) -> list[tuple[str, str]]:
     """``(case id, why)`` of the cases the revision produced no output for."""
     return [
@@ -551,24 +450,6 @@ def _without_output(scored: ScoredRun) -> list[tuple[str, str]]:
         for case_id, case in scored.cases.items()
         if case.status == "errored" and (case.reason or "").startswith("no output")
     ]
-
-
-def missed_fields(score: RunScore) -> str:
-    """`` (misses: customer 0/3, line_items.qty 4/6)``: the worst fields, so a refusal says
-    where to look."""
-    missed = sorted(
-        (f for f in score.fields if not f.stale and f.scored and f.correct < f.scored),
-        key=lambda f: (f.correct / f.scored, f.key),
-    )
-    if not missed:
-        return ""
-    shown = ", ".join(f"{f.key} {f.correct}/{f.scored}" for f in missed[:MISSED_FIELDS_SHOWN])
-    more = (
-        f" and {len(missed) - MISSED_FIELDS_SHOWN} more"
-        if len(missed) > MISSED_FIELDS_SHOWN
-        else ""
-    )
-    return f" (misses: {shown}{more})"
 
 
 def field_accuracy(score: RunScore, field: str | None) -> tuple[float | None, int]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval_pipelines.core.golden.gate import Gate
 from eval_pipelines.core.golden.scoring import CaseScore, FieldScore, RunScore
 from eval_pipelines.core.golden.summary import format_share
-from eval_pipelines.stages.golden import Gate, ScoredRun
+from eval_pipelines.stages.golden import ScoredRun
 
 
 def _fmt(value: float | None) -> str:

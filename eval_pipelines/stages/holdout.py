@@ -32,6 +32,7 @@ from eval_pipelines.core.holdout.classify import (
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version, parse_memo_entry
+from eval_pipelines.core.holdout.noise_floor import aa_noise_floor
 from eval_pipelines.core.holdout.report import (
     Comparison,
     VariantResult,
@@ -449,90 +450,6 @@ def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
     return levels
 
 
-def aa_report(
-    spec: HoldoutSpec, outcomes: dict[str, pl.DataFrame], clusters: dict[str, int]
-) -> dict[str, Any]:
-    """The A/A noise floor at each target level: the baseline against its twin on 20 seeded
-    random halves (false-positive rate), and how many records changed outcome between the two
-    classifications (flip rate)."""
-    from eval_pipelines.core.stats.aa import aa_check
-
-    twin = spec.aa_twin
-    assert twin is not None
-    baseline = outcomes[spec.variants[0].name].sort("record_key")
-    again = outcomes[twin.name].sort("record_key")
-    levels = {}
-    for depth in spec.target_depth:
-        column = f"right_{depth}"
-        scored = baseline.get_column(column).is_not_null()
-        keys = baseline.filter(scored).get_column("record_key").to_list()
-        check = aa_check(
-            baseline.filter(scored).get_column(column).to_numpy(),
-            again.filter(scored).get_column(column).to_numpy(),
-            [clusters[k] for k in keys],
-            rng=np.random.default_rng([spec.seed, depth]),
-        )
-        levels[str(depth)] = check.to_json()
-    unread = [d for d, level in levels.items() if level["insufficientSplits"] == level["splits"]]
-    if unread:
-        return {
-            "levels": levels,
-            "passed": False,
-            "summary": "A/A check could not be read: every split of "
-            + ", ".join(f"L{d}" for d in unread)
-            + " had a half below the minimum of 20 records (take a larger sample)",
-        }
-    failed = [d for d, level in levels.items() if not level["passed"]]
-    summary = (
-        "A/A check failed: the baseline against itself read a difference in "
-        + ", ".join(
-            f"{levels[d]['falsePositives']} of {levels[d]['splits']} splits at L{d}" for d in failed
-        )
-        + " (more than 10%). A calibrated instrument fails this way in about 7.5% of checks, "
-        "so this is a prompt to look, not proof: read the flip rate (run-to-run noise of the "
-        "classifier) and the grouping (clusters that should be grouped), and rerun with "
-        "another seed"
-        if failed
-        else "A/A check passed: at most 10% of 20 seeded half splits read a difference at every "
-        "target level"
-    )
-    return {"levels": levels, "passed": not failed, "summary": summary}
-
-
-# Below this recall@k against exact search, the report warns that the approximate index lost
-# evidence the exact search would have found.
-RECALL_WARNING_BELOW = 0.95
-
-
-def approximate_retrieval_warnings(retrievals: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Warnings for retrievals by the approximate index: recall below 0.95 against exact
-    search, and near-duplicate groups that an approximate search may have left incomplete."""
-    warnings = []
-    for row in retrievals:
-        if row["backend"] != "pynndescent":
-            continue
-        recall = row.get("recallAtK")
-        if recall is not None and recall < RECALL_WARNING_BELOW:
-            warnings.append(
-                {
-                    "code": "approximate_recall_low",
-                    "message": f"{row['retrieval']} found {recall:.3f} of the exact top-"
-                    f"{row['recallK']} on {row['recallProbeQueries']} probe queries (below "
-                    f"{RECALL_WARNING_BELOW}): its variants saw less evidence than exact search",
-                }
-            )
-        if "grouping" in row["purpose"]:
-            warnings.append(
-                {
-                    "code": "approximate_grouping",
-                    "message": "near-duplicates were found with the approximate index: a group "
-                    "can miss members the exact search would hold out; use backend exact for "
-                    "grouping when the leave-out must be complete",
-                }
-            )
-    return warnings
-
-
 def evidence_frame(candidates: pl.DataFrame, label_of: dict[str, str]) -> pl.DataFrame:
     """A leave-out's candidates as the evidence frame a classify task carries
     (:data:`~eval_pipelines.core.holdout.classify.EVIDENCE_COLUMNS`, by sample, then rank:
@@ -602,6 +519,15 @@ def report_stage(
     )
     sample_hash, sample_size = holdout.sample_summary(conn, eval_id)
     excluded_records, group_members = holdout.leave_out_counts(conn, eval_id)
+    aa = aa_noise_floor(spec, outcomes, clusters) if spec.aa_twin is not None else None
+    gap = None
+    if spec.leakage_check:
+        gap = holdout.load_leakage_gap(conn, eval_id)
+        if gap is None:
+            raise ConflictError(
+                "the evaluation asks for a leakage check but none is stored: materialise "
+                "leakage_gap"
+            )
     report = build_report(
         spec,
         tree.levels,
@@ -611,31 +537,17 @@ def report_stage(
         excluded_records=excluded_records,
         variants=tuple(variants),
         comparisons=comparisons,
+        retrievals=tuple(holdout.load_retrievals(conn, eval_id)),
+        diagnostics=evaluation_diagnostics(
+            {v.name: outcomes[v.name] for v in spec.variants},
+            tree,
+            target_depth=min(spec.target_depth),
+            auto_above={v.name: v.config.auto_above for v in spec.variants},
+        ),
+        aa_check=aa,
+        leakage_gap=gap,
     )
     report_json = report_to_json(report)
-    report_json["retrievals"] = holdout.load_retrievals(conn, eval_id)
-    report_json["warnings"] += approximate_retrieval_warnings(report_json["retrievals"])
-    report_json["diagnostics"] = evaluation_diagnostics(
-        {v.name: outcomes[v.name] for v in spec.variants},
-        tree,
-        target_depth=min(spec.target_depth),
-        auto_above={v.name: v.config.auto_above for v in spec.variants},
-    )
-    if spec.aa_twin is not None:
-        report_json["aaCheck"] = aa_report(spec, outcomes, clusters)
-        if not report_json["aaCheck"]["passed"]:
-            # Said first: every difference in this report is read against this noise floor.
-            report_json["warnings"].insert(
-                0, {"code": "aa_check_failed", "message": report_json["aaCheck"]["summary"]}
-            )
-    if spec.leakage_check:
-        gap = holdout.load_leakage_gap(conn, eval_id)
-        if gap is None:
-            raise ConflictError(
-                "the evaluation asks for a leakage check but none is stored: materialise "
-                "leakage_gap"
-            )
-        report_json["leakageGap"] = gap
     markdown = report_markdown(report_json)
     evaluations.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
     return report_json, markdown

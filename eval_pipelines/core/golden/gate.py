@@ -1,11 +1,15 @@
-"""The activation gate's score check and the schema-drift flag.
+"""The activation gate: the whole rule, and the schema-drift flag.
 
-Whether the gating run was run against the revision being activated, or mixed revisions, is
-decided by the caller, which knows the runs; this module only judges the scores.
+A revision may be activated when every golden set marked as a gate has a completed run against
+exactly that revision that covers every case enabled now, did not mix revisions, produced an
+output for every case and reached the set's threshold. :func:`decide_gate` applies that rule to
+the evidence the caller read (:class:`GatingEvidence`, one per gating set); it reads nothing
+itself, so the asset check, ``workflow activate`` and ``golden run`` judge with the same code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,3 +83,168 @@ def schema_drift(authored_fingerprint: str, current_schema: Schema) -> bool:
     warning for the author, never a block.
     """
     return authored_fingerprint != current_schema.fingerprint()
+
+
+MISSED_FIELDS_SHOWN = 3
+CASES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class GatingEvidence:
+    """What the gate judges one gating set on, as the caller read it from the warehouse.
+
+    ``golden_run_id`` is the set's newest completed run against the revision (``None``: none
+    yet, and ``unfinished`` then describes its newest run of any status, if any). ``score``
+    is that run scored on the cases enabled now; ``covered`` the cases it has results for;
+    ``without_output`` the ``(case id, why)`` of cases the revision produced no output for.
+    """
+
+    set_name: str
+    threshold: float
+    golden_run_id: str | None
+    enabled: tuple[str, ...] = ()
+    covered: frozenset[str] = frozenset()
+    score: RunScore | None = None
+    mixed_revisions: tuple[str, ...] = ()
+    without_output: tuple[tuple[str, str], ...] = ()
+    unfinished: str | None = None
+
+
+@dataclass(frozen=True)
+class SetGate:
+    """One gating set's verdict."""
+
+    set_name: str
+    passed: bool
+    reason: str
+    golden_run_id: str | None
+    field_accuracy: float | None
+    threshold: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "set": self.set_name,
+            "passed": self.passed,
+            "reason": self.reason,
+            "goldenRunId": self.golden_run_id,
+            "fieldAccuracy": self.field_accuracy,
+            "threshold": self.threshold,
+        }
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether a revision may be activated, and why (one line per gating set)."""
+
+    workflow: str
+    revision: str
+    passed: bool
+    reason: str
+    sets: tuple[SetGate, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "revision": self.revision,
+            "passed": self.passed,
+            "reason": self.reason,
+            "sets": [s.to_json() for s in self.sets],
+        }
+
+
+def decide_gate(workflow: str, revision: str, evidence: Sequence[GatingEvidence]) -> Gate:
+    """The activation gate for exactly ``revision`` of ``workflow``.
+
+    Parameters
+    ----------
+    workflow, revision
+        What is to be activated.
+    evidence
+        One :class:`GatingEvidence` per golden set marked as a gate; empty when none is.
+
+    Returns
+    -------
+    Gate
+        Passed when no set gates the workflow or every gating set passed; the reason lists
+        the failing sets' reasons (all sets' when every one passed).
+    """
+    if not evidence:
+        return Gate(workflow, revision, True, "no golden set gates this workflow", ())
+    verdicts = tuple(judge_set(e, revision=revision) for e in evidence)
+    failed = [v for v in verdicts if not v.passed]
+    reason = "; ".join(v.reason for v in (failed or verdicts))
+    return Gate(workflow, revision, not failed, reason, verdicts)
+
+
+def judge_set(evidence: GatingEvidence, *, revision: str) -> SetGate:
+    """One gating set's verdict, in the order the rule is checked: a completed run exists,
+    it covers every enabled case, it did not mix revisions, every case has an output, and
+    its field accuracy reaches the threshold."""
+    name = evidence.set_name
+    run_id = evidence.golden_run_id
+    if run_id is None or evidence.score is None:
+        note = f" (its newest run there is {evidence.unfinished})" if evidence.unfinished else ""
+        reason = f"set {name} has not been run against revision {revision}{note}"
+        return SetGate(name, False, reason, None, None, evidence.threshold)
+    # The gate judges the set as it is now: every enabled case must have a result in the run
+    # (a case added or enabled since was never required by it), and a case disabled since is
+    # left out, as a re-run would leave it.
+    missing = [c for c in evidence.enabled if c not in evidence.covered]
+    left_out = sorted(evidence.covered - set(evidence.enabled))
+    if missing:
+        passed, reason = (
+            False,
+            f"set {name}: run {run_id} does not cover {len(missing)} of its "
+            f"{len(evidence.enabled)} enabled case(s) ({listed(missing)}: added or enabled "
+            f"since it ran); re-run the set against this revision (eval-pipelines golden run "
+            f"{name} --revision {revision})",
+        )
+    elif evidence.mixed_revisions:
+        passed, reason = (
+            False,
+            f"set {name}'s run {run_id} mixed revisions (cases "
+            f"{', '.join(evidence.mixed_revisions)} scored another revision)",
+        )
+    elif evidence.without_output:
+        # 001 leaves errored cases out of the scores; a gate must not let a revision that
+        # extracts nothing from a golden document through on the strength of the others.
+        first, why = evidence.without_output[0]
+        passed, reason = (
+            False,
+            f"set {name}: {len(evidence.without_output)} case(s) produced no output "
+            f"({first}: {why})",
+        )
+    else:
+        decision = passes_gate(evidence.score, threshold=evidence.threshold)
+        passed = decision.passed
+        reason = f"set {name}: {decision.reason}"
+        if not passed:
+            reason += missed_fields(evidence.score)
+        if left_out:
+            reason += f" ({listed(left_out)} disabled since the run, left out)"
+    return SetGate(name, passed, reason, run_id, evidence.score.field_accuracy, evidence.threshold)
+
+
+def listed(case_ids: Sequence[str]) -> str:
+    """``case-0004, case-0005`` (the first few, then how many more)."""
+    shown = ", ".join(case_ids[:CASES_SHOWN])
+    more = len(case_ids) - CASES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def missed_fields(score: RunScore) -> str:
+    """`` (misses: customer 0/3, line_items.qty 4/6)``: the worst fields, so a refusal says
+    where to look."""
+    missed = sorted(
+        (f for f in score.fields if not f.stale and f.scored and f.correct < f.scored),
+        key=lambda f: (f.correct / f.scored, f.key),
+    )
+    if not missed:
+        return ""
+    shown = ", ".join(f"{f.key} {f.correct}/{f.scored}" for f in missed[:MISSED_FIELDS_SHOWN])
+    more = (
+        f" and {len(missed) - MISSED_FIELDS_SHOWN} more"
+        if len(missed) > MISSED_FIELDS_SHOWN
+        else ""
+    )
+    return f" (misses: {shown}{more})"

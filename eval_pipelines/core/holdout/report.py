@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.compare import PairedLevel
+from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
 from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
 from eval_pipelines.core.holdout.spec import AA_TWIN, ClassifyConfig, HoldoutSpec
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
@@ -75,6 +76,10 @@ class HoldoutReport:
     variants: tuple[VariantResult, ...]
     comparisons: tuple[Comparison, ...]
     warnings: tuple[ReportWarning, ...]
+    retrievals: tuple[dict[str, Any], ...] | None = None
+    diagnostics: dict[str, Any] | None = None
+    aa_check: dict[str, Any] | None = None
+    leakage_gap: dict[str, Any] | None = None
 
 
 def comparability(spec: HoldoutSpec) -> dict[str, Any]:
@@ -165,8 +170,27 @@ def build_report(
     excluded_records: int,
     variants: tuple[VariantResult, ...],
     comparisons: tuple[Comparison, ...],
+    retrievals: tuple[dict[str, Any], ...] | None = None,
+    diagnostics: dict[str, Any] | None = None,
+    aa_check: dict[str, Any] | None = None,
+    leakage_gap: dict[str, Any] | None = None,
 ) -> HoldoutReport:
-    """Assemble the report and derive its warnings."""
+    """Assemble the whole report and derive its warnings.
+
+    ``retrievals`` (the stored retrieval rows), ``diagnostics``
+    (:func:`~eval_pipelines.core.holdout.diagnostics.evaluation_diagnostics`), ``aa_check``
+    (:func:`~eval_pipelines.core.holdout.noise_floor.aa_noise_floor`) and ``leakage_gap`` are
+    reported when given. A failed A/A check is the first warning: every difference in the
+    report is read against that noise floor.
+    """
+    warnings: list[ReportWarning] = []
+    if aa_check is not None and not aa_check["passed"]:
+        warnings.append(ReportWarning("aa_check_failed", aa_check["summary"]))
+    warnings += _warnings(spec, sample_size, variants)
+    warnings += [
+        ReportWarning(w["code"], w["message"])
+        for w in approximate_retrieval_warnings(list(retrievals or ()))
+    ]
     return HoldoutReport(
         spec=spec,
         levels=levels,
@@ -176,7 +200,11 @@ def build_report(
         excluded_records=excluded_records,
         variants=variants,
         comparisons=comparisons,
-        warnings=_warnings(spec, sample_size, variants),
+        warnings=tuple(warnings),
+        retrievals=retrievals,
+        diagnostics=diagnostics,
+        aa_check=aa_check,
+        leakage_gap=leakage_gap,
     )
 
 
@@ -312,7 +340,7 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
     }
     if spec.embeddings_version is not None:
         versions["embeddings"] = spec.embeddings_version
-    return {
+    report_json: dict[str, Any] = {
         "evalId": spec.eval_id,
         "caseId": spec.case_id,
         "kind": "holdout",
@@ -347,6 +375,15 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
         "warnings": [{"code": w.code, "message": w.message} for w in report.warnings],
         "note": AGREEMENT_NOTE,
     }
+    if report.retrievals is not None:
+        report_json["retrievals"] = list(report.retrievals)
+    if report.diagnostics is not None:
+        report_json["diagnostics"] = report.diagnostics
+    if report.aa_check is not None:
+        report_json["aaCheck"] = report.aa_check
+    if report.leakage_gap is not None:
+        report_json["leakageGap"] = report.leakage_gap
+    return report_json
 
 
 def _fmt(proportion: dict[str, Any]) -> str:

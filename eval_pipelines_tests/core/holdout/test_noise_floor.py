@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from eval_pipelines.core.holdout.noise_floor import aa_noise_floor
 from eval_pipelines.core.holdout.spec import (
     AA_TWIN,
     ClassifyConfig,
@@ -12,7 +13,6 @@ from eval_pipelines.core.holdout.spec import (
     HoldoutSpec,
     Variant,
 )
-from eval_pipelines.stages.holdout import aa_report
 
 
 def _spec() -> HoldoutSpec:
@@ -49,7 +49,7 @@ def test_a_failed_aa_check_is_a_prompt_to_look_not_proof() -> None:
         "baseline": pl.DataFrame({"record_key": keys, "right_3": right}),
         AA_TWIN: pl.DataFrame({"record_key": keys, "right_3": twin}),
     }
-    report = aa_report(_spec(), outcomes, {k: i // 2 for i, k in enumerate(keys)})
+    report = aa_noise_floor(_spec(), outcomes, {k: i // 2 for i, k in enumerate(keys)})
     assert report["passed"] is False
     summary = report["summary"]
     assert summary.startswith("A/A check failed: the baseline against itself read a difference")
