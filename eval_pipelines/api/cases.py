@@ -5,56 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.core.cases import build_case
 from eval_pipelines.core.errors import ConflictError, InputError
-from eval_pipelines.core.hashing import hash_frame, hash_json
-from eval_pipelines.core.holdout.spec import parse_target_depth, validate_case_id
-from eval_pipelines.core.records import (
-    check_labels_in_tree,
-    metadata_keys,
-    normalise_records,
-    read_table,
-)
-from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
+from eval_pipelines.core.holdout.spec import validate_case_id
+from eval_pipelines.core.records import read_table
 from eval_pipelines.storage import cases, embeddings
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
-
-
-def _column_by_code(tree_frame: pl.DataFrame, column: str) -> dict[str, str | None]:
-    """An optional tree-file column as ``code -> value`` (empty when the file lacks it)."""
-    if column not in tree_frame.columns:
-        return {}
-    codes = tree_frame["code"].cast(pl.String).to_list()
-    return dict(zip(codes, tree_frame[column].cast(pl.String).to_list(), strict=True))
-
-
-def _tree_nodes_frame(
-    tree: CodeTree, titles: dict[str, str | None], kinds: dict[str, str | None]
-) -> pl.DataFrame:
-    """Rows for ``tree_nodes``; prefix trees take their level name as the kind."""
-    codes = sorted(tree.paths)
-    level_names = {level.depth: level.name for level in tree.levels}
-    return pl.DataFrame(
-        {
-            "code": codes,
-            "parent": [tree.paths[c][-2] if len(tree.paths[c]) > 1 else None for c in codes],
-            "depth": [len(tree.paths[c]) for c in codes],
-            "title": [titles.get(c) for c in codes],
-            "kind": [
-                level_names[len(tree.paths[c])] if tree.mode == "prefix" else kinds.get(c)
-                for c in codes
-            ],
-        },
-        schema={
-            "code": pl.String,
-            "parent": pl.String,
-            "depth": pl.Int32,
-            "title": pl.String,
-            "kind": pl.String,
-        },
-    )
 
 
 def create_case(
@@ -96,56 +53,37 @@ def create_case(
         from eval_pipelines.core.embeddings.vectors import read_embeddings_file
 
         embedded = read_embeddings_file(Path(embeddings_path))
-    records = normalise_records(
-        frame, key_column=key_column, text_column=text_column, label_column=label_column
-    )
-    if tree_path is not None:
-        tree_frame = read_table(Path(tree_path), what="--tree")
-        tree = tree_from_parent_links(tree_frame)
-        nodes = _tree_nodes_frame(
-            tree, _column_by_code(tree_frame, "title"), _column_by_code(tree_frame, "kind")
-        )
-    else:
-        assert levels is not None
-        tree = tree_from_prefix_levels(records.get_column("label").unique().to_list(), levels)
-        nodes = _tree_nodes_frame(tree, {}, {})
-    records = check_labels_in_tree(records, tree)
-    depth = parse_target_depth(
-        target_depth if target_depth is not None else [tree.max_depth],
-        "--target-depth",
-        tree.max_depth,
-    )
-    tree_version = hash_json(
-        {
-            "mode": tree.mode,
-            "levels": list(tree.prefix_lengths),
-            "nodes": hash_frame(nodes.select("code", "parent")),
-        }
+    built = build_case(
+        case_id,
+        frame,
+        tree_frame=read_table(Path(tree_path), what="--tree") if tree_path is not None else None,
+        levels=levels,
+        key_column=key_column,
+        text_column=text_column,
+        label_column=label_column,
+        target_depth=target_depth,
+        embedded=embedded,
     )
     info = cases.CaseInfo(
         case_id=case_id,
-        tree_mode=tree.mode,
-        prefix_lengths=tree.prefix_lengths,
-        target_depth=depth,
-        records_version=hash_frame(records.select("record_key", "text", "label", "metadata")),
-        tree_version=tree_version,
-        n_records=records.height,
-        metadata_columns=tuple(sorted(metadata_keys(records))),
+        tree_mode=built.tree.mode,
+        prefix_lengths=built.tree.prefix_lengths,
+        target_depth=built.target_depth,
+        records_version=built.records_version,
+        tree_version=built.tree_version,
+        n_records=built.records.height,
+        metadata_columns=built.metadata_columns,
         source=str(records_path),
     )
-    embedding_set = vectors = None
-    keys: list[str] = []
-    if embedded is not None:
+    embedding_set = None
+    if built.embeddings is not None:
         from eval_pipelines.api.embeddings import embedding_set_for
-        from eval_pipelines.core.embeddings.vectors import check_embeddings
 
-        keys = sorted(records.get_column("record_key").to_list())
-        vectors = check_embeddings(keys, *embedded)
         embedding_set = embedding_set_for(
             case_id,
             info.records_version,
-            keys,
-            vectors,
+            list(built.embedding_keys),
+            built.embeddings,
             method="provided",
             source=str(embeddings_path or f"{records_path}:{embedding_column}"),
         )
@@ -156,10 +94,10 @@ def create_case(
                 f"case={case_id!r}: already exists; pass --replace to load new records "
                 "(earlier evaluations keep the records they were made on)"
             )
-        added = cases.save_case(conn, info, records, nodes)
-        if embedding_set is not None and vectors is not None:
+        added = cases.save_case(conn, info, built.records, built.nodes)
+        if embedding_set is not None and built.embeddings is not None:
             added["embeddingsAdded"] = embeddings.save_embedding_set(
-                conn, embedding_set, keys, vectors
+                conn, embedding_set, list(built.embedding_keys), built.embeddings
             )
     if embedding_set is not None:
         from eval_pipelines.api.embeddings import register_case_partition
@@ -170,9 +108,9 @@ def create_case(
         "records": info.n_records,
         "recordsVersion": info.records_version,
         "treeVersion": info.tree_version,
-        "treeMode": tree.mode,
-        "levels": [{"depth": lv.depth, "name": lv.name} for lv in tree.levels],
-        "targetDepth": list(depth),
+        "treeMode": built.tree.mode,
+        "levels": [{"depth": lv.depth, "name": lv.name} for lv in built.tree.levels],
+        "targetDepth": list(built.target_depth),
         "metadataColumns": list(info.metadata_columns),
         **({"embeddings": embedding_set.to_json()} if embedding_set is not None else {}),
         **added,
