@@ -90,6 +90,7 @@ def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[st
     assert "ingested; 5119 rows over 7 days (2026-11-23 .. 2026-11-29)" in out
     code, out, _ = cli(capsys, "lift", "report")
     assert code == 0 and "verdict superior, confirmed" in out and "A/A: " in out
+    assert "confirmed, outcome audit unaudited" in out  # confirmed, and marked unaudited
     code, out, _ = cli(capsys, "lift", "ledger")
     assert out.startswith("ws/invoice_coding/e2/memo-v2: treated − lever_holdout +0.0")
     assert "n " in out and "clusters" in out and "no offline screening" in out
@@ -360,3 +361,33 @@ def test_bad_audit_input_is_refused_with_exit_2_and_nothing_written(
     assert code == 2 and "--size=0" in err
     code, _, err = cli(capsys, "lift", "audit-sample", "--workspace", "nows", "--size", "5")
     assert code == 2 and "no request of this workspace" in err
+
+
+def test_the_demo_week_still_confirms_marked_unaudited(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make demo`'s lift steps (without its case): the outcome audit does not stop an
+    unaudited claim from confirming; the ledger marks it and the report says what an audit
+    would see."""
+    from eval_pipelines import lift_demo
+
+    code, _, err = cli(
+        capsys,
+        "lift",
+        "settings",
+        "--workspace",
+        "demo-ws",
+        "--fraction",
+        "0.10",
+        "--lever",
+        "five-nearest",
+    )
+    assert code == 0, err
+    week = workdir / "demo_week.jsonl"
+    assert lift_demo.main([str(week), "--true-lift", "0.06"]) == 0
+    assert cli(capsys, "lift", "ingest", week)[0] == 0
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0
+    assert "demo-ws/invoice_coding/e2/five-nearest" in out
+    assert "verdict superior, confirmed, outcome audit unaudited" in out
+    assert "Outcome audit: none" in out
