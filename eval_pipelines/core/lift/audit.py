@@ -10,7 +10,8 @@ often the logged outcome disagrees with the audited one.
 
 The sample
     Per workspace and epoch, and within it per claim type (each claim is one claim type's
-    contrast), ``per_arm`` resolved requests of each of ``treated`` and ``lever_holdout``:
+    contrast), ``per_arm`` resolved requests of each of ``treated`` and ``lever_holdout``
+    (clusters seen in more than one arm, left out of every lift, are left out here too):
     balanced, not proportional, because the check compares the two arms' disagreement rates
     and, for a fixed number of reviews, equal arms give the test the most power (a
     lever_holdout share of 20% would otherwise leave a quarter of the treated arm's reviews
@@ -124,11 +125,16 @@ def audit_sample(
     """
     if isinstance(per_arm, bool) or not isinstance(per_arm, int) or per_arm < 1:
         raise InputError("--size", per_arm, "must be a whole number of requests per arm, >= 1")
-    rows = events.filter(
-        (pl.col("workspace_id") == workspace_id)
-        & (pl.col("exposure_epoch") == epoch)
-        & pl.col("exposure_arm").is_in(_ARMS)
+    experiment = events.filter(
+        (pl.col("workspace_id") == workspace_id) & (pl.col("exposure_epoch") == epoch)
+    )
+    # A cluster whose rows disagree on their arm is left out of every lift: not worth a review.
+    arms = experiment.group_by("cluster").agg(pl.col("exposure_arm").n_unique().alias("arms"))
+    mixed = arms.filter(pl.col("arms") > 1).get_column("cluster")
+    rows = experiment.filter(
+        pl.col("exposure_arm").is_in(_ARMS)
         & pl.col("outcome").is_not_null()
+        & ~pl.col("cluster").is_in(mixed.implode())
     )
     if claim_type is not None:
         rows = rows.filter(pl.col("claim_type") == claim_type)
@@ -249,6 +255,10 @@ def read_audit_file(path: Path | str) -> AuditFile:
     rows: list[dict[str, Any]] = []
     unfilled = 0
     for number, record in records:
+        if None in record:
+            raise InputError(
+                f"{label} {number}", record[None], "has more cells than the header has columns"
+            )
         unknown = sorted(str(k) for k in record if k not in allowed)
         if unknown:
             raise InputError(

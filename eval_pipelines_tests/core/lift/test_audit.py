@@ -270,3 +270,24 @@ def test_a_biased_outcome_logging_is_parked_and_healthy_audits_rarely_are():
     k = lifted.count(FAILED)
     print(f"true lift +0.05, healthy logging, reviewer errs on 5%: audit failed {k} of 200")
     assert k <= 3, k
+
+
+def test_a_cluster_seen_in_both_arms_is_not_sampled():
+    frame = experiment(5).with_columns(ts=pl.lit(datetime(2026, 11, 23)))
+    first = audit_sample(frame, workspace_id="w1", epoch="e1", per_arm=5)
+    picked = frame.filter(pl.col("request_id") == first.get_column("request_id")[0])
+    cluster, arm = picked.row(0, named=True)["cluster"], picked.row(0, named=True)["exposure_arm"]
+    other = "treated" if arm == "lever_holdout" else "lever_holdout"
+    mixed = pl.concat(
+        [frame, picked.with_columns(request_id=pl.lit("x"), exposure_arm=pl.lit(other))]
+    )
+    again = audit_sample(mixed, workspace_id="w1", epoch="e1", per_arm=5)
+    chosen = mixed.filter(pl.col("request_id").is_in(again.get_column("request_id").implode()))
+    assert cluster not in chosen.get_column("cluster").to_list()
+
+
+def test_a_csv_row_with_more_cells_than_the_header_is_refused(tmp_path):
+    bad = tmp_path / "audit.csv"
+    bad.write_text("request_id,audited_outcome\nr1,true,extra\n")
+    with pytest.raises(InputError, match=r"row 2=\['extra'\]: has more cells"):
+        read_audit_file(bad)
