@@ -195,7 +195,7 @@ def _outcome(value: Any, *, csv_text: bool) -> tuple[bool | None, bool]:
     return (value, True) if isinstance(value, bool) else (None, False)
 
 
-def _records(path: Path, data: bytes) -> tuple[str, list[tuple[int, dict[str, Any]]]]:
+def _records(path: Path, data: bytes) -> tuple[str, list[tuple[int, dict[Any, Any]]]]:
     text = data.decode("utf-8-sig")
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
@@ -255,9 +255,11 @@ def read_audit_file(path: Path | str) -> AuditFile:
     rows: list[dict[str, Any]] = []
     unfilled = 0
     for number, record in records:
-        if None in record:
+        if None in record:  # csv.DictReader keys the cells past the header's on None
             raise InputError(
-                f"{label} {number}", record[None], "has more cells than the header has columns"
+                f"{label} {number}",
+                record[None],
+                "has more cells than the header has columns",
             )
         unknown = sorted(str(k) for k in record if k not in allowed)
         if unknown:
