@@ -90,6 +90,7 @@ def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[st
     assert "ingested; 5119 rows over 7 days (2026-11-23 .. 2026-11-29)" in out
     code, out, _ = cli(capsys, "lift", "report")
     assert code == 0 and "verdict superior, confirmed" in out and "A/A: " in out
+    assert "confirmed, outcome audit unaudited" in out  # confirmed, and marked unaudited
     code, out, _ = cli(capsys, "lift", "ledger")
     assert out.startswith("ws/invoice_coding/e2/memo-v2: treated − lever_holdout +0.0")
     assert "n " in out and "clusters" in out and "no offline screening" in out
@@ -171,3 +172,222 @@ def test_ingest_again_says_what_it_skipped_and_refuses_changed_content(
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert f"line 3 of {changed} has claim_type=other" in err
     assert f"line 3 of {log} (stored) has claim_type=invoice_coding" in err
+
+
+def _audit_counts(warehouse: Path) -> int:
+    import duckdb
+
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM lift_audits").fetchone()[0])  # type: ignore[index]
+    finally:
+        conn.close()
+
+
+def _week(workdir: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    code, _, err = cli(capsys, "lift", "settings", "--workspace", "ws", "--lever", "memo-v2")
+    assert code == 0, err
+    log = write_log(
+        workdir / "week.jsonl", LiftConfig("ws", "e2", lever="memo-v2"), true_lift=0.08, seed=4
+    )
+    code, _, err = cli(capsys, "lift", "ingest", log)
+    assert code == 0, err
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_an_audit_sample_filled_in_and_ingested_is_read_by_the_report(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The outcome audit end to end on a real warehouse: before any audit the report and the
+    ledger say `unaudited` and what that leaves unseen (the claim still confirms, as the
+    demo's does); a sample balanced per arm, blinded, the same twice; filled in with the
+    outcomes a reviewer found (here: the logged ones, a healthy logging path), ingested
+    once (again: skipped), read by the next report as a passed audit."""
+    rows = {r["request_id"]: r for r in _week(workdir, capsys)}
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0 and "verdict superior, confirmed" in out
+    assert "Outcome audit: none" in out and "cannot be seen without one" in out
+    code, out, _ = cli(capsys, "lift", "ledger")
+    assert "confirmed, outcome audit unaudited" in out
+
+    code, first, err = cli(capsys, "lift", "audit-sample", "--workspace", "ws", "--size", "60")
+    assert code == 0, err
+    _, second, _ = cli(capsys, "lift", "audit-sample", "--workspace", "ws", "--size", "60")
+    assert first == second  # deterministic
+    sample = [json.loads(line) for line in first.splitlines()]
+    assert len(sample) == 120 and all(r["exposure_epoch"] == "e2" for r in sample)
+    assert not {"exposure_arm", "outcome", "candidate", "cluster"} & set(sample[0])  # blinded
+    arms = [rows[r["request_id"]]["exposure_arm"] for r in sample]
+    assert arms.count("treated") == 60 and arms.count("lever_holdout") == 60
+
+    filled = workdir / "audit.csv"
+    code, out, err = cli(
+        capsys, "lift", "audit-sample", "--workspace", "ws", "--size", "60", "--out", filled
+    )
+    assert code == 0 and "120 requests to audit" in out, err
+    lines = filled.read_text().splitlines()
+    assert lines[0].split(",")[0] == "request_id" and "audited_outcome" in lines[0]
+    completed = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells[6] = "true" if rows[cells[0]]["outcome"] else "false"
+        completed.append(",".join(cells))
+    filled.write_text("\n".join(completed) + "\n")
+    code, out, err = cli(capsys, "lift", "audit", filled)
+    assert code == 0, err
+    assert "120 audited rows: 120 stored, 0 already stored" in out
+    code, out, err = cli(capsys, "lift", "audit", filled)
+    assert code == 0 and "0 stored, 120 already stored (same outcome): skipped" in out, err
+    assert _audit_counts(workdir / "warehouse.duckdb") == 120
+
+    code, out, _ = cli(capsys, "lift", "report", "--json")
+    (claim,) = json.loads(out)["claims"]
+    # The claim confirmed unaudited is settled history; the audit reads on the report's checks.
+    assert claim["status"] == "confirmed" and claim["audit"]["state"] == "unaudited"
+    # ... with the audit read since beside it.
+    assert claim["auditSinceSettled"]["state"] == "passed"
+    assert claim["auditSinceSettled"]["treated"]["audited"] == 60
+    code, out, _ = cli(capsys, "lift", "ledger")
+    assert (
+        "confirmed, outcome audit unaudited; audited since it was settled: passed (0 of 60" in out
+    )
+
+
+def _audit_biased(
+    workdir: Path, capsys: pytest.CaptureFixture[str], rows: dict[str, dict[str, object]]
+) -> None:
+    """Audit 100 requests per arm; the reviewer finds 15 treated logged successes failures."""
+    code, out, _ = cli(capsys, "lift", "audit-sample", "--workspace", "ws", "--size", "100")
+    assert code == 0
+    audited, flipped = [], 0
+    for line in out.splitlines():
+        row = json.loads(line)
+        logged = rows[row["request_id"]]
+        outcome = logged["outcome"]
+        if logged["exposure_arm"] == "treated" and outcome and flipped < 15:
+            outcome, flipped = False, flipped + 1
+        audited.append({**row, "audited_outcome": outcome})
+    path = workdir / "audit.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in audited))
+    code, out, err = cli(capsys, "lift", "audit", path, "--json")
+    assert code == 0 and json.loads(out)["storedRows"] == 200, err
+
+
+def test_a_bias_audited_after_an_unaudited_confirmation_is_shown_beside_it(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The remaining limit, stated: a claim confirmed unaudited stays confirmed (settled
+    history), but a failed audit read since is beside it in the report and the ledger."""
+    rows = {r["request_id"]: r for r in _week(workdir, capsys)}
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0 and "verdict superior, confirmed" in out
+    _audit_biased(workdir, capsys, rows)
+    code, out, _ = cli(capsys, "lift", "report")
+    assert "Outcome audit since the claim was settled unaudited: treated 15 of 100" in out
+    assert "FAILED: the claim was settled on biased outcome logging" in out
+    code, out, _ = cli(capsys, "lift", "ledger")
+    assert "confirmed, outcome audit unaudited; audited since it was settled: failed (15" in out
+
+
+def test_a_biased_treated_logging_is_parked_by_its_audit(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reviewer finds that treated successes were failures the logger turned into
+    successes (15 of 100 treated, none of 100 lever_holdout): the report parks the claim
+    before it is ever confirmed, saying per arm how many were audited and disagree."""
+    rows = {r["request_id"]: r for r in _week(workdir, capsys)}
+    _audit_biased(workdir, capsys, rows)
+    code, out, _ = cli(capsys, "lift", "report")
+    assert (
+        code == 0 and "verdict parked, parked (checks before reading failed: outcome audit" in out
+    )
+    assert "treated 15 of 100 audited outcomes disagree" in out
+    assert "lever_holdout 0 of 100" in out and "FAILED: the instrument is parked" in out
+    code, out, _ = cli(capsys, "lift", "ledger", "--json")
+    (claim,) = json.loads(out)
+    assert claim["status"] == "parked" and claim["audit"]["state"] == "failed"
+    assert claim["audit"]["treated"] == {
+        "audited": 100,
+        "disagreements": 15,
+        "loggedSuccessAuditedFailure": 15,
+        "loggedFailureAuditedSuccess": 0,
+        "departure": 0.15,
+    }
+
+
+def test_bad_audit_input_is_refused_with_exit_2_and_nothing_written(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = workdir / "audit.jsonl"
+    path.write_text('{"request_id": "req-2026-11-23-0-0", "audited_outcome": true}\n')
+    code, out, err = cli(capsys, "lift", "audit", path)
+    assert code == 2 and out == "" and "no stored request has this id" in err
+    assert not (workdir / "warehouse.duckdb").exists()  # not even an empty warehouse
+    rows = _week(workdir, capsys)
+    treated = [r for r in rows if r["exposure_arm"] == "treated" and r["outcome"] is not None]
+    holdout = next(r for r in rows if r["exposure_arm"] == "holdout")
+    unresolved = next(r for r in rows if r["exposure_arm"] == "treated" and r["outcome"] is None)
+    good = {"request_id": treated[0]["request_id"], "audited_outcome": treated[0]["outcome"]}
+    cases = [
+        (
+            {"request_id": "nosuch", "audited_outcome": True},
+            "line 2: request_id='nosuch': no stored",
+        ),
+        (
+            {"request_id": treated[1]["request_id"], "audited_outcome": "ok"},
+            "line 2: audited_outcome='ok': must be true or false",
+        ),
+        ({**good, "audited_outcome": not good["audited_outcome"]}, "line 2: audited_outcome="),
+        ({"request_id": holdout["request_id"], "audited_outcome": True}, "its arm is holdout"),
+        ({"request_id": unresolved["request_id"], "audited_outcome": True}, "unresolved (null)"),
+        (
+            {**good, "request_id": treated[2]["request_id"], "workspace_id": "other"},
+            "line 2: workspace_id='other': request",
+        ),
+    ]
+    for second, message in cases:
+        path.write_text(json.dumps(good) + "\n" + json.dumps(second) + "\n")
+        code, out, err = cli(capsys, "lift", "audit", path)
+        assert code == 2 and out == "" and err.count("\n") == 1, (second, err)
+        assert message in err, (message, err)
+    assert _audit_counts(workdir / "warehouse.duckdb") == 0  # nothing of any refused file
+    path.write_text(json.dumps(good) + "\n")
+    assert cli(capsys, "lift", "audit", path)[0] == 0
+    path.write_text(json.dumps({**good, "audited_outcome": not good["audited_outcome"]}) + "\n")
+    code, _, err = cli(capsys, "lift", "audit", path)
+    assert code == 2 and "was audited before with" in err and "never changes" in err
+    assert _audit_counts(workdir / "warehouse.duckdb") == 1
+    code, _, err = cli(capsys, "lift", "audit-sample", "--workspace", "ws", "--size", "0")
+    assert code == 2 and "--size=0" in err
+    code, _, err = cli(capsys, "lift", "audit-sample", "--workspace", "nows", "--size", "5")
+    assert code == 2 and "no request of this workspace" in err
+
+
+def test_the_demo_week_still_confirms_marked_unaudited(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make demo`'s lift steps (without its case): the outcome audit does not stop an
+    unaudited claim from confirming; the ledger marks it and the report says what an audit
+    would see."""
+    from eval_pipelines import lift_demo
+
+    code, _, err = cli(
+        capsys,
+        "lift",
+        "settings",
+        "--workspace",
+        "demo-ws",
+        "--fraction",
+        "0.10",
+        "--lever",
+        "five-nearest",
+    )
+    assert code == 0, err
+    week = workdir / "demo_week.jsonl"
+    assert lift_demo.main([str(week), "--true-lift", "0.06"]) == 0
+    assert cli(capsys, "lift", "ingest", week)[0] == 0
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0
+    assert "demo-ws/invoice_coding/e2/five-nearest" in out
+    assert "verdict superior, confirmed, outcome audit unaudited" in out
+    assert "Outcome audit: none" in out

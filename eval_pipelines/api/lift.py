@@ -275,3 +275,68 @@ def ledger(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
         return []
     with _open(warehouse, read_only=True) as conn:
         return [claim_json(c) for c in storage.claims(conn)]
+
+
+def audit_sample(
+    workspace_id: str,
+    *,
+    size: int,
+    epoch: str | None = None,
+    claim_type: str | None = None,
+    warehouse: Path | str | None = None,
+) -> dict[str, Any]:
+    """The requests to audit (``size`` per arm in each claim type, one per cluster, blinded:
+    no arm, no logged outcome) of the workspace's epoch (its current one unless given):
+    ``{"workspaceId", "epoch", "perArm", "rows": [...]}``, each row with an empty
+    ``audited_outcome`` for a reviewer to fill in (:mod:`eval_pipelines.core.lift.audit`)."""
+    from eval_pipelines.stages.lift import audit_sample_rows
+
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise InputError("--size", size, "must be a whole number of requests per arm, >= 1")
+    if not resolve_warehouse(warehouse).exists():
+        raise InputError(
+            "--workspace", workspace_id, "no request of this workspace is stored (no warehouse)"
+        )
+    with _open(warehouse, read_only=True) as conn:
+        chosen, rows = audit_sample_rows(
+            conn, workspace_id, per_arm=size, epoch=epoch, claim_type=claim_type
+        )
+    return {
+        "workspaceId": workspace_id,
+        "epoch": chosen,
+        "perArm": size,
+        "rows": rows.to_dicts(),
+    }
+
+
+def audit(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+    """Ingest an audit file (the sample with ``audited_outcome`` filled in: true or false),
+    whole or not at all. Refused (InputError naming the line, field, value and rule; nothing
+    stored): a malformed file, an unknown request id, a request not in the treated or
+    lever_holdout arm or not resolved, the same request twice with different outcomes, or an
+    outcome other than one stored before. Idempotent: audits stored before with the same
+    outcome are skipped (``skippedRows``); rows not filled in are counted (``unfilledRows``)."""
+    from eval_pipelines.core.lift.audit import read_audit_file
+    from eval_pipelines.stages.lift import ingest_audit
+
+    source = Path(path).absolute()
+    read = read_audit_file(source)  # checked whole before the warehouse is opened
+    if read.rows.height and not resolve_warehouse(warehouse).exists():
+        first = read.rows.row(0, named=True)
+        label = "row" if read.kind == "csv" else "line"
+        raise InputError(
+            f"{label} {first['line']}: request_id",
+            first["request_id"],
+            "no stored request has this id (there is no warehouse yet: ingest the logs first) "
+            "(nothing was stored)",
+        )
+    if read.rows.height == 0:
+        return {
+            "path": str(source),
+            "auditedRows": 0,
+            "storedRows": 0,
+            "skippedRows": 0,
+            "unfilledRows": read.unfilled,
+        }
+    with _open(warehouse) as conn:
+        return ingest_audit(conn, source, read).to_json()

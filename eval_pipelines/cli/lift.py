@@ -1,4 +1,5 @@
-"""``eval-pipelines lift assign | settings | ingest | report | ledger`` (spec 004)."""
+"""``eval-pipelines lift assign | settings | ingest | report | ledger | audit-sample | audit``
+(spec 004)."""
 
 from __future__ import annotations
 
@@ -129,6 +130,53 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit_sample(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eval_pipelines.api import lift
+    from eval_pipelines.core.lift.audit import sample_text
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in (".jsonl", ".csv"):
+        raise InputError("--out", str(out), "must end in .jsonl or .csv (the audit file's kind)")
+    sample = lift.audit_sample(
+        args.workspace,
+        size=args.size,
+        epoch=args.epoch,
+        claim_type=args.claim_type,
+        warehouse=args.warehouse,
+    )
+    if out is None:
+        print(sample_text(sample["rows"], kind="jsonl"), end="", flush=True)
+        return 0
+    out.write_text(sample_text(sample["rows"], kind=out.suffix.lower()[1:]), encoding="utf-8")
+    print(
+        f"{out}: {len(sample['rows'])} requests to audit of workspace {sample['workspaceId']}, "
+        f"epoch {sample['epoch']} (up to {sample['perArm']} per arm in each claim type, one per "
+        "cluster; arms and logged outcomes not shown): fill in audited_outcome (true or false), "
+        "then `eval-pipelines lift audit FILE`",
+        flush=True,
+    )
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+
+    ingested = lift.audit(args.file, warehouse=args.warehouse)
+    if args.json:
+        print_json(ingested)
+    else:
+        print(
+            f"{ingested['path']}: {ingested['auditedRows']} audited rows: "
+            f"{ingested['storedRows']} stored, {ingested['skippedRows']} already stored (same "
+            f"outcome): skipped; {ingested['unfilledRows']} not filled in yet; the next "
+            "`lift report` reads them",
+            flush=True,
+        )
+    return 0
+
+
 def add_commands(groups: argparse._SubParsersAction) -> None:
     lift = groups.add_parser(
         "lift", help="live lift: assignment, log ingest, lift report and ledger (spec 004)"
@@ -182,3 +230,26 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     ledger = lift.add_parser("ledger", help="each claim with its scope, interval and n")
     ledger.add_argument("--json", action="store_true")
     ledger.set_defaults(func=cmd_ledger)
+
+    sample = lift.add_parser(
+        "audit-sample",
+        help="the requests to audit (outcome established outside the logging path), "
+        "deterministic, balanced per arm, blinded",
+    )
+    sample.add_argument("--workspace", required=True)
+    sample.add_argument(
+        "--size", type=int, required=True, help="requests per arm (in each claim type)"
+    )
+    sample.add_argument("--epoch", default=None, help="default: the workspace's current epoch")
+    sample.add_argument("--claim-type", default=None)
+    sample.add_argument(
+        "--out", default=None, metavar="FILE", help="write FILE (.jsonl or .csv), not stdout"
+    )
+    sample.set_defaults(func=cmd_audit_sample)
+
+    audit = lift.add_parser(
+        "audit", help="ingest audited outcomes (whole or nothing; idempotent per request)"
+    )
+    audit.add_argument("file")
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(func=cmd_audit)

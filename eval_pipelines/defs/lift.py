@@ -115,11 +115,16 @@ def lift_report(
 def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Before any lift is read, its A/A check (K = 20 seeded halves of the control arm) must
     pass with a false-positive rate of at most 0.10, and the checks of the logs (sample ratio,
-    assignment re-derived from the logged keys, cluster size) must pass; a scope that fails
-    is parked."""
+    assignment re-derived from the logged keys, cluster size, outcome audit) must pass; a scope
+    that fails is parked (a claim settled unaudited whose audit failed since is named too)."""
     with warehouse.connect(read_only=True) as conn:
         claims = storage.claims(conn)
-    parked = [c.claim_id for c in claims if c.status == "parked"]
+    # A claim settled unaudited whose outcome audit failed since is flagged too.
+    parked = [
+        c.claim_id
+        for c in claims
+        if c.status == "parked" or (c.lift.get("auditSinceSettled") or {}).get("state") == "failed"
+    ]
     return dg.AssetCheckResult(
         passed=not parked,
         severity=dg.AssetCheckSeverity.ERROR,

@@ -8,6 +8,7 @@ under: a new epoch, baseline head or application config invalidates an open one 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,7 +19,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.core.lift.audit import AuditFile
+from eval_pipelines.core.lift.checks import UNAUDITED
 from eval_pipelines.core.lift.evidence import (
     Baseline,
     Confirmation,
@@ -353,7 +357,9 @@ def _claim(
     )
     current = _current_baseline(rows, bound, newest_epoch)
     if existing is not None and existing.status in SETTLED:
-        return existing  # a confirmed or invalidated claim is history: kept as it was settled
+        # A confirmed or invalidated claim is history: kept as it was settled, with an audit
+        # read since beside it when it was settled unaudited.
+        return _with_later_audit(existing, result)
     confirmation = check_baseline(Confirmation(claim_id, bound, "open", None), current)
     live = LiveConfirmation(claim_id, result)
     if confirmation.status == "invalidated":
@@ -409,6 +415,17 @@ def _claim(
     )
 
 
+def _with_later_audit(settled: storage.Claim, result: LiftResult) -> storage.Claim:
+    """A settled claim, with the outcome audit read since (``auditSinceSettled``) when it was
+    settled unaudited and its scope is audited now: the status does not change, but a bias
+    found later is not silent."""
+    audit = result.checks.audit if result.checks is not None else None
+    before = (settled.lift.get("checks") or {}).get("audit") or {}
+    if audit is None or audit.state == UNAUDITED or before.get("state", UNAUDITED) != UNAUDITED:
+        return settled
+    return dataclasses.replace(settled, lift={**settled.lift, "auditSinceSettled": audit.to_json()})
+
+
 def build_report(
     conn: duckdb.DuckDBPyConnection, *, seed: int = 0, n_resamples: int = 2000
 ) -> tuple[dict[str, Any], list[storage.Claim]]:
@@ -423,6 +440,10 @@ def build_report(
     copies = events.group_by("request_id").len().filter(pl.col("len") > 1)
     conflicting = copies.get_column("request_id")
     eligible = unmixed.filter(~pl.col("request_id").is_in(conflicting.implode()))
+    # The outcome audit: each audited request's independently established outcome beside its
+    # logged one (null where not audited).
+    audited = storage.audits(conn).select("request_id", "audited_outcome")
+    eligible = eligible.join(audited, on="request_id", how="left")
     now = datetime.now(UTC).replace(tzinfo=None)
     screenings = evaluations.reports_newest_first(conn, "holdout")  # read once per report
     claims: list[storage.Claim] = []
@@ -484,6 +505,9 @@ def claim_json(claim: storage.Claim) -> dict[str, Any]:
         "mde": claim.mde,
         "aa": claim.aa,
         "checks": claim.lift.get("checks"),
+        # A claim stored before the outcome audit existed was read unaudited.
+        "audit": (claim.lift.get("checks") or {}).get("audit"),
+        "auditSinceSettled": claim.lift.get("auditSinceSettled"),
         "baseline": {"head": claim.baseline_head, "appConfig": claim.app_config},
         "offline": claim.offline,
         "offlineNote": claim.lift.get("offlineNote"),
@@ -511,6 +535,9 @@ def claim_line(claim: dict[str, Any]) -> str:
         else ("no interval")
     )
     status = claim["status"] + (f" ({claim['reason']})" if claim["reason"] else "")
+    status += f", outcome audit {audit_mark(claim.get('audit'))}"
+    if claim.get("auditSinceSettled"):
+        status += f"; audited since it was settled: {audit_mark(claim['auditSinceSettled'])}"
     offline = claim["offline"]
     beside = (
         f"; offline {_signed(offline.get('difference'))} "
@@ -525,6 +552,55 @@ def claim_line(claim: dict[str, Any]) -> str:
         f"({claim['clustersTreated']} vs {claim['clustersControl']} clusters), "
         f"verdict {claim['verdict']}, {status}{beside}"
     )
+
+
+def audit_mark(audit: dict[str, Any] | None) -> str:
+    """The outcome audit of a ledger line in a few words: ``unaudited`` (what it leaves
+    unseen is in the report), ``insufficient``, ``passed`` or ``failed``, with its n."""
+    if not audit or audit.get("state", UNAUDITED) == UNAUDITED:
+        return UNAUDITED
+    treated, control = audit["treated"], audit["control"]
+    return (
+        f"{audit['state']} ({treated['disagreements']} of {treated['audited']} treated vs "
+        f"{control['disagreements']} of {control['audited']} lever_holdout audited outcomes "
+        "disagree with the logged ones)"
+    )
+
+
+def _audit_line(audit: dict[str, Any] | None, *, settled: bool = False) -> str:
+    state = (audit or {}).get("state", UNAUDITED)
+    if state == UNAUDITED:
+        return (
+            "  - Outcome audit: none. A bias in one arm's outcome logging (a treated failure "
+            "logged as a success) leaves arms, keys and counts intact and cannot be seen "
+            "without one: it reads as a lift (`lift audit-sample`, then `lift audit FILE`)"
+        )
+    assert audit is not None
+    treated, control = audit["treated"], audit["control"]
+    counts = (
+        f"treated {treated['disagreements']} of {treated['audited']} audited outcomes disagree "
+        f"with the logged one, lever_holdout {control['disagreements']} of {control['audited']}"
+    )
+    if state == "insufficient":
+        return (
+            f"  - Outcome audit: insufficient ({counts}; each arm needs {audit['minPerArm']}): "
+            "a bias in one arm's outcome logging is not checked yet"
+        )
+    failed = (
+        "FAILED: the claim was settled on biased outcome logging (it stays as it was settled)"
+        if settled
+        else "FAILED: the instrument is parked"
+    )
+    outcome = "passed" if state == "passed" else failed
+    head = "Outcome audit since the claim was settled unaudited" if settled else "Outcome audit"
+    return (
+        f"  - {head}: {counts}; the logging adds {audit['liftBias']:+.3f} to the lift; "
+        f"Fisher exact p = {audit['pValue']:.3g} (parks below {audit['alpha']}): {outcome}"
+    )
+
+
+# The checks of the logs themselves (the outcome audit has its own line).
+_LOG_CHECKS = ("sampleRatio", "assignment", "clusterSize")
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -569,8 +645,17 @@ def report_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"  - Checks before reading: sample ratio {srm}; assignment re-derived from the "
                 f"logged keys: {derived}; cluster size: {single}: "
-                + ("passed" if checks["passed"] else "FAILED: the instrument is parked")
+                + (
+                    "passed"
+                    if all(
+                        checks[k]["passed"] for k in ("sampleRatio", "assignment", "clusterSize")
+                    )
+                    else "FAILED: the instrument is parked"
+                )
             )
+        lines.append(_audit_line(claim.get("audit")))
+        if claim.get("auditSinceSettled"):
+            lines.append(_audit_line(claim["auditSinceSettled"], settled=True))
         if claim["mde"] is not None:
             lines.append(
                 f"  - MDE {claim['mde']:.3f} at 80% power (a power diagnostic, not the verdict)"
@@ -603,7 +688,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         "_A lift is claimed only when the always-valid interval's lower bound is above zero "
         "(valid however often this report is read), within one epoch, after the A/A check and "
         "the checks before reading passed; collecting or insufficient_evidence does not imply "
-        "a lift._",
+        "a lift. A claim confirmed unaudited is marked so: the logs alone cannot show a bias "
+        "in one arm's outcome logging._",
     ]
     return "\n".join(lines)
 
@@ -615,3 +701,162 @@ def _rate(rate: Any) -> str:
             return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
         return str(value)
     return str(rate)
+
+
+@dataclass(frozen=True)
+class AuditIngested:
+    """One audit file ingested: its audited rows, how many were stored (never audited
+    before), skipped (audited before with the same outcome) and not filled in yet."""
+
+    path: str
+    rows: int
+    stored: int
+    skipped: int
+    unfilled: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "auditedRows": self.rows,
+            "storedRows": self.stored,
+            "skippedRows": self.skipped,
+            "unfilledRows": self.unfilled,
+        }
+
+
+_CONTRASTED = ("treated", "lever_holdout")
+
+
+def _audit_refusal(label: str, line: int, field: str, value: Any, rule: str) -> InputError:
+    return InputError(f"{label} {line}: {field}", value, f"{rule} (nothing was stored)")
+
+
+def check_audit(
+    read: AuditFile, requests: pl.DataFrame, stored: pl.DataFrame
+) -> tuple[pl.DataFrame, int]:
+    """The audit rows to store, with each request's workspace and epoch, and how many are
+    already stored with the same outcome; :class:`InputError` naming the first row that
+    cannot be: an unknown request id, a request stored with more than one content, another
+    workspace or epoch than the file says, an arm other than treated and lever_holdout, an
+    unresolved logged outcome, or an audit stored before with another outcome or note.
+
+    ``requests`` are the stored rows of the file's request ids
+    (:func:`~eval_pipelines.storage.lift.stored_requests`), ``stored`` their stored audits."""
+    label = "row" if read.kind == "csv" else "line"
+    logged = requests.select(
+        "request_id", "workspace_id", "exposure_epoch", "exposure_arm", "outcome"
+    ).unique()
+    by_id = {row["request_id"]: row for row in logged.iter_rows(named=True)}
+    copies = logged.group_by("request_id").len().filter(pl.col("len") > 1)
+    conflicting = set(copies.get_column("request_id").to_list())
+    audited = {row["request_id"]: row for row in stored.iter_rows(named=True)}
+    keep, skipped = [], 0
+    for row in read.rows.iter_rows(named=True):
+        request_id, line = row["request_id"], row["line"]
+        request = by_id.get(request_id)
+        if request is None:
+            raise _audit_refusal(
+                label,
+                line,
+                "request_id",
+                request_id,
+                "no stored request has this id: audit the requests `lift audit-sample` lists, "
+                "after their logs are ingested",
+            )
+        if request_id in conflicting:
+            raise _audit_refusal(
+                label,
+                line,
+                "request_id",
+                request_id,
+                "this request is stored more than once with different content and is left "
+                "out of every lift: it cannot be audited",
+            )
+        for column in ("workspace_id", "exposure_epoch"):
+            if row[column] is not None and row[column] != request[column]:
+                raise _audit_refusal(
+                    label,
+                    line,
+                    column,
+                    row[column],
+                    f"request {request_id!r} is stored with {column}={request[column]}",
+                )
+        if request["exposure_arm"] not in _CONTRASTED:
+            raise _audit_refusal(
+                label,
+                line,
+                "request_id",
+                request_id,
+                f"its arm is {request['exposure_arm']}: the audit compares the treated and "
+                "lever_holdout arms only",
+            )
+        if request["outcome"] is None:
+            raise _audit_refusal(
+                label,
+                line,
+                "request_id",
+                request_id,
+                "its logged outcome is unresolved (null): only a resolved outcome can be "
+                "audited against the log",
+            )
+        before = audited.get(request_id)
+        if before is not None:
+            if (before["audited_outcome"], before["note"]) != (row["audited_outcome"], row["note"]):
+                raise _audit_refusal(
+                    label,
+                    line,
+                    "audited_outcome",
+                    row["audited_outcome"],
+                    f"request {request_id!r} was audited before with audited_outcome="
+                    f"{str(before['audited_outcome']).lower()}, note={before['note']!r} "
+                    f"({before['path']}, {label} {before['line']}): an audited outcome never "
+                    "changes",
+                )
+            skipped += 1
+            continue
+        keep.append(
+            {
+                **row,
+                "workspace_id": request["workspace_id"],
+                "exposure_epoch": request["exposure_epoch"],
+            }
+        )
+    return pl.DataFrame(keep, schema=read.rows.schema), skipped
+
+
+def ingest_audit(
+    conn: duckdb.DuckDBPyConnection, path: Path | str, read: AuditFile
+) -> AuditIngested:
+    """Check an audit file's rows against the stored requests and audits, then store its new
+    audits in one transaction (or refuse the file whole: nothing is stored). Idempotent:
+    an audit stored before with the same content is skipped and counted."""
+    path = Path(path).absolute()
+    with transaction(conn):
+        ids = read.rows.get_column("request_id")
+        fresh, skipped = check_audit(
+            read, storage.stored_requests(conn, ids), storage.audits(conn, ids)
+        )
+        storage.insert_audits(conn, str(path), fresh)
+    return AuditIngested(str(path), read.rows.height, fresh.height, skipped, read.unfilled)
+
+
+def audit_sample_rows(
+    conn: duckdb.DuckDBPyConnection,
+    workspace_id: str,
+    *,
+    per_arm: int,
+    epoch: str | None = None,
+    claim_type: str | None = None,
+) -> tuple[str, pl.DataFrame]:
+    """The epoch (the workspace's current one unless given) and its blinded audit sample."""
+    from eval_pipelines.core.lift.audit import audit_sample
+
+    events = storage.events(conn, workspace_id=workspace_id)
+    if events.height == 0:
+        raise InputError(
+            "--workspace", workspace_id, "no request of this workspace is stored (ingest its logs)"
+        )
+    chosen = epoch or _current_epoch(conn, events, workspace_id)
+    return chosen, audit_sample(
+        events, workspace_id=workspace_id, epoch=chosen, per_arm=per_arm, claim_type=claim_type
+    )

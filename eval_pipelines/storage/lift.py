@@ -323,3 +323,36 @@ def latest_report(conn: duckdb.DuckDBPyConnection) -> tuple[dict[str, Any], str]
         "SELECT report_json, markdown FROM lift_reports ORDER BY created_at DESC LIMIT 1"
     ).fetchone()
     return (json.loads(row[0]), row[1]) if row else None
+
+
+AUDIT_COLUMNS = (
+    "request_id, workspace_id, exposure_epoch, audited_outcome, note, path, line, ingested_at"
+)
+
+
+def audits(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series | None = None) -> pl.DataFrame:
+    """Stored outcome audits (all, or of these request ids): :data:`AUDIT_COLUMNS`."""
+    if request_ids is None:
+        return conn.execute(f"SELECT {AUDIT_COLUMNS} FROM lift_audits ORDER BY request_id").pl()
+    conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
+    try:
+        return conn.execute(
+            "SELECT a.request_id, a.workspace_id, a.exposure_epoch, a.audited_outcome, a.note, "
+            "a.path, a.line, a.ingested_at FROM lift_audits a "
+            "JOIN incoming_frame i ON i.request_id = a.request_id ORDER BY a.request_id"
+        ).pl()
+    finally:
+        conn.unregister(INCOMING)
+
+
+def insert_audits(conn: duckdb.DuckDBPyConnection, path: str, rows: pl.DataFrame) -> None:
+    """Store new outcome audits (call inside a transaction): ``request_id``, ``workspace_id``,
+    ``exposure_epoch``, ``audited_outcome``, ``note``, ``line``."""
+    frame = rows.select(
+        "request_id", "workspace_id", "exposure_epoch", "audited_outcome", "note", "line"
+    ).with_columns(path=pl.lit(path), ingested_at=pl.lit(_now()))
+    insert_frame(
+        conn,
+        f"INSERT INTO lift_audits ({AUDIT_COLUMNS}) SELECT {AUDIT_COLUMNS} FROM incoming_frame",
+        frame,
+    )

@@ -275,7 +275,11 @@ def live_lift(
     clusters that are not the ones the assignment used): a sample-ratio mismatch of the
     arms' clusters against the configured share, a logged cluster key that does not
     re-assign to its stamped arm, or trace-keyed clusters that are nearly all one request,
-    park the instrument as a failed A/A does.
+    park the instrument as a failed A/A does. So does a failed outcome audit: when
+    ``events`` has an ``audited_outcome`` column (and ``request_id``), the arms'
+    disagreements between logged and audited outcomes are compared
+    (:func:`~eval_pipelines.core.lift.checks.outcome_audit`); without audited rows the
+    result reads ``unaudited`` (:attr:`LiftResult.message` says what that leaves unseen).
 
     The lift is the difference of the arms' ratio estimators (resolved successes over
     resolved rows) with the percentile interval of the two-sample cluster bootstrap
@@ -295,6 +299,11 @@ def live_lift(
     frame = _validated(events)
     if "key_source" in events.columns:
         frame = frame.with_columns(events.get_column("key_source").cast(pl.String))
+    # The outcome audit's columns (the audited outcome beside the logged one), when given.
+    if "audited_outcome" in events.columns:
+        frame = frame.with_columns(events.get_column("audited_outcome").cast(pl.Boolean))
+        if "request_id" in events.columns:
+            frame = frame.with_columns(events.get_column("request_id").cast(pl.String))
     scope = {
         "workspace_id": workspace_id,
         "claim_type": claim_type,
@@ -504,6 +513,7 @@ def _message(result: LiftResult) -> str:
         if result.checks is not None and not result.checks.complete
         else ""
     )
+    audit = f" Outcome audit {result.checks.audit.words()}." if result.checks is not None else ""
     if result.verdict == PARKED:
         return (
             f"{head}parked. The A/A check failed: {aa.false_positives} of {aa.splits} random "
@@ -553,5 +563,5 @@ def _message(result: LiftResult) -> str:
     }[result.verdict]
     return (
         f"{head}{meaning}; {lift}. {arms}{mde} A/A check passed ({aa.false_positives} of "
-        f"{aa.splits} halves declared a difference).{unchecked}{mixed}"
+        f"{aa.splits} halves declared a difference).{unchecked}{audit}{mixed}"
     )

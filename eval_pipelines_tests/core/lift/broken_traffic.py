@@ -20,6 +20,9 @@ Breakages:
 ``outcome_bias``
     A treated failure is logged as a success with this probability (0.125 gives about +0.05);
     arms, keys and counts are untouched.
+
+``with_truth`` adds ``true_outcome``, each request's outcome before any logging bias (null
+where unresolved): what an outcome audit establishes.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def experiment(
     outcome_bias: float = 0.0,
     config: LiftConfig = CONFIG,
     days: int = 1,
+    with_truth: bool = False,
 ) -> pl.DataFrame:
     rng = np.random.default_rng([19, seed])
     trace_ids = [f"t{seed}-{g}" for g in range(traces)]
@@ -74,6 +78,7 @@ def experiment(
     rate = np.where(arm == "treated", base_rate + true_lift, base_rate)
     latent = special.ndtri(rate) * scale + rng.normal(0.0, sd, traces)[codes]
     right = latent + rng.standard_normal(codes.size) > 0
+    truth = right.copy()
     if outcome_bias:
         right = right | ((arm == "treated") & (rng.random(codes.size) < outcome_bias))
     resolved = rng.random(codes.size) >= 0.05
@@ -84,7 +89,7 @@ def experiment(
     request_ids = [f"r{seed}-{g}-{j}" for g, j in zip(codes.tolist(), turn.tolist(), strict=True)]
     cluster = request_ids if per_request else [trace_ids[g] for g in codes.tolist()]
     n = codes.size
-    return pl.DataFrame(
+    frame = pl.DataFrame(
         {
             "workspace_id": [config.workspace_id] * n,
             "claim_type": ["fact"] * n,
@@ -101,3 +106,8 @@ def experiment(
         },
         schema={**SCHEMA, "day": pl.Int64},
     )
+    if with_truth:
+        frame = frame.with_columns(
+            true_outcome=pl.Series(np.where(resolved, truth, None).tolist(), dtype=pl.Boolean)
+        )
+    return frame
