@@ -98,7 +98,7 @@ def main() -> None:
     import numpy as np
     import polars as pl
 
-    from eval_pipelines.core.text import retrieval, vectorize
+    from eval_pipelines.core.text import index_files, inverted_index, retrieval, vectorize
 
     _line("import_s", time.perf_counter() - started)
 
@@ -126,10 +126,10 @@ def main() -> None:
     _line("nnz_per_text", matrix.nnz / max(1, len(texts)))
 
     started = time.perf_counter()
-    built = retrieval.build_text_index(matrix)
+    built = inverted_index.build_text_index(matrix)
     build_cold = time.perf_counter() - started
     started = time.perf_counter()
-    built = retrieval.build_text_index(matrix)
+    built = inverted_index.build_text_index(matrix)
     build_warm = time.perf_counter() - started
     _line("index_build_cold_s", build_cold)
     _line("index_build_warm_s", build_warm)
@@ -139,8 +139,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="retrieval-bench-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = folder / "demo.tfidf"
-    save_s, _, _ = _best(args.repeat, lambda: retrieval.save_text_index(built, path))
-    load_s, _, index = _best(args.repeat, lambda: retrieval.load_text_index(path))
+    save_s, _, _ = _best(args.repeat, lambda: index_files.save_text_index(built, path))
+    load_s, _, index = _best(args.repeat, lambda: index_files.load_text_index(path))
     _line("index_save_npy_s", save_s)
     _line("index_load_npy_mmap_s", load_s)
     _line("index_mb_on_disk", sum(p.stat().st_size for p in path.iterdir()) / 2**20)

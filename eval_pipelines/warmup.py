@@ -18,7 +18,8 @@ def _warm_sparse_search() -> None:
     saved and searched memory-mapped, as the stages use it, so that exactly their calls are
     compiled and cached here.
     """
-    from eval_pipelines.core.text.retrieval import build_text_index, search
+    from eval_pipelines.core.text.inverted_index import build_text_index
+    from eval_pipelines.core.text.retrieval import search
     from eval_pipelines.core.text.segments import load_segmented_index, write_segmented_index
     from eval_pipelines.core.text.shards import search_sharded
     from eval_pipelines.core.text.vectorize import fit_transform

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     # The search modules load numba: the Dagster definitions import this module, and only
     # the steps that search need them (imported in the functions below).
     from eval_pipelines.core.holdout.grouping import Groups, LeaveOut
-    from eval_pipelines.core.text.retrieval import SearchResult
+    from eval_pipelines.core.text.search_result import SearchResult
 
 TFIDF = Retrieval().key
 SHARDS_MAX = 256

@@ -23,7 +23,7 @@ from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.storage import cases
 
 if TYPE_CHECKING:
-    from eval_pipelines.core.text.retrieval import SegmentedIndex
+    from eval_pipelines.core.text.inverted_index import SegmentedIndex
 
 OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
 

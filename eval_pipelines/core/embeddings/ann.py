@@ -35,7 +35,7 @@ from eval_pipelines.core.embeddings.dense import _NEAR_DUPLICATE_CAP, _search, s
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
-from eval_pipelines.core.text.retrieval import SearchResult
+from eval_pipelines.core.text.search_result import SearchResult
 from eval_pipelines.core.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()

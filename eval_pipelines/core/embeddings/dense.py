@@ -1,6 +1,6 @@
 """Exact cosine nearest neighbours among L2-normalised dense vectors.
 
-Same question and same :class:`~eval_pipelines.core.text.retrieval.SearchResult` as the exact
+Same question and same :class:`~eval_pipelines.core.text.search_result.SearchResult` as the exact
 sparse search in :mod:`eval_pipelines.core.text.retrieval`: queries are rows of the corpus,
 the query itself is never its own neighbour or near-duplicate, near-duplicates are the other
 documents with similarity ``>= threshold - 1e-5`` (reported whether or not they are also
@@ -33,7 +33,7 @@ from eval_pipelines.core.embeddings._arguments import unit_vectors
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
-from eval_pipelines.core.text.retrieval import SearchResult
+from eval_pipelines.core.text.search_result import SearchResult
 from eval_pipelines.core.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()

@@ -20,7 +20,9 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.holdout.spec import Grouping, Retrieval
-from eval_pipelines.core.text.retrieval import SearchIndex, SearchResult, search
+from eval_pipelines.core.text.inverted_index import SearchIndex
+from eval_pipelines.core.text.retrieval import search
+from eval_pipelines.core.text.search_result import SearchResult
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from numba.core import config
 _CORE = Path(__file__).resolve().parents[1]
 KERNEL_MODULES = (
     "topk_heap.py",
-    "text/retrieval.py",
+    "text/search_kernels.py",
     "text/vectorize.py",
     "embeddings/dense.py",
     "embeddings/ann.py",

@@ -11,7 +11,7 @@ the unsegmented matrix and every search result is the unsegmented one.
 
 On disk the index is a directory: ``starts.npy`` (the first document of each segment, then the
 number of documents) and one ``segment-NNNNN`` directory per segment in the format of
-:func:`~eval_pipelines.core.text.retrieval.save_text_index`. It is written to a temporary
+:func:`~eval_pipelines.core.text.index_files.save_text_index`. It is written to a temporary
 directory and moved into place whole, so a reader or a crash sees the old index or the new
 one, never part of one.
 """
@@ -24,14 +24,13 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from eval_pipelines.core.text.retrieval import (
-    SegmentedIndex,
-    build_text_index,
+from eval_pipelines.core.text.index_files import (
     load_text_index,
     save_array,
     save_text_index,
     staged_directory,
 )
+from eval_pipelines.core.text.inverted_index import SegmentedIndex, build_text_index
 from eval_pipelines.core.text.vectorize import (
     DEFAULT_N_FEATURES,
     fit,

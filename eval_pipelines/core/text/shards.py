@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy.typing as npt
 
-from eval_pipelines.core.text.retrieval import SearchIndex, search
+from eval_pipelines.core.text.inverted_index import SearchIndex
+from eval_pipelines.core.text.retrieval import search
 from eval_pipelines.core.text.search_result import SearchResult, merge_shard_results
 
 __all__ = ["merge_shard_results", "search_sharded", "shard_ranges"]

@@ -11,7 +11,7 @@ import pytest
 from eval_pipelines.core.embeddings import dense
 from eval_pipelines.core.embeddings.dense import search_dense, search_dense_brute_force
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.text.retrieval import SearchResult
+from eval_pipelines.core.text.search_result import SearchResult
 
 # Both paths compute float32 dot products with BLAS, but in blocks of different shapes, whose
 # kernels may add the 64 products in a different order: scores then differ by a few ulps

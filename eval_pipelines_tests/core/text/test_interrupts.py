@@ -17,7 +17,8 @@ SEARCH_FOREVER = """
 import sys
 import numpy as np
 import polars as pl
-from eval_pipelines.core.text.retrieval import build_text_index, search
+from eval_pipelines.core.text.inverted_index import build_text_index
+from eval_pipelines.core.text.retrieval import search
 from eval_pipelines.core.text.vectorize import fit_transform
 texts = pl.read_parquet(sys.argv[1], columns=["text"]).get_column("text").to_list()
 index = build_text_index(fit_transform(texts)[1])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from eval_pipelines.core.text import inverted_index, search_result
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import vectorize as vz
 from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
@@ -22,7 +23,7 @@ from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
 _DEMO_RECORDS = Path(__file__).resolve().parents[3] / "data" / "demo" / "icd10cm_records.parquet"
 
 
-def _assert_same(fast: rt.SearchResult, slow: rt.SearchResult) -> None:
+def _assert_same(fast: search_result.SearchResult, slow: search_result.SearchResult) -> None:
     np.testing.assert_array_equal(fast.neighbours, slow.neighbours)
     np.testing.assert_array_equal(fast.similarities, slow.similarities)
     np.testing.assert_array_equal(fast.near_duplicate_indptr, slow.near_duplicate_indptr)
@@ -52,7 +53,7 @@ def _random_matrix(seed: int, n_docs: int = 600, n_features: int = 80) -> sp.csr
 
 
 def _exclusions(
-    index: rt.TextIndex, queries: np.ndarray, seed: int
+    index: inverted_index.TextIndex, queries: np.ndarray, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Leave-out lists that bite: part of each query's own top documents, plus noise."""
     rng = np.random.default_rng(seed)
@@ -72,7 +73,7 @@ def _exclusions(
 def test_pruned_search_equals_brute_force_on_random_matrices(
     seed: int, threshold: float | None, k: int
 ) -> None:
-    index = rt.build_text_index(_random_matrix(seed))
+    index = inverted_index.build_text_index(_random_matrix(seed))
     queries = np.random.default_rng(seed + 10).choice(index.n_docs, 150, replace=False)
     for with_exclusions in (False, True):
         indptr, indices = _exclusions(index, queries, seed) if with_exclusions else (None, None)
@@ -91,7 +92,7 @@ def test_pruning_skips_postings_and_rescores() -> None:
     """On text-like data pruning skips postings and rescores rows (the identity tests need
     not: on the small random corpora it often falls back to rereading every list)."""
     _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1))
-    index = rt.build_text_index(matrix)
+    index = inverted_index.build_text_index(matrix)
     queries = np.arange(0, 3000, 7)
     pruned, plain = rt.SearchStats(), rt.SearchStats()
     fast = rt.search(index, queries, k=5, near_duplicate_threshold=0.95, stats=pruned)
@@ -106,7 +107,7 @@ def test_pruning_skips_postings_and_rescores() -> None:
 
 
 def test_near_duplicate_overflow_is_rerun_when_pruning(monkeypatch: pytest.MonkeyPatch) -> None:
-    index = rt.build_text_index(_random_matrix(3))
+    index = inverted_index.build_text_index(_random_matrix(3))
     queries = np.arange(index.n_docs)
     expected = rt.search_brute_force(index, queries, k=6, near_duplicate_threshold=0.8)
     assert np.diff(expected.near_duplicate_indptr).max() > 2
@@ -119,7 +120,7 @@ def test_negative_weights_fall_back_to_the_plain_scan() -> None:
     matrix = _random_matrix(4).tolil()
     matrix[3, 0] = -0.5
     matrix[7, 1] = -0.25
-    index = rt.build_text_index(matrix.tocsr())
+    index = inverted_index.build_text_index(matrix.tocsr())
     assert not index.nonnegative
     assert index.feature_max is not None and np.isinf(index.feature_max[[0, 1]]).all()
     queries = np.arange(index.n_docs)
@@ -131,7 +132,7 @@ def test_negative_weights_fall_back_to_the_plain_scan() -> None:
 
 @pytest.mark.parametrize("doc_range", [(0, 600), (0, 1), (100, 350), (599, 600), (250, 250)])
 def test_a_document_range_equals_brute_force(doc_range: tuple[int, int]) -> None:
-    index = rt.build_text_index(_random_matrix(5))
+    index = inverted_index.build_text_index(_random_matrix(5))
     queries = np.random.default_rng(5).choice(index.n_docs, 120, replace=False)
     indptr, indices = _exclusions(index, queries, 5)
     for threshold in (None, 0.9):
@@ -150,7 +151,7 @@ def test_a_document_range_equals_brute_force(doc_range: tuple[int, int]) -> None
 
 
 def test_bad_document_ranges_are_refused() -> None:
-    index = rt.build_text_index(_random_matrix(6))
+    index = inverted_index.build_text_index(_random_matrix(6))
     for doc_range in ((-1, 10), (10, 5), (0, 601)):
         with pytest.raises(ValueError, match="doc_range"):
             rt.search(index, np.array([1]), k=2, doc_range=doc_range)
@@ -163,7 +164,7 @@ def test_demo_records_pruned_equal_brute_force() -> None:
 
     records = pl.read_parquet(_DEMO_RECORDS, columns=["record_key", "text"]).sort("record_key")
     _, matrix = vz.fit_transform(records.get_column("text").to_list())
-    index = rt.build_text_index(matrix)
+    index = inverted_index.build_text_index(matrix)
     queries = np.random.default_rng(11).choice(index.n_docs, 80, replace=False)
     indptr, indices = _exclusions(index, queries, 11)
     stats = rt.SearchStats()

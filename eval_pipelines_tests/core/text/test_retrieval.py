@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from eval_pipelines.core.search_request import NEAR_DUPLICATE_TOLERANCE
+from eval_pipelines.core.text import index_files, inverted_index, search_result
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import vectorize as vz
 
@@ -61,9 +62,9 @@ def _synthetic_texts(n: int, seed: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def index() -> rt.TextIndex:
+def index() -> inverted_index.TextIndex:
     _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
-    return rt.build_text_index(matrix)
+    return inverted_index.build_text_index(matrix)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def queries() -> np.ndarray:
     return np.concatenate([[10, 13, 20, 21, 30], sample[~np.isin(sample, [10, 13, 20, 21, 30])]])
 
 
-def _assert_same(fast: rt.SearchResult, slow: rt.SearchResult) -> None:
+def _assert_same(fast: search_result.SearchResult, slow: search_result.SearchResult) -> None:
     # Both paths add the same float32 products in the same order, so scores are bit-identical
     # and ties break identically (smaller id first).
     np.testing.assert_array_equal(fast.neighbours, slow.neighbours)
@@ -86,12 +87,12 @@ def _assert_same(fast: rt.SearchResult, slow: rt.SearchResult) -> None:
     assert fast.near_duplicate_indices.dtype == np.int32
 
 
-def _near_duplicates(result: rt.SearchResult, row: int) -> np.ndarray:
+def _near_duplicates(result: search_result.SearchResult, row: int) -> np.ndarray:
     indptr = result.near_duplicate_indptr
     return result.near_duplicate_indices[indptr[row] : indptr[row + 1]]
 
 
-def test_index_is_the_transpose(index: rt.TextIndex) -> None:
+def test_index_is_the_transpose(index: inverted_index.TextIndex) -> None:
     assert index.n_docs == 3000
     assert (index.postings != index.docs.T.tocsr()).nnz == 0
     assert index.postings.indices.dtype == np.int32
@@ -100,7 +101,7 @@ def test_index_is_the_transpose(index: rt.TextIndex) -> None:
 
 @pytest.mark.parametrize("threshold", [None, 0.93, 0.98, 1.0])
 def test_search_equals_brute_force(
-    index: rt.TextIndex, queries: np.ndarray, threshold: float | None
+    index: inverted_index.TextIndex, queries: np.ndarray, threshold: float | None
 ) -> None:
     fast = rt.search(index, queries, k=20, near_duplicate_threshold=threshold)
     slow = rt.search_brute_force(index, queries, k=20, near_duplicate_threshold=threshold)
@@ -121,7 +122,7 @@ def test_search_equals_brute_force(
         assert not np.isin(fast.neighbours[row], near).any()
 
 
-def test_exact_duplicates_at_threshold_one(index: rt.TextIndex) -> None:
+def test_exact_duplicates_at_threshold_one(index: inverted_index.TextIndex) -> None:
     result = rt.search(index, np.array([10, 13]), k=5, near_duplicate_threshold=1.0)
     assert _near_duplicates(result, 0).tolist() == [11, 12, 13]
     assert _near_duplicates(result, 1).tolist() == [10, 11, 12]
@@ -130,7 +131,7 @@ def test_exact_duplicates_at_threshold_one(index: rt.TextIndex) -> None:
 
 
 def test_exclusions_are_honoured_without_shortfall(
-    index: rt.TextIndex, queries: np.ndarray
+    index: inverted_index.TextIndex, queries: np.ndarray
 ) -> None:
     rng = np.random.default_rng(4)
     lengths = rng.integers(0, 60, size=queries.shape[0])
@@ -174,7 +175,7 @@ def test_exclusions_are_honoured_without_shortfall(
 
 def test_k_beyond_the_corpus_pads_with_minus_one() -> None:
     _, matrix = vz.fit_transform(["left knee", "right knee", "knee pain", "ear"])
-    index = rt.build_text_index(matrix)
+    index = inverted_index.build_text_index(matrix)
     for fn in (rt.search, rt.search_brute_force):
         result = fn(index, np.array([0, 3]), k=10)
         assert result.neighbours.shape == (2, 10)
@@ -186,7 +187,7 @@ def test_k_beyond_the_corpus_pads_with_minus_one() -> None:
 
 
 @pytest.mark.exhaustive
-def test_empty_rows_and_isolated_texts(index: rt.TextIndex) -> None:
+def test_empty_rows_and_isolated_texts(index: inverted_index.TextIndex) -> None:
     assert index.docs[20].nnz == 0 and index.docs[21].nnz == 0
     # The isolated text shares no hashed feature with any other document.
     assert (index.docs @ index.docs[30].T).nnz == 1
@@ -199,7 +200,7 @@ def test_empty_rows_and_isolated_texts(index: rt.TextIndex) -> None:
 
 
 def test_near_duplicate_overflow_is_rerun(
-    index: rt.TextIndex, queries: np.ndarray, monkeypatch: pytest.MonkeyPatch
+    index: inverted_index.TextIndex, queries: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = rt.search_brute_force(index, queries, k=10, near_duplicate_threshold=0.93)
     assert np.diff(expected.near_duplicate_indptr).max() > 2
@@ -207,7 +208,9 @@ def test_near_duplicate_overflow_is_rerun(
     _assert_same(rt.search(index, queries, k=10, near_duplicate_threshold=0.93), expected)
 
 
-def test_thread_count_does_not_change_results(index: rt.TextIndex, queries: np.ndarray) -> None:
+def test_thread_count_does_not_change_results(
+    index: inverted_index.TextIndex, queries: np.ndarray
+) -> None:
     one = rt.search(index, queries, k=16, near_duplicate_threshold=0.98, n_threads=1)
     two = rt.search(index, queries, k=16, near_duplicate_threshold=0.98, n_threads=2)
     _assert_same(one, two)
@@ -226,13 +229,13 @@ def _mapped(array: np.ndarray) -> bool:
     return isinstance(base, mmap.mmap)
 
 
-def test_save_and_load_round_trip(index: rt.TextIndex, tmp_path: Path) -> None:
+def test_save_and_load_round_trip(index: inverted_index.TextIndex, tmp_path: Path) -> None:
     path = tmp_path / "evidence.tfidf"
-    rt.save_text_index(index, path)
-    rt.save_text_index(index, path)
+    index_files.save_text_index(index, path)
+    index_files.save_text_index(index, path)
     # The second save replaced the first: no staging or old directories are left behind.
     assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]
-    loaded = rt.load_text_index(path)
+    loaded = index_files.load_text_index(path)
     assert loaded.n_docs == index.n_docs
     for name in ("docs", "postings"):
         a: sp.csr_matrix = getattr(loaded, name)
@@ -256,47 +259,49 @@ def test_save_and_load_round_trip(index: rt.TextIndex, tmp_path: Path) -> None:
 
 
 def test_save_replaces_an_index_atomically(
-    index: rt.TextIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    index: inverted_index.TextIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Replacing an index swaps whole directories; a reader of the old one keeps it intact."""
-    small = rt.build_text_index(index.docs[:100])
+    small = inverted_index.build_text_index(index.docs[:100])
     path = tmp_path / "evidence.tfidf"
-    rt.save_text_index(small, path)
-    old = rt.load_text_index(path)
-    rt.save_text_index(index, path)
-    assert rt.load_text_index(path).n_docs == 3000
+    index_files.save_text_index(small, path)
+    old = index_files.load_text_index(path)
+    index_files.save_text_index(index, path)
+    assert index_files.load_text_index(path).n_docs == 3000
     # The old maps still read the old (now unlinked) files.
     assert old.n_docs == 100
     np.testing.assert_array_equal(old.docs.data, small.docs.data)
     # Without an atomic exchange the old directory is set aside before the rename.
-    monkeypatch.setattr(rt, "_exchange", lambda a, b: False)
-    rt.save_text_index(small, path)
-    assert rt.load_text_index(path).n_docs == 100
+    monkeypatch.setattr(index_files, "_exchange", lambda a, b: False)
+    index_files.save_text_index(small, path)
+    assert index_files.load_text_index(path).n_docs == 100
     assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]
 
 
 def test_failed_save_leaves_the_old_index(
-    index: rt.TextIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    index: inverted_index.TextIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "evidence.tfidf"
-    rt.save_text_index(index, path)
+    index_files.save_text_index(index, path)
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(rt, "replace_directory", broken)
+    monkeypatch.setattr(index_files, "replace_directory", broken)
     with pytest.raises(OSError, match="disk full"):
-        rt.save_text_index(rt.build_text_index(index.docs[:10]), path)
+        index_files.save_text_index(inverted_index.build_text_index(index.docs[:10]), path)
     assert [p.name for p in tmp_path.iterdir()] == ["evidence.tfidf"]
-    assert rt.load_text_index(path).n_docs == 3000
+    assert index_files.load_text_index(path).n_docs == 3000
 
 
 def test_indexes_without_postings_round_trip(tmp_path: Path) -> None:
     """Zero-length arrays are stored and mapped too (all-empty rows, or no rows at all)."""
     for n_docs in (3, 0):
         path = tmp_path / f"empty-{n_docs}.tfidf"
-        rt.save_text_index(rt.build_text_index(sp.csr_matrix((n_docs, 8), dtype=np.float32)), path)
-        loaded = rt.load_text_index(path)
+        index_files.save_text_index(
+            inverted_index.build_text_index(sp.csr_matrix((n_docs, 8), dtype=np.float32)), path
+        )
+        loaded = index_files.load_text_index(path)
         assert loaded.n_docs == n_docs and loaded.docs.nnz == 0
         result = rt.search(loaded, np.arange(n_docs), k=2, near_duplicate_threshold=0.9)
         assert np.all(result.neighbours == -1)
@@ -306,15 +311,15 @@ def test_loading_something_else_is_refused(tmp_path: Path) -> None:
     old_format = tmp_path / "evidence.npz"
     old_format.write_bytes(b"PK")
     with pytest.raises(FileNotFoundError):
-        rt.load_text_index(old_format)
+        index_files.load_text_index(old_format)
     with pytest.raises(FileNotFoundError):
-        rt.load_text_index(tmp_path / "missing.tfidf")
+        index_files.load_text_index(tmp_path / "missing.tfidf")
     (tmp_path / "empty.tfidf").mkdir()
     with pytest.raises(FileNotFoundError):
-        rt.load_text_index(tmp_path / "empty.tfidf")
+        index_files.load_text_index(tmp_path / "empty.tfidf")
 
 
-def test_bad_arguments_are_refused(index: rt.TextIndex) -> None:
+def test_bad_arguments_are_refused(index: inverted_index.TextIndex) -> None:
     q = np.array([1, 2])
     with pytest.raises(ValueError, match="near_duplicate_threshold"):
         rt.search(index, q, k=3, near_duplicate_threshold=0.0)
@@ -338,7 +343,7 @@ def test_demo_records_match_brute_force() -> None:
 
     texts = pl.read_parquet(_DEMO_RECORDS, columns=["text"]).get_column("text").to_list()
     _, matrix = vz.fit_transform(texts)
-    index = rt.build_text_index(matrix)
+    index = inverted_index.build_text_index(matrix)
     queries = np.random.default_rng(9).choice(index.n_docs, size=60, replace=False)
     for threshold in (0.93, 1.0):
         _assert_same(
@@ -400,7 +405,7 @@ def _oracle_near_duplicates(
 
 
 def _assert_matches_oracle(
-    result: rt.SearchResult,
+    result: search_result.SearchResult,
     queries: np.ndarray,
     oracle_sims: np.ndarray,
     near_duplicates: bool,
@@ -451,7 +456,10 @@ def _assert_matches_oracle(
 
 
 def _assert_near_duplicates_match_oracle(
-    result: rt.SearchResult, queries: np.ndarray, must: list[set[int]], may: list[set[int]]
+    result: search_result.SearchResult,
+    queries: np.ndarray,
+    must: list[set[int]],
+    may: list[set[int]],
 ) -> None:
     for row, q in enumerate(queries):
         got = set(_near_duplicates(result, row).tolist())
@@ -480,7 +488,7 @@ def test_search_matches_sklearn_oracle(
     else:
         _, matrix = vz.fit_transform(_demo_texts())
         query_ids = np.arange(matrix.shape[0])
-    index = rt.build_text_index(matrix)
+    index = inverted_index.build_text_index(matrix)
     k = 15
     result = rt.search(index, query_ids, k=k, near_duplicate_threshold=threshold)
     oracle_sims = _oracle_similarities(matrix, query_ids)
@@ -497,13 +505,13 @@ def test_search_matches_sklearn_oracle(
 def test_sklearn_oracle_check_catches_wrong_results(queries: np.ndarray) -> None:
     """The oracle comparison is not vacuous: corrupted results fail it."""
     _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
-    index = rt.build_text_index(matrix)
+    index = inverted_index.build_text_index(matrix)
     result = rt.search(index, queries, k=15, near_duplicate_threshold=0.93)
     oracle_sims = _oracle_similarities(matrix, queries)
     must, may = _oracle_near_duplicates(matrix, queries, 0.93)
     _assert_matches_oracle(result, queries, oracle_sims, near_duplicates=True)
 
-    def corrupted(**changes: np.ndarray) -> rt.SearchResult:
+    def corrupted(**changes: np.ndarray) -> search_result.SearchResult:
         fields = {
             "neighbours": result.neighbours.copy(),
             "similarities": result.similarities.copy(),
@@ -511,7 +519,7 @@ def test_sklearn_oracle_check_catches_wrong_results(queries: np.ndarray) -> None
             "near_duplicate_indices": result.near_duplicate_indices,
         }
         fields.update(changes)
-        return rt.SearchResult(**fields)
+        return search_result.SearchResult(**fields)
 
     # A row whose best neighbour is strictly better than its k-th.
     sims = result.similarities

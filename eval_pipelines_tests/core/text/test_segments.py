@@ -11,6 +11,7 @@ import psutil
 import pytest
 import scipy.sparse as sp
 
+from eval_pipelines.core.text import index_files, inverted_index
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import segments as sg
 from eval_pipelines.core.text import vectorize as vz
@@ -22,18 +23,20 @@ _TEXTS = _synthetic_texts(3000, seed=1)
 
 
 @pytest.fixture(scope="module")
-def whole() -> rt.TextIndex:
-    return rt.build_text_index(vz.fit_transform(_TEXTS)[1])
+def whole() -> inverted_index.TextIndex:
+    return inverted_index.build_text_index(vz.fit_transform(_TEXTS)[1])
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], rt.SegmentedIndex]:
+def built(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[int], inverted_index.SegmentedIndex]:
     """The corpus's segmented index for a segment size, written once per module (each segment
     stores 8 MB of per-feature arrays, so small segment sizes cost disk)."""
     folder = tmp_path_factory.mktemp("segmented")
-    cache: dict[int, rt.SegmentedIndex] = {}
+    cache: dict[int, inverted_index.SegmentedIndex] = {}
 
-    def get(segment_docs: int) -> rt.SegmentedIndex:
+    def get(segment_docs: int) -> inverted_index.SegmentedIndex:
         if segment_docs not in cache:
             cache[segment_docs] = _segmented(folder, segment_docs)
         return cache[segment_docs]
@@ -41,7 +44,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], rt.Segmen
     return get
 
 
-def _segmented(tmp_path: Path, segment_docs: int, texts: list[str] = _TEXTS) -> rt.SegmentedIndex:
+def _segmented(
+    tmp_path: Path, segment_docs: int, texts: list[str] = _TEXTS
+) -> inverted_index.SegmentedIndex:
     path = tmp_path / f"evidence-{segment_docs}.tfidf"
     sg.write_segmented_index(texts, path, segment_docs=segment_docs)
     return sg.load_segmented_index(path)
@@ -53,7 +58,7 @@ def test_fit_gives_the_idf_of_fit_transform() -> None:
 
 
 def test_segments_hold_the_rows_of_the_whole_matrix(
-    whole: rt.TextIndex, built: Callable[[int], rt.SegmentedIndex]
+    whole: inverted_index.TextIndex, built: Callable[[int], inverted_index.SegmentedIndex]
 ) -> None:
     segmented = built(700)
     assert [s.n_docs for s in segmented.segments] == [700, 700, 700, 700, 200]
@@ -73,8 +78,8 @@ def test_segments_hold_the_rows_of_the_whole_matrix(
 @pytest.mark.parametrize("segment_docs", [97, 333, 700, 2999, 3000, 10_000])
 @pytest.mark.parametrize("threshold", [None, 0.93, 1.0])
 def test_segmented_search_equals_one_index_and_brute_force(
-    whole: rt.TextIndex,
-    built: Callable[[int], rt.SegmentedIndex],
+    whole: inverted_index.TextIndex,
+    built: Callable[[int], inverted_index.SegmentedIndex],
     segment_docs: int,
     threshold: float | None,
 ) -> None:
@@ -101,7 +106,9 @@ def test_segmented_search_equals_one_index_and_brute_force(
 
 @pytest.mark.parametrize("doc_range", [(0, 3000), (650, 1450), (700, 1400), (10, 20), (5, 5)])
 def test_a_document_range_across_segments(
-    whole: rt.TextIndex, built: Callable[[int], rt.SegmentedIndex], doc_range: tuple[int, int]
+    whole: inverted_index.TextIndex,
+    built: Callable[[int], inverted_index.SegmentedIndex],
+    doc_range: tuple[int, int],
 ) -> None:
     segmented = built(700)
     queries = np.arange(0, 3000, 17)
@@ -117,12 +124,15 @@ def test_random_matrices_with_ties_and_negative_weights() -> None:
     # Segments built from any matrix (not only TF-IDF texts): ties broken by id across
     # segments, and an index with negative weights is scanned in full.
     matrix = _random_matrix(7)
-    whole = rt.build_text_index(matrix)
+    whole = inverted_index.build_text_index(matrix)
     queries = np.arange(whole.n_docs)
     indptr, indices = _exclusions(whole, queries, seed=7)
     for cut in ([0, 90, 91, 300, whole.n_docs], [0, whole.n_docs]):
-        segmented = rt.SegmentedIndex(
-            tuple(rt.build_text_index(matrix[a:b]) for a, b in zip(cut, cut[1:], strict=False))
+        segmented = inverted_index.SegmentedIndex(
+            tuple(
+                inverted_index.build_text_index(matrix[a:b])
+                for a, b in zip(cut, cut[1:], strict=False)
+            )
         )
         for k in (3, 50):
             kwargs = dict(
@@ -133,12 +143,15 @@ def test_random_matrices_with_ties_and_negative_weights() -> None:
                 rt.search_brute_force(whole, queries, **kwargs),  # type: ignore[arg-type]
             )
     negative = sp.csr_matrix(matrix.multiply(np.where(np.arange(matrix.shape[1]) % 5, 1, -1)))
-    segmented = rt.SegmentedIndex(
-        (rt.build_text_index(negative[:100]), rt.build_text_index(negative[100:]))
+    segmented = inverted_index.SegmentedIndex(
+        (
+            inverted_index.build_text_index(negative[:100]),
+            inverted_index.build_text_index(negative[100:]),
+        )
     )
     _assert_same(
         rt.search(segmented, queries, k=10),
-        rt.search_brute_force(rt.build_text_index(negative), queries, k=10),
+        rt.search_brute_force(inverted_index.build_text_index(negative), queries, k=10),
     )
 
 
@@ -148,7 +161,7 @@ def test_later_segments_prune_from_the_kth_score_found_before(tmp_path: Path) ->
     # searching each one alone reads the same postings ten times, while the segmented search
     # starts segments 2-10 from the k-th score of those before and reads far fewer.
     texts = _TEXTS[:1000] * 10
-    whole = rt.build_text_index(vz.fit_transform(texts)[1])
+    whole = inverted_index.build_text_index(vz.fit_transform(texts)[1])
     segmented = _segmented(tmp_path, 1000, texts)
     queries = np.arange(0, 1000, 7)
     carried, alone = rt.SearchStats(), rt.SearchStats()
@@ -164,7 +177,7 @@ def test_later_segments_prune_from_the_kth_score_found_before(tmp_path: Path) ->
 
 
 def test_empty_corpus_and_no_queries(
-    tmp_path: Path, built: Callable[[int], rt.SegmentedIndex]
+    tmp_path: Path, built: Callable[[int], inverted_index.SegmentedIndex]
 ) -> None:
     empty = _segmented(tmp_path, 10, [])
     assert empty.n_docs == 0 and len(empty.segments) == 1
@@ -172,7 +185,9 @@ def test_empty_corpus_and_no_queries(
     assert found.neighbours.shape == (0, 4)
 
 
-def test_bad_input_is_refused(tmp_path: Path, built: Callable[[int], rt.SegmentedIndex]) -> None:
+def test_bad_input_is_refused(
+    tmp_path: Path, built: Callable[[int], inverted_index.SegmentedIndex]
+) -> None:
     segmented = built(700)
     with pytest.raises(ValueError, match="query_docs"):
         rt.search(segmented, np.array([3000]), k=3)
@@ -182,10 +197,13 @@ def test_bad_input_is_refused(tmp_path: Path, built: Callable[[int], rt.Segmente
         sg.write_segmented_index(_TEXTS, tmp_path / "x.tfidf", segment_docs=0)
     assert not (tmp_path / "x.tfidf").exists()
     with pytest.raises(ValueError, match="segments"):
-        rt.SegmentedIndex(())
+        inverted_index.SegmentedIndex(())
     with pytest.raises(ValueError, match="feature counts"):
-        rt.SegmentedIndex(
-            (rt.build_text_index(_random_matrix(1)), rt.build_text_index(sp.eye(3, format="csr")))
+        inverted_index.SegmentedIndex(
+            (
+                inverted_index.build_text_index(_random_matrix(1)),
+                inverted_index.build_text_index(sp.eye(3, format="csr")),
+            )
         )
 
 
@@ -193,7 +211,9 @@ def test_loading_is_checked_and_a_failed_write_keeps_the_old_index(tmp_path: Pat
     path = tmp_path / "evidence.tfidf"
     sg.write_segmented_index(_TEXTS, path, segment_docs=1000)
     # An unsegmented index directory (the previous format) is not a segmented index.
-    rt.save_text_index(rt.build_text_index(vz.fit_transform(_TEXTS[:5])[1]), tmp_path / "old")
+    index_files.save_text_index(
+        inverted_index.build_text_index(vz.fit_transform(_TEXTS[:5])[1]), tmp_path / "old"
+    )
     with pytest.raises(FileNotFoundError):
         sg.load_segmented_index(tmp_path / "old")
 
@@ -215,8 +235,8 @@ def test_loading_is_checked_and_a_failed_write_keeps_the_old_index(tmp_path: Pat
 def test_released_pages_leave_the_process_and_stay_readable(tmp_path: Path) -> None:
     # 4.9M weights: the postings' weights alone are 19.7 MB, memory-mapped.
     matrix = sp.random(20_000, 4096, density=0.06, format="csr", dtype=np.float32, random_state=0)
-    rt.save_text_index(rt.build_text_index(matrix), tmp_path / "mapped")
-    index = rt.load_text_index(tmp_path / "mapped")
+    index_files.save_text_index(inverted_index.build_text_index(matrix), tmp_path / "mapped")
+    index = index_files.load_text_index(tmp_path / "mapped")
     process = psutil.Process()
     before = process.memory_info().rss
     total = float(index.postings.data.sum(dtype=np.float64))
@@ -227,4 +247,4 @@ def test_released_pages_leave_the_process_and_stay_readable(tmp_path: Path) -> N
     assert touched - released > 12 * 2**20
     assert float(index.postings.data.sum(dtype=np.float64)) == total
     # An index in memory has no mapping to release.
-    rt.build_text_index(matrix[:10]).release_pages()
+    inverted_index.build_text_index(matrix[:10]).release_pages()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eval_pipelines.core.text import index_files, inverted_index, search_result
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import shards as sh
 from eval_pipelines.core.text import vectorize as vz
@@ -14,16 +15,16 @@ from eval_pipelines_tests.core.text.test_pruning import _exclusions, _random_mat
 from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
 
 
-def _assert_same(a: rt.SearchResult, b: rt.SearchResult) -> None:
+def _assert_same(a: search_result.SearchResult, b: search_result.SearchResult) -> None:
     for field in ("neighbours", "similarities", "near_duplicate_indptr", "near_duplicate_indices"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
         assert getattr(a, field).dtype == getattr(b, field).dtype, field
 
 
 @pytest.fixture(scope="module")
-def index() -> rt.TextIndex:
+def index() -> inverted_index.TextIndex:
     _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
-    return rt.build_text_index(matrix)
+    return inverted_index.build_text_index(matrix)
 
 
 def test_shard_ranges_cover_every_document_once() -> None:
@@ -44,7 +45,7 @@ def test_shard_ranges_cover_every_document_once() -> None:
 @pytest.mark.parametrize("shards", [1, 2, 3, 7])
 @pytest.mark.parametrize("threshold", [None, 0.93, 1.0])
 def test_sharded_search_equals_search_and_brute_force(
-    index: rt.TextIndex, shards: int, threshold: float | None
+    index: inverted_index.TextIndex, shards: int, threshold: float | None
 ) -> None:
     queries = np.concatenate(
         [[10, 13, 20, 21, 30], np.random.default_rng(2).choice(3000, 200, replace=False)]
@@ -65,7 +66,7 @@ def test_sharded_search_equals_search_and_brute_force(
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("shards", [1, 2, 3, 7])
 def test_sharded_search_on_random_matrices_with_ties(shards: int) -> None:
-    index = rt.build_text_index(_random_matrix(7))
+    index = inverted_index.build_text_index(_random_matrix(7))
     queries = np.arange(index.n_docs)
     indptr, indices = _exclusions(index, queries, seed=7)
     for k in (3, 50, 700):
@@ -82,7 +83,9 @@ def test_sharded_search_on_random_matrices_with_ties(shards: int) -> None:
             )
 
 
-def test_shards_hold_only_their_documents_and_merge_in_any_order(index: rt.TextIndex) -> None:
+def test_shards_hold_only_their_documents_and_merge_in_any_order(
+    index: inverted_index.TextIndex,
+) -> None:
     queries = np.arange(0, 3000, 11)
     ranges = sh.shard_ranges(index.n_docs, 3)
     parts = [
@@ -96,10 +99,10 @@ def test_shards_hold_only_their_documents_and_merge_in_any_order(index: rt.TextI
     _assert_same(sh.merge_shard_results(parts[::-1], k=15), expected)
 
 
-def test_shards_of_a_memory_mapped_index(index: rt.TextIndex, tmp_path: Path) -> None:
+def test_shards_of_a_memory_mapped_index(index: inverted_index.TextIndex, tmp_path: Path) -> None:
     path = tmp_path / "evidence.tfidf"
-    rt.save_text_index(index, path)
-    loaded = rt.load_text_index(path)
+    index_files.save_text_index(index, path)
+    loaded = index_files.load_text_index(path)
     queries = np.arange(0, 3000, 13)
     _assert_same(
         sh.search_sharded(loaded, queries, shards=4, k=10, near_duplicate_threshold=0.93),
@@ -107,12 +110,12 @@ def test_shards_of_a_memory_mapped_index(index: rt.TextIndex, tmp_path: Path) ->
     )
 
 
-def test_merge_edge_cases(index: rt.TextIndex) -> None:
+def test_merge_edge_cases(index: inverted_index.TextIndex) -> None:
     empty = sh.search_sharded(index, np.zeros(0, dtype=np.int64), shards=3, k=4)
     assert empty.neighbours.shape == (0, 4)
     assert empty.near_duplicate_indptr.tolist() == [0]
     # More shards than documents: most shards are empty.
-    small = rt.build_text_index(_random_matrix(8, n_docs=30, n_features=20))
+    small = inverted_index.build_text_index(_random_matrix(8, n_docs=30, n_features=20))
     queries = np.arange(30)
     _assert_same(
         sh.search_sharded(small, queries, shards=40, k=5, near_duplicate_threshold=0.9),

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eval_pipelines.core.text import index_files, inverted_index
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import segments as sg
 from eval_pipelines.stages import text_index as ti
@@ -38,7 +39,7 @@ def test_index_is_built_once_then_reused(tmp_path: Path) -> None:
     for a in (first, third):
         np.testing.assert_array_equal(
             rt.search(a.index, queries, k=5).neighbours,
-            rt.search(rt.build_text_index(a.index.matrix()), queries, k=5).neighbours,
+            rt.search(inverted_index.build_text_index(a.index.matrix()), queries, k=5).neighbours,
         )
 
 
@@ -72,7 +73,7 @@ def test_broken_and_unsegmented_directories_are_rebuilt(tmp_path: Path) -> None:
     assert handle.built and handle.index.n_docs == 200
     # An index of the unsegmented format (one directory of arrays) is rebuilt as segments.
     unsegmented = tmp_path / "case-v3.tfidf"
-    rt.save_text_index(rt.build_text_index(handle.index.matrix()), unsegmented)
+    index_files.save_text_index(inverted_index.build_text_index(handle.index.matrix()), unsegmented)
     rebuilt = ti.load_or_build_index(tmp_path, "case", "v3", texts)
     assert rebuilt.built and (unsegmented / "starts.npy").exists()
 
