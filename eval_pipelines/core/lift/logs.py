@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -335,13 +335,21 @@ class Matched:
     fresh: pl.DataFrame
     skipped: int
     conflicts: pl.DataFrame
+    # Rows that resolve a request stored unresolved: they replace its stored rows.
+    resolved: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # Of ``skipped``: unresolved rows of requests stored resolved (never an overwrite).
+    unresolved_after_resolved: int = 0
 
 
 def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
     """Split a file's rows (:func:`validate_log`) by request id: ``fresh`` ones never stored;
-    ``skipped``, how many are stored with the same content (:data:`CONTENT`); ``conflicts``,
-    one row per request stored with other content: ``request_id``, ``line``, ``stored_line``,
-    ``stored_path``, the first differing ``column`` and both values (as text).
+    ``resolved``, rows with an outcome of requests stored without one (unresolved, censored)
+    and otherwise the same content (:data:`CONTENT`): the update a log writes when the
+    outcome arrives; ``skipped``, how many are stored with the same content, or stored
+    resolved and arrive unresolved (``unresolved_after_resolved`` of them); ``conflicts``,
+    one row per request stored with other content (a resolved outcome that changes
+    included): ``request_id``, ``line``, ``stored_line``, ``stored_path``, the first
+    differing ``column`` and both values (as text).
 
     ``stored`` has ``request_id``, ``stored_line``, ``stored_path`` and the :data:`CONTENT`
     columns typed as :func:`validate_log` types them (every stored row of those ids)."""
@@ -352,6 +360,11 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
         suffix="__stored",
     )
     differs = {c: ~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT}
+    # Only the outcome differs, and one side has none: the stored row unresolved (this row
+    # resolves it) or this row unresolved (its outcome is already stored).
+    others_same = ~pl.any_horizontal(*(d for c, d in differs.items() if c != "outcome"))
+    resolves = others_same & pl.col("outcome__stored").is_null() & pl.col("outcome").is_not_null()
+    late = others_same & pl.col("outcome").is_null() & pl.col("outcome__stored").is_not_null()
 
     def first_difference(of: str) -> pl.Expr:
         """The first differing column: its name (``"name"``), its value here (``""``) or
@@ -367,9 +380,10 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
 
     first = first_difference("name")
     value, stored_value = first_difference(""), first_difference("__stored")
-    flagged = joined.with_columns(column=first, value=value, stored_value=stored_value).filter(
-        pl.col("column").is_not_null()
+    paired = joined.with_columns(
+        column=first, value=value, stored_value=stored_value, resolves=resolves, late=late
     )
+    flagged = paired.filter(pl.col("column").is_not_null() & ~pl.col("resolves") & ~pl.col("late"))
     conflicts = (
         flagged.sort("line", "stored_line")
         .unique("request_id", keep="first", maintain_order=True)
@@ -377,10 +391,23 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
             "request_id", "line", "stored_line", "stored_path", "column", "value", "stored_value"
         )
     )
+    settled = paired.filter(
+        ~pl.col("request_id").is_in(conflicts.get_column("request_id").implode())
+    )
+    by_request = settled.group_by("request_id").agg(
+        resolves=pl.col("resolves").any(), late=pl.col("late").any()
+    )
+    resolving = by_request.filter("resolves").get_column("request_id")
+    skipped = by_request.filter(~pl.col("resolves"))
     matched = joined.get_column("request_id").unique()
-    skipped = matched.filter(~matched.is_in(conflicts.get_column("request_id").implode())).len()
     fresh = events.filter(~pl.col("request_id").is_in(matched.implode()))
-    return Matched(fresh=fresh, skipped=skipped, conflicts=conflicts)
+    return Matched(
+        fresh=fresh,
+        skipped=skipped.height,
+        conflicts=conflicts,
+        resolved=events.filter(pl.col("request_id").is_in(resolving.implode())),
+        unresolved_after_resolved=skipped.filter("late").height,
+    )
 
 
 def conflict_error(conflicts: pl.DataFrame, path: Path | str, *, kind: str = "jsonl") -> InputError:

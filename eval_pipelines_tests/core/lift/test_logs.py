@@ -206,3 +206,38 @@ def test_a_stored_request_is_matched_on_its_parsed_content() -> None:
             "stored_value": "false",
         }
     ]
+
+
+def test_an_unresolved_request_is_resolved_once_and_never_unresolved_again() -> None:
+    """A request logged with no outcome (censored) and again when its outcome arrives is an
+    update, not a conflict: the resolved row replaces the unresolved one. A resolved outcome
+    that changes is still refused, and an unresolved row arriving after the resolved one is
+    skipped (counted), never an overwrite."""
+    from eval_pipelines.core.lift.logs import CONTENT, match_stored
+
+    before = validate_log(pl.DataFrame([row(i) for i in (0, 1, 2, 4, 5)]))
+    assert before.get_column("outcome").to_list() == [None, True, True, True, None]
+    stored = before.select("request_id", *CONTENT).with_columns(
+        stored_line=pl.Series([1, 2, 3, 4, 5], dtype=pl.Int64), stored_path=pl.lit("old.jsonl")
+    )
+    events = validate_log(
+        pl.DataFrame(
+            [
+                row(0, outcome=True),  # resolved now: an update
+                row(1, outcome=None),  # resolved before, unresolved again: skipped
+                row(2, outcome=False),  # a resolved outcome changed: refused
+                row(3),  # never stored
+                row(4),  # the same: skipped
+                row(5, outcome=False, cluster="trace-9"),  # resolved, but another cluster
+            ]
+        )
+    )
+    matched = match_stored(events, stored)
+    assert matched.fresh.get_column("request_id").to_list() == ["r3"]
+    assert matched.resolved.get_column("request_id").to_list() == ["r0"]
+    assert matched.resolved.get_column("outcome").to_list() == [True]
+    assert matched.skipped == 2 and matched.unresolved_after_resolved == 1
+    assert matched.conflicts.select("request_id", "column", "value", "stored_value").rows() == [
+        ("r2", "outcome", "false", "true"),
+        ("r5", "cluster", "trace-9", "trace-2"),
+    ]
