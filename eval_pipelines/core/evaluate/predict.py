@@ -162,6 +162,8 @@ def prepare(
 ) -> PredictData | PreparationCut:
     """Classes, features and the pool's counts of the scope, the features built in row chunks
     under ``deadline``; a :class:`PreparationCut` when it passes first."""
+    if deadline.expired():  # spent reading the columns (a linked table's join): build nothing
+        return PreparationCut("features", 0, plan.total)
     members = query.feature_target
     scope_target = plan.scope.column(query.target, field="evaluate.predict")
     values = [scope_target]
