@@ -230,3 +230,36 @@ def test_a_request_logged_unresolved_then_resolved_is_an_update(
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert f"line {i + 1} of {flipped} has outcome=false" in err
     assert f"line {i + 1} of {log} (stored) has outcome=true" in err
+
+
+def test_one_log_with_a_request_s_served_and_outcome_lines_is_read_once(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same two lines in one file (a day's log that also holds the outcomes): refused
+    as not unique in the file; now the outcome's line is stored and the served one left
+    out, counted."""
+    from eval_pipelines.core.lift.logs import read_log, validate_log
+    from eval_pipelines.core.lift.rollup import rollup
+
+    log = write_log(workdir / "day.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    n = len(rows)
+    outcomes = [r for r in rows if r["outcome"] is not None]
+    both = workdir / "both.jsonl"
+    both.write_text(
+        "".join(json.dumps({**r, "outcome": None}) + "\n" for r in rows)
+        + "".join(json.dumps(r) + "\n" for r in outcomes)
+    )
+    code, out, err = cli(capsys, "lift", "ingest", "--json", both)
+    assert code == 0, err
+    ingested = json.loads(out)
+    assert ingested["rows"] == n + len(outcomes) and ingested["storedRows"] == n
+    assert ingested["supersededRows"] == len(outcomes) and ingested["resolvedRows"] == 0
+    code, out, err = cli(capsys, "lift", "report", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["rows"] == n and report["conflictingRequests"] == 0
+    expected = rollup(validate_log(read_log(log)), epoch="e1")
+    assert _cells(report) == _cells({"scopes": [{"cells": [c.to_json() for c in expected]}]})
+    code, out, err = cli(capsys, "lift", "ingest", log)  # the outcomes alone: all stored
+    assert code == 0 and f"0 stored, {n} already stored (same content): skipped;" in out, err

@@ -99,11 +99,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             if unresolved
             else ""
         )
+        superseded = ingested["supersededRows"]
+        in_file = (
+            f"; {superseded} unresolved lines left out (the file also gives their outcome)"
+            if superseded
+            else ""
+        )
         print(
             f"{ingested['path']}: {state}; {ingested['rows']} rows over {len(days)} days "
             f"({span}): {ingested['storedRows']} stored, {ingested['skippedRows']} already "
             f"stored (same content): skipped{late}; {ingested['resolvedRows']} resolved "
-            "(replacing their stored unresolved rows); mixed artifacts "
+            f"(replacing their stored unresolved rows){in_file}; mixed artifacts "
             f"{ingested['mixedArtifacts']} (left out of every lift)",
             flush=True,
         )

@@ -38,6 +38,7 @@ from eval_pipelines.core.lift.logs import (
     match_stored,
     mixed_artifacts,
     read_log_tail,
+    resolved_in_file,
     validate_log,
 )
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
@@ -55,7 +56,8 @@ class Ingested:
     """One ingest: the file's rows, how many were stored (requests never seen), resolved
     (rows with the outcome of a request stored unresolved, which they replace) and skipped
     (requests already stored with the same content, or stored resolved and logged here
-    unresolved: ``unresolved_after_resolved`` of them)."""
+    unresolved: ``unresolved_after_resolved`` of them); ``superseded``, the file's unresolved
+    lines of requests a later or earlier line of it resolves (left out)."""
 
     file_id: str
     path: str
@@ -68,6 +70,8 @@ class Ingested:
     pending_line: int | None = None
     resolved: int = 0
     unresolved_after_resolved: int = 0
+    # Unresolved lines of requests whose outcome a line of the same file gives: left out.
+    superseded: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +84,7 @@ class Ingested:
             "skippedRows": self.skipped,
             "resolvedRows": self.resolved,
             "unresolvedAfterResolvedRows": self.unresolved_after_resolved,
+            "supersededRows": self.superseded,
             "pendingLine": self.pending_line,
             "mixedArtifacts": self.mixed_artifacts,
         }
@@ -152,7 +157,7 @@ def ingest_file(
     path = Path(path).absolute()
     if read is None:
         read = read_events(path)
-    events = read.events
+    events, superseded = resolved_in_file(read.events)
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
     with transaction(conn):
@@ -171,7 +176,7 @@ def ingest_file(
     return Ingested(
         file_id,
         str(path),
-        events.height,
+        read.events.height,
         days,
         written.height > 0,
         mixed,
@@ -180,6 +185,7 @@ def ingest_file(
         pending_line=read.pending_line,
         resolved=resolved.height,
         unresolved_after_resolved=matched.unresolved_after_resolved,
+        superseded=superseded,
     )
 
 

@@ -7,7 +7,8 @@ One row per claim outcome, JSON Lines (``.jsonl``/``.ndjson``) or Parquet:
 column                required  what
 ====================  ========  ====================================================
 ``timestamp``         yes       ISO 8601 (UTC when no offset); its day is the partition
-``request_id``        yes       unique within the file
+``request_id``        yes       unique within the file, but for a request's unresolved
+                                line(s) and the one line with its outcome
 ``workspace_id``      yes
 ``cluster``           yes       ``Assignment.cluster`` (artifact key, trace id, request
                                 id, or the one-way ``conv-`` token; never a digest)
@@ -192,7 +193,7 @@ def _schema() -> Any:
         nullable=False,
         checks=[pa.Check.isin(SOURCES, error=f"must be one of {', '.join(SOURCES)}")],
     )
-    columns["request_id"] = pa.Column(str, nullable=False, unique=True, checks=text)
+    columns["request_id"] = pa.Column(str, nullable=False, checks=text)  # see _repeated
     columns["timestamp"] = pa.Column(pl.Datetime("us", "UTC"), nullable=False)
     columns["outcome"] = pa.Column(bool, nullable=True)
     for name in OPTIONAL:
@@ -268,6 +269,43 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
     return typed, problems
 
 
+UNIQUE_RULE = (
+    "must be unique in the file (a request repeats only as its unresolved line(s) and one line "
+    "with its outcome, the rest of the record the same)"
+)
+
+
+def _repeated(typed: pl.DataFrame) -> list[tuple[int, str, Any, str]]:
+    """The rows of request ids the file repeats other than as the update a log writes when
+    an outcome arrives: lines without an outcome and exactly one with it, the rest of the
+    record (:data:`CONTENT`) the same."""
+    repeated = typed.with_row_index("__row").filter(
+        pl.col("request_id").is_not_null() & pl.col("request_id").is_duplicated()
+    )
+    if not repeated.height:
+        return []
+    others = [c for c in CONTENT if c != "outcome" and c in typed.columns]
+    groups = repeated.group_by("request_id").agg(
+        pl.col("__row"),
+        same=pl.all_horizontal(*(pl.col(c).n_unique() == 1 for c in others)),
+        outcomes=pl.col("outcome").is_not_null().sum(),
+    )
+    bad = groups.filter(~(pl.col("same") & (pl.col("outcomes") == 1)))
+    return [
+        (row, "request_id", request_id, UNIQUE_RULE)
+        for request_id, rows in bad.select("request_id", "__row").iter_rows()
+        for row in rows
+    ]
+
+
+def resolved_in_file(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """A validated file's rows without the unresolved lines of the requests whose outcome
+    another line of the file gives (:func:`validate_log` allows no other repeat), and how
+    many were left out."""
+    kept = events.filter(~(pl.col("request_id").is_duplicated() & pl.col("outcome").is_null()))
+    return kept, events.height - kept.height
+
+
 def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
     """Validated, typed rows (``timestamp`` as UTC, ``day`` its date, ``line`` its 1-based line
     or row), or :class:`InputError` listing the bad rows with their line, column, value and
@@ -277,6 +315,7 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
     if frame.height == 0:
         raise InputError("log", "no rows", "a log needs at least one row")
     typed, problems = _coerce(frame)
+    problems.extend(_repeated(typed))
     try:
         _schema().validate(typed, lazy=True)
     except SchemaErrors as errors:

@@ -241,3 +241,35 @@ def test_an_unresolved_request_is_resolved_once_and_never_unresolved_again() -> 
         ("r2", "outcome", "false", "true"),
         ("r5", "cluster", "trace-9", "trace-2"),
     ]
+
+
+def test_one_file_may_hold_a_request_s_unresolved_line_and_its_outcome(tmp_path: Path) -> None:
+    """A day's log holds the line written when a request was served and the one written
+    when its outcome arrived (either order). That repeat was refused as not unique in the
+    file; it is the update, and the outcome's line is the one kept. Any other repeat is
+    still refused, every line of it named."""
+    from eval_pipelines.core.lift.logs import resolved_in_file
+
+    rows = [row(0, outcome=None), row(1), row(2, outcome=None), row(0, outcome=True)]
+    rows.append(row(2, outcome=False))
+    rows.insert(0, row(2, outcome=None))  # two unresolved lines, then its outcome
+    events = validate_log(read_log(write(tmp_path / "a.jsonl", rows)))
+    kept, left_out = resolved_in_file(events)
+    assert left_out == 3
+    assert kept.select("request_id", "outcome", "line").rows() == [
+        ("r1", True, 3),
+        ("r0", True, 5),
+        ("r2", False, 6),
+    ]
+    for repeat in (
+        [row(0, outcome=True), row(0, outcome=True)],  # the same outcome twice
+        [row(0, outcome=None), row(0, outcome=None)],  # never resolved, twice
+        [row(0, outcome=True), row(0, outcome=False)],  # an outcome that changes
+        [row(0, outcome=None), row(0, outcome=True, cluster="trace-9")],  # another cluster
+    ):
+        with pytest.raises(InputError) as raised:
+            validate_log(read_log(write(tmp_path / "b.jsonl", [row(1), *repeat])))
+        message = str(raised.value)
+        assert "line 2: request_id='r0': must be unique in the file" in message
+        assert "line 3: request_id='r0': must be unique in the file" in message
+        assert "line 1:" not in message
