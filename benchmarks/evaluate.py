@@ -23,10 +23,11 @@ import numpy as np
 import polars as pl
 from figures import line
 
+from eval_pipelines.core.evaluate.deadline import Deadline
 from eval_pipelines.core.evaluate.engine import run_folds, run_query
 from eval_pipelines.core.evaluate.naive_bayes import NaiveBayes, class_counts, softmax
 from eval_pipelines.core.evaluate.plan import Resolver, make_plan, scope_view
-from eval_pipelines.core.evaluate.predict import binding_values, prepare
+from eval_pipelines.core.evaluate.predict import PredictData, binding_values, prepare
 from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.core.evaluate.source import Source
 
@@ -81,7 +82,10 @@ def main() -> None:
     resolver = Resolver(resolve)
     scope = scope_view(query, resolver)
     plan = make_plan(query, resolver, scope)
-    data = prepare(query, plan, binding_values(query, plan)[0])
+    data = prepare(
+        query, plan, binding_values(query, plan)[0], deadline=Deadline(3600, time.monotonic)
+    )
+    assert isinstance(data, PredictData)
     train = np.flatnonzero(plan.train_mask)
     grouped = args.profile != "fast"
     index = {value: i for i, value in enumerate(data.classes)}

@@ -391,3 +391,95 @@ def test_the_demo_week_still_confirms_marked_unaudited(
     assert "demo-ws/invoice_coding/e2/five-nearest" in out
     assert "verdict superior, confirmed, outcome audit unaudited" in out
     assert "Outcome audit: none" in out
+
+
+def _cells(report: dict[str, object]) -> list[dict[str, object]]:
+    return sorted(
+        (cell for scope in report["scopes"] for cell in scope["cells"]),  # type: ignore[attr-defined]
+        key=lambda c: (c["situationClass"], c["exposureArm"], c["source"]),
+    )
+
+
+def test_a_request_logged_unresolved_then_resolved_is_an_update(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The serving system logs each request when it is served (no outcome yet: unresolved,
+    censored) and again when its outcome arrives. The second line was refused as a conflict;
+    it now replaces the first, once, and the rollup reads the resolved outcome."""
+    from eval_pipelines.core.lift.logs import read_log, validate_log
+    from eval_pipelines.core.lift.rollup import rollup
+
+    log = write_log(workdir / "day.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    n, outcomes = len(rows), [r["outcome"] for r in rows]
+    resolved = sum(o is not None for o in outcomes)
+    assert 0 < resolved < n  # some requests are still unresolved when their outcome log is cut
+    served = workdir / "served.jsonl"
+    served.write_text("".join(json.dumps({**r, "outcome": None}) + "\n" for r in rows))
+
+    code, out, err = cli(capsys, "lift", "ingest", served)
+    assert code == 0 and f"{n} stored, 0 already stored" in out, err
+    code, out, err = cli(capsys, "lift", "ingest", log)
+    assert code == 0, err
+    assert f"0 stored, {n - resolved} already stored (same content): skipped; " in out
+    assert f"; {resolved} resolved (replacing their stored unresolved rows)" in out
+    code, out, err = cli(capsys, "lift", "report", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["rows"] == n and report["conflictingRequests"] == 0
+    # The cells are those of the outcome log alone (the core rollup, not the warehouse).
+    expected = rollup(validate_log(read_log(log)), epoch="e1")
+    assert _cells(report) == _cells({"scopes": [{"cells": [c.to_json() for c in expected]}]})
+    assert sum(c["resolved"] for c in _cells(report)) == resolved  # type: ignore[misc]
+
+    # The served line arriving again, after the outcome: skipped and counted, no overwrite.
+    code, out, err = cli(capsys, "lift", "ingest", "--json", served)
+    assert code == 0, err
+    again = json.loads(out)
+    assert (again["storedRows"], again["resolvedRows"], again["skippedRows"]) == (0, 0, n)
+    assert again["unresolvedAfterResolvedRows"] == resolved and again["new"] is False
+    code, out, err = cli(capsys, "lift", "report", "--json")
+    assert _cells(json.loads(out)) == _cells(report)
+
+    # A resolved outcome that changes is still refused, naming both lines.
+    i = next(i for i, o in enumerate(outcomes) if o is True)
+    rows[i]["outcome"] = False
+    flipped = workdir / "flipped.jsonl"
+    flipped.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = cli(capsys, "lift", "ingest", flipped)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"line {i + 1} of {flipped} has outcome=false" in err
+    assert f"line {i + 1} of {log} (stored) has outcome=true" in err
+
+
+def test_one_log_with_a_request_s_served_and_outcome_lines_is_read_once(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same two lines in one file (a day's log that also holds the outcomes): refused
+    as not unique in the file; now the outcome's line is stored and the served one left
+    out, counted."""
+    from eval_pipelines.core.lift.logs import read_log, validate_log
+    from eval_pipelines.core.lift.rollup import rollup
+
+    log = write_log(workdir / "day.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    n = len(rows)
+    outcomes = [r for r in rows if r["outcome"] is not None]
+    both = workdir / "both.jsonl"
+    both.write_text(
+        "".join(json.dumps({**r, "outcome": None}) + "\n" for r in rows)
+        + "".join(json.dumps(r) + "\n" for r in outcomes)
+    )
+    code, out, err = cli(capsys, "lift", "ingest", "--json", both)
+    assert code == 0, err
+    ingested = json.loads(out)
+    assert ingested["rows"] == n + len(outcomes) and ingested["storedRows"] == n
+    assert ingested["supersededRows"] == len(outcomes) and ingested["resolvedRows"] == 0
+    code, out, err = cli(capsys, "lift", "report", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["rows"] == n and report["conflictingRequests"] == 0
+    expected = rollup(validate_log(read_log(log)), epoch="e1")
+    assert _cells(report) == _cells({"scopes": [{"cells": [c.to_json() for c in expected]}]})
+    code, out, err = cli(capsys, "lift", "ingest", log)  # the outcomes alone: all stored
+    assert code == 0 and f"0 stored, {n} already stored (same content): skipped;" in out, err

@@ -233,7 +233,9 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str
     """Validate and store one log file (a run of ``lift_ingest_job``). A bad file is refused
     whole, naming each bad line (InputError); nothing of it is kept. Idempotent per request
     id: requests already stored with the same content are skipped (``skippedRows``); one
-    stored with other content refuses the file (:class:`IngestRefused`), naming both lines."""
+    stored unresolved and logged here with its outcome is resolved (``resolvedRows``: the
+    new row replaces it); one stored with other content refuses the file
+    (:class:`IngestRefused`), naming both lines."""
     from eval_pipelines.core.lift.logs import read_log, validate_log
     from eval_pipelines.stages.lift import SUFFIXES
 

@@ -94,11 +94,24 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         state = "ingested" if ingested["new"] else "already ingested (same content): unchanged"
         days = ingested["days"]
         span = f"{days[0]} .. {days[-1]}" if days else "no day"
+        unresolved = ingested["unresolvedAfterResolvedRows"]
+        late = (
+            f" ({unresolved} of them unresolved, their outcome already stored)"
+            if unresolved
+            else ""
+        )
+        superseded = ingested["supersededRows"]
+        in_file = (
+            f"; {superseded} unresolved lines left out (the file also gives their outcome)"
+            if superseded
+            else ""
+        )
         print(
             f"{ingested['path']}: {state}; {ingested['rows']} rows over {len(days)} days "
             f"({span}): {ingested['storedRows']} stored, {ingested['skippedRows']} already "
-            f"stored (same content): skipped; mixed artifacts {ingested['mixedArtifacts']} "
-            "(left out of every lift)",
+            f"stored (same content): skipped{late}; {ingested['resolvedRows']} resolved "
+            f"(replacing their stored unresolved rows){in_file}; mixed artifacts "
+            f"{ingested['mixedArtifacts']} (left out of every lift)",
             flush=True,
         )
     return 0

@@ -164,7 +164,7 @@ def ingest_lift_log(
         raise refusal(error, {REFUSED: type(error).__name__}) from None
     context.log.info(
         f"{ingested.path}: {ingested.stored} requests stored, {ingested.skipped} already "
-        "stored with the same content (skipped)"
+        f"stored with the same content (skipped), {ingested.resolved} resolved"
         + (
             f"; line {ingested.pending_line} is still being written: left for the next tick"
             if ingested.pending_line is not None

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,20 @@ def _now() -> datetime:
 
 
 @dataclass(frozen=True)
+class Charge:
+    """What the steps of one document's execution charged (001: a cached step bills
+    nothing)."""
+
+    executed_steps: int
+    cached_steps: int
+    cost_units: float
+
+
+@dataclass(frozen=True)
 class RunOutcome:
-    """What one golden run of one set did (for the asset's metadata and the CLI)."""
+    """What one golden run of one set did (for the asset's metadata and the CLI); ``charges``
+    are its documents' executions, by document id (one execution per document, however many
+    sets use it)."""
 
     golden_run_id: str
     set_name: str
@@ -62,6 +74,19 @@ class RunOutcome:
     cached_steps: int
     cost_units: float
     skipped: int
+    charges: dict[str, Charge] = field(default_factory=dict)
+
+
+def total_charge(outcomes: list[RunOutcome]) -> tuple[int, Charge]:
+    """Distinct documents, and what their executions charged, over the runs of the sets run
+    together: a document two sets share ran once, so it is counted once (each set's own run
+    still reports the steps of its own documents)."""
+    charges = {d: c for o in outcomes for d, c in o.charges.items()}
+    return len(charges), Charge(
+        sum(c.executed_steps for c in charges.values()),
+        sum(c.cached_steps for c in charges.values()),
+        sum(c.cost_units for c in charges.values()),
+    )
 
 
 def run_golden_sets(
@@ -149,14 +174,18 @@ def run_golden_sets(
                 results.append((golden_set.set_name, _case_result(case, execution, node, workflow)))
             run = runs[golden_set.set_name]
             # A document used by two cases ran once: its steps are counted and charged once.
-            used = [
-                executions[d]
-                for d in {c.document_id for c in cases[golden_set.set_name]}
+            used = {
+                d: Charge(
+                    executions[d].executed_steps,
+                    executions[d].cached_steps,
+                    executions[d].cost_units,
+                )
+                for d in sorted({c.document_id for c in cases[golden_set.set_name]})
                 if d in executions
-            ]
-            cost = sum(e.cost_units for e in used)
-            executed = sum(e.executed_steps for e in used)
-            cached = sum(e.cached_steps for e in used)
+            }
+            cost = sum(c.cost_units for c in used.values())
+            executed = sum(c.executed_steps for c in used.values())
+            cached = sum(c.cached_steps for c in used.values())
             golden.finish_run(
                 conn,
                 run.golden_run_id,
@@ -175,6 +204,7 @@ def run_golden_sets(
                     cached,
                     cost,
                     sum(1 for _, r in results if not r.ran),
+                    used,
                 )
             )
     if interrupted is not None:

@@ -42,6 +42,7 @@ from eval_pipelines.core.lift.logs import (
     match_stored,
     mixed_artifacts,
     read_log_tail,
+    resolved_in_file,
     validate_log,
 )
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
@@ -56,8 +57,11 @@ SETTLED = ("confirmed", "invalidated")
 
 @dataclass(frozen=True)
 class Ingested:
-    """One ingest: the file's rows, how many were stored (requests never seen) and how many
-    skipped (requests already stored with the same content)."""
+    """One ingest: the file's rows, how many were stored (requests never seen), resolved
+    (rows with the outcome of a request stored unresolved, which they replace) and skipped
+    (requests already stored with the same content, or stored resolved and logged here
+    unresolved: ``unresolved_after_resolved`` of them); ``superseded``, the file's unresolved
+    lines of requests a later or earlier line of it resolves (left out)."""
 
     file_id: str
     path: str
@@ -68,6 +72,10 @@ class Ingested:
     stored: int = 0
     skipped: int = 0
     pending_line: int | None = None
+    resolved: int = 0
+    unresolved_after_resolved: int = 0
+    # Unresolved lines of requests whose outcome a line of the same file gives: left out.
+    superseded: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +86,9 @@ class Ingested:
             "new": self.new,
             "storedRows": self.stored,
             "skippedRows": self.skipped,
+            "resolvedRows": self.resolved,
+            "unresolvedAfterResolvedRows": self.unresolved_after_resolved,
+            "supersededRows": self.superseded,
             "pendingLine": self.pending_line,
             "mixedArtifacts": self.mixed_artifacts,
         }
@@ -142,12 +153,15 @@ def ingest_file(
     """Validate the whole file (unless ``read`` is its :func:`read_events`), then store its
     new requests in one transaction. Idempotent per request id: a request already stored
     with the same content (its parsed record, whatever the bytes: Parquet or JSON Lines, CRLF,
-    another offset for the same instant) is skipped and counted; one stored with other
-    content refuses the whole file, naming both lines. Nothing of a refused file is kept."""
+    another offset for the same instant) is skipped and counted; one stored unresolved
+    (outcome null) and logged here with its outcome, the rest the same, is resolved: this row
+    replaces the stored one; one stored resolved and logged here unresolved is skipped; one
+    stored with other content (a resolved outcome that changes included) refuses the whole
+    file, naming both lines. Nothing of a refused file is kept."""
     path = Path(path).absolute()
     if read is None:
         read = read_events(path)
-    events = read.events
+    events, superseded = resolved_in_file(read.events)
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
     with transaction(conn):
@@ -155,21 +169,27 @@ def ingest_file(
         matched = match_stored(events, _stored_content(stored))
         if matched.conflicts.height:
             raise conflict_error(matched.conflicts, path, kind=SUFFIXES[path.suffix.lower()])
-        fresh = matched.fresh
+        fresh, resolved = matched.fresh, matched.resolved
         file_id = read.file_id
-        if fresh.height:
-            storage.insert_file(conn, file_id, str(path), fresh)
-            refresh_days(conn, sorted(set(fresh.get_column("day").to_list())))
+        if resolved.height:
+            storage.delete_unresolved(conn, resolved.get_column("request_id"))
+        written = pl.concat([fresh, resolved]) if resolved.height else fresh
+        if written.height:
+            storage.insert_file(conn, file_id, str(path), written)
+            refresh_days(conn, sorted(set(written.get_column("day").to_list())))
     return Ingested(
         file_id,
         str(path),
-        events.height,
+        read.events.height,
         days,
-        fresh.height > 0,
+        written.height > 0,
         mixed,
         stored=fresh.height,
         skipped=matched.skipped,
         pending_line=read.pending_line,
+        resolved=resolved.height,
+        unresolved_after_resolved=matched.unresolved_after_resolved,
+        superseded=superseded,
     )
 
 

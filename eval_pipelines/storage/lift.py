@@ -51,6 +51,19 @@ def stored_requests(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> 
         conn.unregister(INCOMING)
 
 
+def delete_unresolved(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> None:
+    """Delete the stored unresolved rows (no outcome) of these requests, which the rows
+    resolving them replace (call inside a transaction, before inserting those)."""
+    conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
+    try:
+        conn.execute(
+            "DELETE FROM lift_events WHERE outcome IS NULL "
+            "AND request_id IN (SELECT request_id FROM incoming_frame)"
+        )
+    finally:
+        conn.unregister(INCOMING)
+
+
 def insert_file(
     conn: duckdb.DuckDBPyConnection, file_id: str, path: str, events: pl.DataFrame
 ) -> None:

@@ -134,3 +134,43 @@ def test_results_outlive_the_dagster_run_that_produced_them(gated: str) -> None:
     again = golden.run_report(report["goldenRunId"])
     assert again["score"] == report["score"]
     workflows.activate_workflow(WORKFLOW, gated, by="ana")  # the gate still sees the run
+
+
+def _golden_run_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
+    metadata = next(
+        e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "golden_run"
+    )
+    return {key: value.value for key, value in metadata.items()}
+
+
+def test_a_document_two_sets_share_is_charged_once_in_the_run_s_totals(gated: str) -> None:
+    from eval_pipelines.api import golden
+    from eval_pipelines_tests.golden_demo import GOLDEN
+
+    # A second set with a case of the same document (same bytes) as a case of ``inv``. The
+    # document runs once (one step, one cost unit); the totals summed each set's own figure,
+    # so the shared step was counted and charged twice: 4 steps and 4 units for 3 executed.
+    golden.create_set("second", workflow=WORKFLOW)
+    golden.add_case(
+        "second", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
+    )
+    with dg.instance_for_test() as instance:
+        result = _materialize(instance, gated)
+        assert result.success
+        first = _golden_run_metadata(result)
+        # Each set is scored on its own, with the steps of its own documents...
+        runs = {r["set"]: r for r in golden.golden_runs_of(result.run_id)}
+        assert {name: r["charged"]["executedSteps"] for name, r in runs.items()} == {
+            "inv": 3,
+            "second": 1,
+        }
+        # ...and the Dagster run's totals count each document's steps once.
+        assert first["executed_steps"] == 3 and first["cost_units"] == 3, first
+        assert first["cases"] == 4 and first["documents"] == 3
+        assert first["cached_steps"] == 0 and first["skipped_cases"] == 0
+        # Again on the same revision: every step served from the cache, billing nothing.
+        again = _golden_run_metadata(_materialize(instance, gated))
+        assert again["executed_steps"] == 0 and again["cost_units"] == 0
+        assert again["cached_steps"] == 3 and again["documents"] == 3

@@ -22,6 +22,7 @@ from eval_pipelines.core.evaluate.metrics import classification_metrics, regress
 from eval_pipelines.core.evaluate.plan import Plan, Resolver, SourceRef, make_plan, scope_view
 from eval_pipelines.core.evaluate.predict import (
     PredictData,
+    PreparationCut,
     binding_values,
     check_target,
     prepare,
@@ -99,11 +100,11 @@ def _predict(
     plan: Plan,
     deadline: Deadline,
     progress: Progress | None,
-    data: PredictData | None = None,
+    data: PredictData | PreparationCut | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], bool]:
     check_target(query, plan.scope)
     train_values, test_values = binding_values(query, plan)
-    data = data or prepare(query, plan, train_values)
+    data = data or prepare(query, plan, train_values, deadline=deadline)
     want_cases = any(name in CASE_LISTS for name in query.select)
     run = run_predict(
         query,
@@ -120,7 +121,21 @@ def _predict(
     metrics["tau"] = run.tau
     notes: list[str] = []
     what = "no members" if query.feature_target else f"no value for {query.target!r}"
-    if run.calibration_cut is not None:
+    if run.preparation_cut is not None:
+        cut = run.preparation_cut
+        notes.append(
+            _truncation_note(
+                query,
+                0,
+                plan.test_samples,
+                others=[f"{run.skipped} others had {what}"] if run.skipped else [],
+                during=f"while the evidence was prepared (the {cut.step} of {cut.done} of "
+                f"{cut.total} rows had been built), ",
+                advice="raise maxTime (the evidence of every row in scope is built before the "
+                "first test row is scored)",
+            )
+        )
+    elif run.calibration_cut is not None:
         fitted, chosen = run.calibration_cut
         notes.append(
             _truncation_note(
@@ -297,7 +312,7 @@ def run_folds(
     fold_results: list[dict[str, Any]] = []
     fold_metrics: list[dict[str, Any]] = []
     truncated = False
-    data: PredictData | None = None
+    data: PredictData | PreparationCut | None = None
     stopped_before: int | None = None
     for r in range(folds):
         if r and deadline.expired():
@@ -309,7 +324,7 @@ def run_folds(
         if query.kind == "predict":
             if data is None:
                 check_target(query, plan.scope)
-                data = prepare(query, plan, binding_values(query, plan)[0])
+                data = prepare(query, plan, binding_values(query, plan)[0], deadline=deadline)
             result, metrics, cut = _predict(fold_query, plan, deadline, progress, data)
         else:
             result, metrics, cut = _estimate(fold_query, plan, deadline, progress)

@@ -37,6 +37,7 @@ CALIBRATION_ROWS = 2_000  # training rows the temperature is fitted on (seeded s
 CALIBRATION_MIN_ROWS = 30
 CALIBRATION_CHUNK_ROWS = 256  # training rows scored between two deadline checks, at most
 CELLS_PER_CHUNK = 4_000_000  # probabilities held at once (rows x classes)
+PREPARE_CHUNK_ROWS = 16_384  # rows whose features are built between two deadline checks, at most
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,16 @@ class PredictData:
     pool_counts: ClassCounts
 
 
+@dataclass(frozen=True)
+class PreparationCut:
+    """The deadline passed while the evidence was being built: ``done`` of ``total`` rows had
+    their ``step`` built (``maxTime`` bounds the preparation too, spec 003)."""
+
+    step: str
+    done: int
+    total: int
+
+
 @dataclass
 class PredictRun:
     """Per-row outcomes of the rows scored so far, and what the message must say."""
@@ -64,6 +75,7 @@ class PredictRun:
     truncated: bool = False
     # (rows scored, rows chosen) of the temperature fit when the deadline passed during it.
     calibration_cut: tuple[int, int] | None = None
+    preparation_cut: PreparationCut | None = None
     tau: float | None = None
     notes: list[str] = field(default_factory=list)
     base_value: Any = None
@@ -145,7 +157,13 @@ def _target_matrix(codes: list[list[int]], n_classes: int) -> sparse.csr_matrix:
     return matrix
 
 
-def prepare(query: Query, plan: Plan, train_values: list[pl.Series]) -> PredictData:
+def prepare(
+    query: Query, plan: Plan, train_values: list[pl.Series], *, deadline: Deadline
+) -> PredictData | PreparationCut:
+    """Classes, features and the pool's counts of the scope, the features built in row chunks
+    under ``deadline``; a :class:`PreparationCut` when it passes first."""
+    if deadline.expired():  # spent reading the columns (a linked table's join): build nothing
+        return PreparationCut("features", 0, plan.total)
     members = query.feature_target
     scope_target = plan.scope.column(query.target, field="evaluate.predict")
     values = [scope_target]
@@ -163,12 +181,54 @@ def prepare(query: Query, plan: Plan, train_values: list[pl.Series]) -> PredictD
         field_mode(b.key, plan.scope.kind(b.key, field=f"evaluate.where.{b.key}"), v)
         for b, v in zip(query.bindings, train_values, strict=True)
     ]
-    features = feature_frame(modes, train_values, conjunctions=query.profile == "high")
-    vocabulary = vocabulary_of(features)
-    grouped = query.profile in ("group", "high")
-    matrices = build_matrices(features, plan.total, vocabulary, grouped=grouped)
+    built = _evidence(query, modes, train_values, plan.total, None, deadline)
+    if isinstance(built, PreparationCut):
+        return built
+    vocabulary, matrices = built
     pool = class_counts(targets[pool_rows], matrices.counts[pool_rows])
     return PredictData(classes, modes, vocabulary, targets, matrices, pool)
+
+
+def _evidence(
+    query: Query,
+    modes: list[FieldMode],
+    values: list[pl.Series],
+    n_rows: int,
+    vocabulary: pl.DataFrame | None,
+    deadline: Deadline,
+) -> tuple[pl.DataFrame, FeatureMatrices] | PreparationCut:
+    """The rows' feature matrices over ``vocabulary`` (the rows' own features when it is
+    None), built in row chunks while ``deadline`` lasts. A chunk's rows are whole (a row's
+    features and group weights depend on that row alone), so the chunks stacked are the
+    matrices of one call over all rows."""
+    conjunctions, grouped = query.profile == "high", query.profile in ("group", "high")
+    step = "features" if vocabulary is None else "test rows' features"
+    parts: list[tuple[int, int, pl.DataFrame]] = []
+    chunks = PacedChunks(n_rows, PREPARE_CHUNK_ROWS, deadline)
+    for start, stop in chunks:
+        sliced = [v.slice(start, stop - start) for v in values]
+        parts.append((start, stop, feature_frame(modes, sliced, conjunctions=conjunctions)))
+    if chunks.truncated:
+        return PreparationCut(step, parts[-1][1] if parts else 0, n_rows)
+    if not parts:  # no rows: the empty frame of their features
+        parts.append((0, 0, feature_frame(modes, values, conjunctions=conjunctions)))
+    if vocabulary is None:
+        vocabulary = vocabulary_of(pl.concat([frame for _, _, frame in parts]))
+        step = "evidence matrices"
+    counts: list[sparse.csr_matrix] = []
+    weighted: list[sparse.csr_matrix] = []
+    by_part = PacedChunks(len(parts), 1, deadline)
+    for i, _ in by_part:
+        start, stop, frame = parts[i]
+        part = build_matrices(frame, stop - start, vocabulary, grouped=grouped)
+        counts.append(part.counts)
+        weighted.append(part.weighted)
+    if by_part.truncated:
+        return PreparationCut(step, parts[len(counts)][0], n_rows)
+    stacked = FeatureMatrices(
+        sparse.vstack(counts, format="csr"), sparse.vstack(weighted, format="csr")
+    )
+    return vocabulary, stacked
 
 
 def _test_mask(plan: Plan) -> np.ndarray:
@@ -180,8 +240,12 @@ def _test_mask(plan: Plan) -> np.ndarray:
 
 
 def _test_matrices(
-    query: Query, plan: Plan, data: PredictData, test_values: list[pl.Series]
-) -> FeatureMatrices:
+    query: Query,
+    plan: Plan,
+    data: PredictData,
+    test_values: list[pl.Series],
+    deadline: Deadline,
+) -> FeatureMatrices | PreparationCut:
     """Weighted evidence of the test rows (rows of the scope's matrix when they are scope
     rows read through the same columns)."""
     same = plan.holdout and all(b.source == b.key for b in query.bindings)
@@ -190,9 +254,8 @@ def _test_matrices(
         return FeatureMatrices(
             scope.counts[plan.test_positions], scope.weighted[plan.test_positions]
         )
-    features = feature_frame(data.modes, test_values, conjunctions=query.profile == "high")
-    grouped = query.profile in ("group", "high")
-    return build_matrices(features, plan.test_samples, data.vocabulary, grouped=grouped)
+    built = _evidence(query, data.modes, test_values, plan.test_samples, data.vocabulary, deadline)
+    return built if isinstance(built, PreparationCut) else built[1]
 
 
 def _calibrate(
@@ -256,13 +319,15 @@ def _ranks(probabilities: np.ndarray, columns: np.ndarray) -> np.ndarray:
 def run_predict(
     query: Query,
     plan: Plan,
-    data: PredictData,
+    data: PredictData | PreparationCut,
     test_values: list[pl.Series],
     *,
     deadline: Deadline,
     progress: Callable[[int, int], None] | None,
     want_cases: bool,
 ) -> PredictRun:
+    if isinstance(data, PreparationCut):  # the budget ran out before the first test row
+        return PredictRun(truncated=True, preparation_cut=data)
     run = PredictRun()
     held = _test_mask(plan)
     counts = data.pool_counts
@@ -286,7 +351,10 @@ def run_predict(
     truth_codes = _class_codes(truth_values, index, members=members)
     scorable = np.array([len(c) > 0 for c in truth_codes], dtype=bool)
     run.skipped = int((~scorable).sum())
-    evidence = _test_matrices(query, plan, data, test_values)
+    evidence = _test_matrices(query, plan, data, test_values, deadline)
+    if isinstance(evidence, PreparationCut):
+        run.truncated, run.preparation_cut = True, evidence
+        return run
     grouped = query.profile != "fast"
     base_p = counts.class_rows / max(counts.n_rows, 1)
     base_order = np.lexsort((np.arange(n_classes), -counts.class_rows))

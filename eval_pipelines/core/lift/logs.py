@@ -7,7 +7,8 @@ One row per claim outcome, JSON Lines (``.jsonl``/``.ndjson``) or Parquet:
 column                required  what
 ====================  ========  ====================================================
 ``timestamp``         yes       ISO 8601 (UTC when no offset); its day is the partition
-``request_id``        yes       unique within the file
+``request_id``        yes       unique within the file, but for a request's unresolved
+                                line(s) and the one line with its outcome
 ``workspace_id``      yes
 ``cluster``           yes       ``Assignment.cluster`` (artifact key, trace id, request
                                 id, or the one-way ``conv-`` token; never a digest)
@@ -31,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,7 @@ def _schema() -> Any:
         nullable=False,
         checks=[pa.Check.isin(SOURCES, error=f"must be one of {', '.join(SOURCES)}")],
     )
-    columns["request_id"] = pa.Column(str, nullable=False, unique=True, checks=text)
+    columns["request_id"] = pa.Column(str, nullable=False, checks=text)  # see _repeated
     columns["timestamp"] = pa.Column(pl.Datetime("us", "UTC"), nullable=False)
     columns["outcome"] = pa.Column(bool, nullable=True)
     for name in OPTIONAL:
@@ -268,6 +269,43 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
     return typed, problems
 
 
+UNIQUE_RULE = (
+    "must be unique in the file (a request repeats only as its unresolved line(s) and one line "
+    "with its outcome, the rest of the record the same)"
+)
+
+
+def _repeated(typed: pl.DataFrame) -> list[tuple[int, str, Any, str]]:
+    """The rows of request ids the file repeats other than as the update a log writes when
+    an outcome arrives: lines without an outcome and exactly one with it, the rest of the
+    record (:data:`CONTENT`) the same."""
+    repeated = typed.with_row_index("__row").filter(
+        pl.col("request_id").is_not_null() & pl.col("request_id").is_duplicated()
+    )
+    if not repeated.height:
+        return []
+    others = [c for c in CONTENT if c != "outcome" and c in typed.columns]
+    groups = repeated.group_by("request_id").agg(
+        pl.col("__row"),
+        same=pl.all_horizontal(*(pl.col(c).n_unique() == 1 for c in others)),
+        outcomes=pl.col("outcome").is_not_null().sum(),
+    )
+    bad = groups.filter(~(pl.col("same") & (pl.col("outcomes") == 1)))
+    return [
+        (row, "request_id", request_id, UNIQUE_RULE)
+        for request_id, rows in bad.select("request_id", "__row").iter_rows()
+        for row in rows
+    ]
+
+
+def resolved_in_file(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """A validated file's rows without the unresolved lines of the requests whose outcome
+    another line of the file gives (:func:`validate_log` allows no other repeat), and how
+    many were left out."""
+    kept = events.filter(~(pl.col("request_id").is_duplicated() & pl.col("outcome").is_null()))
+    return kept, events.height - kept.height
+
+
 def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
     """Validated, typed rows (``timestamp`` as UTC, ``day`` its date, ``line`` its 1-based line
     or row), or :class:`InputError` listing the bad rows with their line, column, value and
@@ -277,6 +315,7 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
     if frame.height == 0:
         raise InputError("log", "no rows", "a log needs at least one row")
     typed, problems = _coerce(frame)
+    problems.extend(_repeated(typed))
     try:
         _schema().validate(typed, lazy=True)
     except SchemaErrors as errors:
@@ -335,13 +374,21 @@ class Matched:
     fresh: pl.DataFrame
     skipped: int
     conflicts: pl.DataFrame
+    # Rows that resolve a request stored unresolved: they replace its stored rows.
+    resolved: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # Of ``skipped``: unresolved rows of requests stored resolved (never an overwrite).
+    unresolved_after_resolved: int = 0
 
 
 def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
     """Split a file's rows (:func:`validate_log`) by request id: ``fresh`` ones never stored;
-    ``skipped``, how many are stored with the same content (:data:`CONTENT`); ``conflicts``,
-    one row per request stored with other content: ``request_id``, ``line``, ``stored_line``,
-    ``stored_path``, the first differing ``column`` and both values (as text).
+    ``resolved``, rows with an outcome of requests stored without one (unresolved, censored)
+    and otherwise the same content (:data:`CONTENT`): the update a log writes when the
+    outcome arrives; ``skipped``, how many are stored with the same content, or stored
+    resolved and arrive unresolved (``unresolved_after_resolved`` of them); ``conflicts``,
+    one row per request stored with other content (a resolved outcome that changes
+    included): ``request_id``, ``line``, ``stored_line``, ``stored_path``, the first
+    differing ``column`` and both values (as text).
 
     ``stored`` has ``request_id``, ``stored_line``, ``stored_path`` and the :data:`CONTENT`
     columns typed as :func:`validate_log` types them (every stored row of those ids)."""
@@ -352,6 +399,11 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
         suffix="__stored",
     )
     differs = {c: ~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT}
+    # Only the outcome differs, and one side has none: the stored row unresolved (this row
+    # resolves it) or this row unresolved (its outcome is already stored).
+    others_same = ~pl.any_horizontal(*(d for c, d in differs.items() if c != "outcome"))
+    resolves = others_same & pl.col("outcome__stored").is_null() & pl.col("outcome").is_not_null()
+    late = others_same & pl.col("outcome").is_null() & pl.col("outcome__stored").is_not_null()
 
     def first_difference(of: str) -> pl.Expr:
         """The first differing column: its name (``"name"``), its value here (``""``) or
@@ -367,9 +419,10 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
 
     first = first_difference("name")
     value, stored_value = first_difference(""), first_difference("__stored")
-    flagged = joined.with_columns(column=first, value=value, stored_value=stored_value).filter(
-        pl.col("column").is_not_null()
+    paired = joined.with_columns(
+        column=first, value=value, stored_value=stored_value, resolves=resolves, late=late
     )
+    flagged = paired.filter(pl.col("column").is_not_null() & ~pl.col("resolves") & ~pl.col("late"))
     conflicts = (
         flagged.sort("line", "stored_line")
         .unique("request_id", keep="first", maintain_order=True)
@@ -377,10 +430,23 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
             "request_id", "line", "stored_line", "stored_path", "column", "value", "stored_value"
         )
     )
+    settled = paired.filter(
+        ~pl.col("request_id").is_in(conflicts.get_column("request_id").implode())
+    )
+    by_request = settled.group_by("request_id").agg(
+        resolves=pl.col("resolves").any(), late=pl.col("late").any()
+    )
+    resolving = by_request.filter("resolves").get_column("request_id")
+    skipped = by_request.filter(~pl.col("resolves"))
     matched = joined.get_column("request_id").unique()
-    skipped = matched.filter(~matched.is_in(conflicts.get_column("request_id").implode())).len()
     fresh = events.filter(~pl.col("request_id").is_in(matched.implode()))
-    return Matched(fresh=fresh, skipped=skipped, conflicts=conflicts)
+    return Matched(
+        fresh=fresh,
+        skipped=skipped.height,
+        conflicts=conflicts,
+        resolved=events.filter(pl.col("request_id").is_in(resolving.implode())),
+        unresolved_after_resolved=skipped.filter("late").height,
+    )
 
 
 def conflict_error(conflicts: pl.DataFrame, path: Path | str, *, kind: str = "jsonl") -> InputError:

@@ -333,16 +333,17 @@ def test_a_base_accuracy_of_zero_is_explained() -> None:
 
 def test_max_time_returns_what_was_computed_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(predict_module, "CELLS_PER_CHUNK", 1)  # 16 rows per chunk
-    ticks = iter(np.arange(0, 1000, 0.4))
+    ticks = iter(np.arange(0, 1000, 0.4))  # each clock read costs 0.4 s
+    # 16 s: the reads of the preparation's deadline checks fit, the scoring's do not.
     outcome = run_query(
-        query(maxTime=1, select=["accuracy"]),
+        query(maxTime=16, select=["accuracy"]),
         resolver(products=products()),
         clock=lambda: next(ticks),
     )
     result = outcome.result
     assert result["truncated"] is True and result["requested"] == 134
     assert "time limit after" in result["message"] and "of 134 test rows" in result["message"]
-    assert outcome.metrics["n"] < 134 and outcome.truncated
+    assert 0 < outcome.metrics["n"] < 134 and outcome.truncated
 
 
 def test_a_nested_from_evaluates_one_tenant_as_its_own_table() -> None:
@@ -504,7 +505,8 @@ def test_max_time_bounds_a_run_of_one_chunk(parts: dict[str, Any]) -> None:
     )
     assert outcome.truncated and outcome.result["truncated"] is True
     assert outcome.result["requested"] == 134 and outcome.result["n"] == 0
-    assert "time limit after 0 of 134 test rows" in outcome.result["message"]
+    # (a predict's budget runs out while its evidence is prepared, before any scoring)
+    assert "after 0 of 134 test rows had been scored" in outcome.result["message"]
 
 
 def test_max_time_stops_within_a_chunk_at_row_granularity() -> None:
@@ -610,3 +612,108 @@ def test_a_truncated_estimate_counts_rows_without_an_estimate_apart() -> None:
     assert outcome.truncated and result["n"] == 0 and result["testSamples"] == 100
     assert "time limit after 0 of 100 test rows had been scored" in result["message"]
     assert "(50 others had no estimate)" in result["message"], result["message"]
+
+
+class CountedFeatures:
+    """The real ``feature_frame``, counting the rows whose features it built; with a clock,
+    each row built costs one second on it."""
+
+    def __init__(self, clock: SteppingClock | None = None) -> None:
+        self.real, self.rows, self.clock = predict_module.feature_frame, 0, clock
+
+    def __call__(self, modes: Any, values: list[pl.Series], *, conjunctions: bool) -> Any:
+        frame = self.real(modes, values, conjunctions=conjunctions)
+        built = len(values[0]) if values else 0
+        self.rows += built
+        if self.clock is not None:
+            self.clock.now += built
+        return frame
+
+
+def test_max_time_bounds_the_preparation_of_the_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The features of all 400 rows in scope were built whole before the first deadline check:
+    # a 1 us budget still paid for the preparation. Now none is built once the budget is gone.
+    counted = CountedFeatures()
+    monkeypatch.setattr(predict_module, "feature_frame", counted)
+    outcome = run_query(
+        query(maxTime=1e-6, select=["n", "accuracy"]),
+        resolver(products=products()),
+        clock=SteppingClock(1.0),
+    )
+    result = outcome.result
+    assert counted.rows == 0
+    assert outcome.truncated and result["truncated"] is True
+    assert result["requested"] == 134 and result["n"] == 0
+    assert (
+        "time limit while the evidence was prepared (the features of 0 of 400 rows had been "
+        "built), after 0 of 134 test rows had been scored" in result["message"]
+    ), result["message"]
+
+    # A sweep prepares once, for fold 0: cut there, the sweep says so like any truncation.
+    sweep = run_folds(
+        query(maxTime=1e-6, select=["n", "accuracy"]),
+        resolver(products=products()),
+        folds=3,
+        clock=SteppingClock(1.0),
+    )
+    assert counted.rows == 0 and sweep.truncated and sweep.result["truncated"] is True
+    assert sweep.result["n"] == 0 and sweep.result["requested"] == 400
+    assert "in fold 0 of 3" in sweep.result["message"]
+    assert "the features of 0 of 400 rows had been built" in sweep.result["message"]
+
+
+def test_max_time_stops_the_preparation_at_row_granularity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Building a row's features costs 1 s on the clock and the budget is 100.5 s: the
+    # preparation stops within a chunk of its budget, not after all 400 rows.
+    clock = SteppingClock(0.0)
+    counted = CountedFeatures(clock)
+    monkeypatch.setattr(predict_module, "feature_frame", counted)
+    outcome = run_query(
+        query(maxTime=100.5, select=["n", "accuracy"]), resolver(products=products()), clock=clock
+    )
+    built = re.search(
+        r"the features of (\d+) of 400 rows had been built", outcome.result["message"]
+    )
+    assert built is not None, outcome.result["message"]
+    assert int(built.group(1)) == counted.rows and 90 <= counted.rows <= 101
+    assert outcome.truncated and outcome.result["n"] == 0
+
+
+def test_a_test_source_s_features_are_built_under_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Evidence read from another table is built for the test rows after the scope's: its
+    # rows cost 1 s each here, with the scope's 266 rows paid for within the 300.5 s budget.
+    frame = products()
+    test = pl.Series(np.arange(frame.height) % 3 == 0)
+    clock = SteppingClock(0.0)
+    counted = CountedFeatures(clock)
+    monkeypatch.setattr(predict_module, "feature_frame", counted)
+    outcome = run_query(
+        query(maxTime=300.5, test=None, testSource={"from": "held"}, select=["n"]),
+        resolver(products=frame.filter(~test), held=frame.filter(test)),
+        clock=clock,
+    )
+    result = outcome.result
+    assert outcome.truncated and result["n"] == 0 and result["requested"] == 134
+    built = re.search(r"the test rows' features of (\d+) of 134 rows", result["message"])
+    assert built is not None and int(built.group(1)) < 134, result["message"]
+
+
+@pytest.mark.parametrize("profile", ["fast", "group", "high"])
+def test_features_built_in_row_chunks_equal_one_build(
+    monkeypatch: pytest.MonkeyPatch, profile: str
+) -> None:
+    # Chunks of 7 rows (the first of 1) against one chunk of all 400: the same response to
+    # 1e-12 (a row's features and group weights depend on that row alone).
+    select = ["n", "accuracy", "meanRank", "logLoss", "brier", "ece", "baseAccuracy"]
+    whole = run_query(query(config={"ai": profile}, select=select), resolver(products=products()))
+    counted = CountedFeatures()
+    monkeypatch.setattr(predict_module, "feature_frame", counted)
+    monkeypatch.setattr(predict_module, "PREPARE_CHUNK_ROWS", 7)
+    chunked = run_query(query(config={"ai": profile}, select=select), resolver(products=products()))
+    assert counted.rows == 400
+    for name in select:
+        assert chunked.result[name] == pytest.approx(whole.result[name], abs=1e-12), name

@@ -206,3 +206,70 @@ def test_a_stored_request_is_matched_on_its_parsed_content() -> None:
             "stored_value": "false",
         }
     ]
+
+
+def test_an_unresolved_request_is_resolved_once_and_never_unresolved_again() -> None:
+    """A request logged with no outcome (censored) and again when its outcome arrives is an
+    update, not a conflict: the resolved row replaces the unresolved one. A resolved outcome
+    that changes is still refused, and an unresolved row arriving after the resolved one is
+    skipped (counted), never an overwrite."""
+    from eval_pipelines.core.lift.logs import CONTENT, match_stored
+
+    before = validate_log(pl.DataFrame([row(i) for i in (0, 1, 2, 4, 5)]))
+    assert before.get_column("outcome").to_list() == [None, True, True, True, None]
+    stored = before.select("request_id", *CONTENT).with_columns(
+        stored_line=pl.Series([1, 2, 3, 4, 5], dtype=pl.Int64), stored_path=pl.lit("old.jsonl")
+    )
+    events = validate_log(
+        pl.DataFrame(
+            [
+                row(0, outcome=True),  # resolved now: an update
+                row(1, outcome=None),  # resolved before, unresolved again: skipped
+                row(2, outcome=False),  # a resolved outcome changed: refused
+                row(3),  # never stored
+                row(4),  # the same: skipped
+                row(5, outcome=False, cluster="trace-9"),  # resolved, but another cluster
+            ]
+        )
+    )
+    matched = match_stored(events, stored)
+    assert matched.fresh.get_column("request_id").to_list() == ["r3"]
+    assert matched.resolved.get_column("request_id").to_list() == ["r0"]
+    assert matched.resolved.get_column("outcome").to_list() == [True]
+    assert matched.skipped == 2 and matched.unresolved_after_resolved == 1
+    assert matched.conflicts.select("request_id", "column", "value", "stored_value").rows() == [
+        ("r2", "outcome", "false", "true"),
+        ("r5", "cluster", "trace-9", "trace-2"),
+    ]
+
+
+def test_one_file_may_hold_a_request_s_unresolved_line_and_its_outcome(tmp_path: Path) -> None:
+    """A day's log holds the line written when a request was served and the one written
+    when its outcome arrived (either order). That repeat was refused as not unique in the
+    file; it is the update, and the outcome's line is the one kept. Any other repeat is
+    still refused, every line of it named."""
+    from eval_pipelines.core.lift.logs import resolved_in_file
+
+    rows = [row(0, outcome=None), row(1), row(2, outcome=None), row(0, outcome=True)]
+    rows.append(row(2, outcome=False))
+    rows.insert(0, row(2, outcome=None))  # two unresolved lines, then its outcome
+    events = validate_log(read_log(write(tmp_path / "a.jsonl", rows)))
+    kept, left_out = resolved_in_file(events)
+    assert left_out == 3
+    assert kept.select("request_id", "outcome", "line").rows() == [
+        ("r1", True, 3),
+        ("r0", True, 5),
+        ("r2", False, 6),
+    ]
+    for repeat in (
+        [row(0, outcome=True), row(0, outcome=True)],  # the same outcome twice
+        [row(0, outcome=None), row(0, outcome=None)],  # never resolved, twice
+        [row(0, outcome=True), row(0, outcome=False)],  # an outcome that changes
+        [row(0, outcome=None), row(0, outcome=True, cluster="trace-9")],  # another cluster
+    ):
+        with pytest.raises(InputError) as raised:
+            validate_log(read_log(write(tmp_path / "b.jsonl", [row(1), *repeat])))
+        message = str(raised.value)
+        assert "line 2: request_id='r0': must be unique in the file" in message
+        assert "line 3: request_id='r0': must be unique in the file" in message
+        assert "line 1:" not in message
