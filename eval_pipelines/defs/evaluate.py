@@ -13,7 +13,7 @@ from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
-from eval_pipelines.defs.partitions import query_evaluations
+from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs import KIND_TAG
@@ -145,7 +145,9 @@ def evaluate_result(
 
 # Partitioned like its asset, so the UI shows each evaluation's own verdict (a preview feature
 # in Dagster 1.13, pinned exactly).
-@dg.asset_check(asset=evaluate_result, name=NOT_TRUNCATED, partitions_def=query_evaluations)
+@partitioned_asset_check(
+    asset=evaluate_result, name=NOT_TRUNCATED, partitions_def=query_evaluations
+)
 def evaluate_not_truncated(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:

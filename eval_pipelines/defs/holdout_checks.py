@@ -15,7 +15,11 @@ import duckdb
 
 from eval_pipelines.core.stats import MIN_N
 from eval_pipelines.defs.holdout import eval_report, leave_out, variant_predictions, variant_scores
-from eval_pipelines.defs.partitions import holdout_evaluations
+from eval_pipelines.defs.partitions import (
+    holdout_evaluations,
+    partitioned_asset_check,
+    partitioned_checks,
+)
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import holdout
 from eval_pipelines.storage import evaluations
@@ -36,7 +40,9 @@ def _partition(context: dg.AssetCheckExecutionContext) -> str:
     return context.op_execution_context.partition_key
 
 
-@dg.asset_check(asset=leave_out, name=NO_LEAKAGE, blocking=True, partitions_def=holdout_evaluations)
+@partitioned_asset_check(
+    asset=leave_out, name=NO_LEAKAGE, blocking=True, partitions_def=holdout_evaluations
+)
 def no_leakage(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
@@ -196,9 +202,10 @@ def _warning(
     description: str,
     evaluate: Callable[[duckdb.DuckDBPyConnection, str], _Verdict],
 ) -> _Warning:
-    spec = dg.AssetCheckSpec(
-        name, asset=asset, description=description, partitions_def=holdout_evaluations
-    )
+    with partitioned_checks():
+        spec = dg.AssetCheckSpec(
+            name, asset=asset, description=description, partitions_def=holdout_evaluations
+        )
     return _Warning(spec, evaluate)
 
 

@@ -235,7 +235,7 @@ def inbox_files(folder: Path) -> list[Path]:
 
 
 @dg.sensor(
-    job=lift_ingest_job,
+    job_name="lift_ingest_job",
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="A log file dropped into the inbox ($EVAL_PIPELINES_LIFT_INBOX, default "
