@@ -48,3 +48,8 @@ query_evaluations = dg.DynamicPartitionsDefinition(name=QUERY_EVALUATIONS)
 CASES = "cases"
 
 cases = dg.DynamicPartitionsDefinition(name=CASES)
+LIFT_DAYS = "lift_days"
+
+# A day of live-lift logs gets its partition when a log of it is ingested: the UI lists the
+# days that have rows (a daily definition from the first valid day listed thousands, empty).
+lift_days = dg.DynamicPartitionsDefinition(name=LIFT_DAYS)
