@@ -12,7 +12,7 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.logs import SUFFIXES
-from eval_pipelines.defs.families import KINDS, OWNERS, QUIET_CONSOLE, refusal
+from eval_pipelines.defs.families import KINDS, OWNERS, QUIET_CONSOLE, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
@@ -31,14 +31,16 @@ FILES_PER_TICK = 20
 
 
 def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "rows": summary["rows"],
-        **{f"rows/{arm}": count for arm, count in summary["rows_by_arm"].items()},
-        "censored": summary["censored"],
-        "censored_share": summary["censored_share"],
-        "epochs": ", ".join(summary["epochs"]) or "—",
-        "workspaces": ", ".join(summary["workspaces"]) or "—",
-    }
+    return shown(
+        {
+            "rows": summary["rows"],
+            **{f"rows/{arm}": count for arm, count in summary["rows_by_arm"].items()},
+            "censored": summary["censored"],
+            "censored_share": summary["censored_share"],
+            "epochs": ", ".join(summary["epochs"]) or "—",
+            "workspaces": ", ".join(summary["workspaces"]) or "—",
+        }
+    )
 
 
 @dg.asset(
@@ -104,7 +106,7 @@ def lift_report(
             "claims": len(claims),
             "confirmed": sum(c.status == "confirmed" for c in claims),
             "parked": sum(c.status == "parked" for c in claims),
-            **plotted,
+            **shown(plotted),
         }
     )
 
