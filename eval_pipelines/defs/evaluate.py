@@ -11,9 +11,9 @@ import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal
+from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
-from eval_pipelines.defs.partitions import query_evaluations
+from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs import KIND_TAG
@@ -125,7 +125,7 @@ def evaluate_result(
     # Numeric metadata is plotted across materialisations; the key carries what makes two
     # evaluations comparable, so a plot never mixes different tables, targets or test rows.
     plotted = {
-        f"{name} @ {comparable}": value
+        f"{name} @ {comparable}": shown(value)
         for name, value in outcome.metrics.items()
         if isinstance(value, int | float) and not isinstance(value, bool)
     }
@@ -145,7 +145,9 @@ def evaluate_result(
 
 # Partitioned like its asset, so the UI shows each evaluation's own verdict (a preview feature
 # in Dagster 1.13, pinned exactly).
-@dg.asset_check(asset=evaluate_result, name=NOT_TRUNCATED, partitions_def=query_evaluations)
+@partitioned_asset_check(
+    asset=evaluate_result, name=NOT_TRUNCATED, partitions_def=query_evaluations
+)
 def evaluate_not_truncated(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:

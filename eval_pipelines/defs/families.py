@@ -37,3 +37,20 @@ class AssetFamily:
 def refusal(error: Exception, metadata: dict[str, Any] | None = None) -> dg.Failure:
     """A refusal reads as one clear sentence in the UI, not a stack trace, and is not retried."""
     return dg.Failure(description=str(error), allow_retries=False, metadata=metadata)
+
+
+# Metadata shows a figure to four decimals (0.3875, not 0.38749999999999996): what the UI
+# prints and plots. The exact values stay in the report JSON.
+METADATA_DECIMALS = 4
+
+
+def shown(value: Any) -> Any:
+    """``value`` with every plain float rounded to :data:`METADATA_DECIMALS`, through dicts,
+    lists and tuples; anything else (a ``MetadataValue``, an int, text) as it is."""
+    if isinstance(value, float):
+        return round(value, METADATA_DECIMALS)
+    if isinstance(value, dict):
+        return {k: shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(shown(v) for v in value)
+    return value

@@ -13,7 +13,7 @@ from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.defs.families import AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
 from eval_pipelines.defs.holdout_tables import table_metadata
-from eval_pipelines.defs.partitions import workflow_revisions
+from eval_pipelines.defs.partitions import partitioned_asset_check, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.runs import KIND_TAG
 from eval_pipelines.stages import golden
@@ -133,7 +133,7 @@ def golden_report(
 
 # Partitioned, so the UI shows each revision's own verdict (a preview feature in Dagster
 # 1.13, pinned exactly; the rule itself lives in `stages.golden.gate_decision`).
-@dg.asset_check(
+@partitioned_asset_check(
     asset=golden_report,
     name="activation_gate",
     blocking=True,

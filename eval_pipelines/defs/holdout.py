@@ -17,7 +17,7 @@ import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, NotFoundError
 from eval_pipelines.core.stats import INSUFFICIENT
-from eval_pipelines.defs.families import AssetFamily, refusal
+from eval_pipelines.defs.families import AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import (
     CANDIDATES_SCHEMA,
     EVAL_REPORTS_SCHEMA,
@@ -341,10 +341,10 @@ def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
         for depth, accuracy in score["targetDepth"].items():
             if isinstance(accuracy["value"], int | float):
                 key = f"accuracy_L{depth}/{variant['name']} @ {comparable}"
-                metadata[key] = float(accuracy["value"])
+                metadata[key] = shown(float(accuracy["value"]))
         decline = score["declineRate"]["value"]
         if isinstance(decline, int | float):
-            metadata[f"decline_rate/{variant['name']} @ {comparable}"] = float(decline)
+            metadata[f"decline_rate/{variant['name']} @ {comparable}"] = shown(float(decline))
     return metadata
 
 
@@ -403,7 +403,7 @@ def eval_report(
         "sample_hash": report["sample"]["sampleHash"],
         "comparable_as": report["comparableAs"],
         "variants": dg.MetadataValue.table(
-            records=[dg.TableRecord(r) for r in rows],
+            records=[dg.TableRecord(shown(r)) for r in rows],
             schema=dg.TableSchema(
                 columns=[
                     dg.TableColumn(c, "string" if c == "variant" else "float") for c in columns

@@ -11,10 +11,11 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.lift.logs import FIRST_DAY, SUFFIXES
-from eval_pipelines.defs.families import KINDS, OWNERS, QUIET_CONSOLE, refusal
+from eval_pipelines.core.lift.logs import SUFFIXES
+from eval_pipelines.defs.families import KINDS, OWNERS, QUIET_CONSOLE, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
+from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.stages import lift as stage
@@ -27,20 +28,19 @@ LIFT_LOGS = dg.AssetKey("lift_logs")
 AA_GATE = "aa_gate"
 SENSOR_INTERVAL_SECONDS = 30
 FILES_PER_TICK = 20
-# Logs from this day on have a partition (a day before it is refused at ingest); today has one
-# too (end_offset=1), so a log of the day so far lands in its own day.
-lift_days = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat(), end_offset=1)
 
 
 def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "rows": summary["rows"],
-        **{f"rows/{arm}": count for arm, count in summary["rows_by_arm"].items()},
-        "censored": summary["censored"],
-        "censored_share": summary["censored_share"],
-        "epochs": ", ".join(summary["epochs"]) or "—",
-        "workspaces": ", ".join(summary["workspaces"]) or "—",
-    }
+    return shown(
+        {
+            "rows": summary["rows"],
+            **{f"rows/{arm}": count for arm, count in summary["rows_by_arm"].items()},
+            "censored": summary["censored"],
+            "censored_share": summary["censored_share"],
+            "epochs": ", ".join(summary["epochs"]) or "—",
+            "workspaces": ", ".join(summary["workspaces"]) or "—",
+        }
+    )
 
 
 @dg.asset(
@@ -106,7 +106,7 @@ def lift_report(
             "claims": len(claims),
             "confirmed": sum(c.status == "confirmed" for c in claims),
             "parked": sum(c.status == "parked" for c in claims),
-            **plotted,
+            **shown(plotted),
         }
     )
 
@@ -171,6 +171,10 @@ def ingest_lift_log(
             else ""
         )
     )
+    days = [day.isoformat() for day in summaries]
+    known = set(context.instance.get_dynamic_partitions(LIFT_DAYS))
+    if new_days := [day for day in days if day not in known]:
+        context.instance.add_dynamic_partitions(LIFT_DAYS, new_days)
     for day, summary in summaries.items():
         context.log_event(
             dg.AssetMaterialization(
@@ -235,7 +239,7 @@ def inbox_files(folder: Path) -> list[Path]:
 
 
 @dg.sensor(
-    job=lift_ingest_job,
+    job_name="lift_ingest_job",
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="A log file dropped into the inbox ($EVAL_PIPELINES_LIFT_INBOX, default "

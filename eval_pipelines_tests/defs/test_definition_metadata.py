@@ -82,3 +82,11 @@ def test_reading_a_table_the_schema_names(tmp_path: Path) -> None:
         name = graph.get(key).metadata.get("dagster/table_name")
         if name is not None:
             assert str(name).removeprefix("warehouse.main.") in tables
+
+
+def test_metadata_figures_are_shown_to_four_decimals() -> None:
+    from eval_pipelines.defs.families import shown
+
+    assert shown(0.38749999999999996) == 0.3875
+    assert shown({"a": [0.123456, 2, "x"], "b": (1e-9,)}) == {"a": [0.1235, 2, "x"], "b": (0.0,)}
+    assert shown(True) is True and shown(3) == 3

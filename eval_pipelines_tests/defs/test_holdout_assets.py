@@ -66,6 +66,14 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
         comparable = report_event.metadata["comparable_as"].value
         assert comparable.startswith("near0.98.")
         assert f"accuracy_L4/baseline @ {comparable}" in report_event.metadata
+        # Shown to four decimals (0.3875, never 0.38749999999999996); exact in the report.
+        report = report_event.metadata["report_json"].value
+        exact = report["variants"][0]["score"]["targetDepth"]["4"]["value"]
+        plotted = report_event.metadata[f"accuracy_L4/baseline @ {comparable}"].value
+        assert plotted == round(exact, 4)
+        for record in report_event.metadata["variants"].value.records:
+            for value in record.data.values():
+                assert not isinstance(value, float) or value == round(value, 4)
         assert "Holdout evaluation" in report_event.metadata["report"].value
         # The UI's comparisons table: one row per candidate and target level, with its verdict.
         table = report_event.metadata["comparisons"].value

@@ -61,7 +61,8 @@ OPTIONAL = ("artifact_key", "candidate", "baseline_head", "app_config", "key_sou
 KEY_SOURCES = ("artifact", "trace", "conversation", "request")
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 ERRORS_SHOWN = 10
-# The first day the daily partitions cover: an older row has no partition to land in.
+# Live-lift logs predate no deployment of this project: an older timestamp is a clock error
+# (an unset clock reads 1970-01-01) and would land the row in a day no report reads.
 FIRST_DAY = date(2020, 1, 1)
 _RULES = {"not_nullable": "must be present", "field_uniqueness": "must be unique in the file"}
 _TEXT = tuple(c for c in REQUIRED if c not in ("timestamp", "outcome"))
@@ -264,7 +265,7 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         typed.get_column("timestamp").dt.date() < FIRST_DAY
     )
     for row in early.iter_rows(named=True):
-        rule = f"must be on or after {FIRST_DAY.isoformat()}, the first day lift partitions cover"
+        rule = f"must be on or after {FIRST_DAY.isoformat()} (an earlier one is a clock error)"
         problems.append((row["__row"], "timestamp", row["timestamp"], rule))
     return typed, problems
 
