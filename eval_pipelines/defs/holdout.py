@@ -33,7 +33,7 @@ from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.runs import KIND_TAG
+from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import holdout
 from eval_pipelines.stages import leave_out as leave_out_stages
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage
