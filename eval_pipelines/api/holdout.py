@@ -446,14 +446,10 @@ def get_holdout_eval(
     return _status(instance, stored, run)
 
 
-# While waiting, the run's state is read from the Dagster instance every second (cheap), every
-# 0.2 s once the classify steps are done (the last steps take about a second, and the report
-# is what the caller waits for); the warehouse is read once it has finished, and dead runs and
-# the queue are looked after every 10 s, so many waiting clients do not take CPU or the DuckDB
-# lock from the runs they wait for.
+# While waiting, the run's state and new events are read from the Dagster instance every
+# second (cheap; :func:`eval_pipelines.runs.wait`), the warehouse once the run has ended, so
+# many waiting clients do not take CPU or the DuckDB lock from the runs they wait for.
 POLL_SECONDS = 1.0
-CLOSING_POLL_SECONDS = 0.2
-HOUSEKEEPING_SECONDS = 10.0
 
 
 def wait_for_eval(
@@ -468,71 +464,60 @@ def wait_for_eval(
 ) -> dict[str, Any]:
     """Block until the newest run (or ``run_id``) has finished and return the status.
 
-    Raises :class:`EvalFailed` with the reason when there is no report once it has finished
-    (the run failed, was canceled, materialised only part of the chain, or none was launched),
-    and when the run waited for (``run_id``) failed even though an earlier report stands;
-    ``TimeoutError`` after ``timeout`` seconds. A run that has already finished costs one
-    read of the warehouse.
+    The run is waited for as every run is (:func:`eval_pipelines.runs.wait`: dead runs are
+    failed and a queue nobody dequeues gets a dispatcher meanwhile); ``progress`` is called
+    with the status document whenever the run's state or a variant step's changes, and once
+    with the final one. Raises :class:`EvalFailed` with the reason when there is no report
+    once it has finished (the run failed, was canceled, materialised only part of the chain,
+    or none was launched), and when the run waited for (``run_id``) failed even though an
+    earlier report stands; ``TimeoutError`` after ``timeout`` seconds. A run that has already
+    finished costs one read of the warehouse.
     """
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.run_progress import follow as follow_run
 
     if not is_finite_number(timeout) or timeout <= 0:
         # A NaN deadline never passes (``now > nan`` is false): the wait would never end.
         raise InputError("timeout", timeout, "must be a finite, positive number of seconds")
     deadline = time.monotonic() + timeout
     instance = dagster_instance()
+    waited = run_id or getattr(_newest_run_state(instance, eval_id), "run_id", None)
     # Read when first needed: for a progress line, or, read after the run had finished,
     # as the answer itself.
     stored: _Stored | None = None
-    last_progress = None
-    housekeeping_due = 0.0
-    while True:
-        run = _newest_run_state(instance, eval_id)
-        waiting_for_other = run_id is not None and (run is None or run.run_id != run_id)
-        finished = not waiting_for_other and (run is None or run.finished)
-        if run is not None and not run.finished:
-            follow_run(instance, run.run_id)  # progress lines for a person waiting
-        if not finished and time.monotonic() >= housekeeping_due:
-            # A run whose process died is failed, a queue nobody dequeues gets a dispatcher;
-            # the next poll reads the outcome.
-            runs.reap_dead_runs(instance)
-            runs.dispatch_if_needed(instance)
-            housekeeping_due = time.monotonic() + HOUSEKEEPING_SECONDS
-        pause = poll_seconds
-        if finished:
-            fresh: _Stored | None
+    if waited is not None:
+        current = instance.get_run_by_id(waited)
+        if current is None:
+            raise InputError("run", waited, f"no such Dagster run of evaluation {eval_id}")
+        if not current.is_finished:
+            stored = _read_stored(case_id, eval_id, warehouse)
+            on_event = _progress_events(instance, stored, progress, waited) if progress else None
             try:
-                fresh = _read_stored(case_id, eval_id, warehouse)
-            except WarehouseBusy:
-                if stored is None:
-                    raise  # the evaluation itself is unknown until read
-                fresh = None  # ask again on the next poll
-            if fresh is not None:
-                stored = fresh
-                status = _status(instance, stored, run)
-                if progress is not None:
-                    progress(status)
-                if status["status"] != "running":
-                    return _finished(case_id, status, waited_for_run=run_id is not None)
-        else:
-            if stored is None:
-                stored = _read_stored(case_id, eval_id, warehouse)
-            status = _status(instance, stored, run)
-            summary = (status["status"], tuple(v["status"] for v in status["variants"]))
-            if progress is not None and summary != last_progress:
-                progress(status)
-                last_progress = summary
-            if not waiting_for_other and all(v in _DONE for v in summary[1]):
-                pause = min(poll_seconds, CLOSING_POLL_SECONDS)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"evaluation {eval_id} still running after {timeout:g} s")
-        time.sleep(pause)
-
-
-# Variant step states after which only the scoring and report steps remain.
-_DONE = ("succeeded", "failed")
+                runs.wait(
+                    waited,
+                    deadline - time.monotonic(),
+                    on_event=on_event,
+                    poll_seconds=poll_seconds,
+                    instance=instance,
+                )
+            except TimeoutError:
+                raise TimeoutError(
+                    f"evaluation {eval_id} still running after {timeout:g} s"
+                ) from None
+    while True:
+        try:
+            stored = _read_stored(case_id, eval_id, warehouse)
+            break
+        except WarehouseBusy:
+            if stored is None or time.monotonic() > deadline:
+                raise  # the evaluation itself is unknown until read
+            time.sleep(poll_seconds)  # ask again
+    ended = instance.get_run_by_id(waited) if waited is not None else None
+    state = runs.run_state(instance, ended) if ended is not None else None
+    status = _status(instance, stored, state)
+    if progress is not None:
+        progress(status)
+    return _finished(case_id, status, waited_for_run=run_id is not None)
 
 
 def _finished(case_id: str, status: dict[str, Any], *, waited_for_run: bool) -> dict[str, Any]:
