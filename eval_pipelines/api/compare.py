@@ -167,6 +167,7 @@ def evaluate_memo_entry(
     config: Any = None,
     warehouse: Path | str | None = None,
     wait: bool = False,
+    register_only: bool = False,
     timeout: float | None = None,
     confirm_tokens: bool = False,
     aa: bool = False,
@@ -175,9 +176,10 @@ def evaluate_memo_entry(
 ) -> dict[str, Any]:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
-    The entry stays proposed; the evaluation changes nothing. ``wait``, ``timeout`` and
-    ``progress`` as for :func:`~eval_pipelines.api.holdout.start_holdout_eval`. Returns
-    ``{evalId, status}`` plus the run id.
+    The entry stays proposed; the evaluation changes nothing. ``wait``, ``register_only``,
+    ``timeout`` and ``progress`` as for
+    :func:`~eval_pipelines.api.holdout.start_holdout_eval`. Returns ``{evalId, status}``
+    plus the run id.
     """
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
@@ -203,6 +205,7 @@ def evaluate_memo_entry(
         config=config,
         warehouse=warehouse,
         wait=wait,
+        register_only=register_only,
         timeout=timeout,
         confirm_tokens=confirm_tokens,
         aa=aa,
