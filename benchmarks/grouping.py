@@ -61,7 +61,7 @@ def main() -> None:
                 seed=seed,
                 grouping=grouping,
                 group_field=field,
-                launch="inline",
+                wait=True,
             )
             report = api.get_holdout_eval("icd10cm", started["evalId"])["report"]
             levels = report["variants"][0]["score"]["levels"]

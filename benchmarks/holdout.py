@@ -51,7 +51,7 @@ import sys, json
 from eval_pipelines import api
 variants = json.loads(sys.argv[1])
 started = api.start_holdout_eval("icd10cm", variants, sample_size=int(sys.argv[2]), seed=7,
-                                 launch="inline")
+                                 wait=True)
 assert started["status"] == "complete", started
 """
 

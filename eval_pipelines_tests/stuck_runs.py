@@ -79,7 +79,7 @@ def submitted_run_stuck(instance: Any, run_id: str) -> tuple[int, list[int]]:
 
     def stuck() -> bool:
         nonlocal worker_pid
-        worker_pid = worker_pid or runs._run_worker_pid(instance, run_id)
+        worker_pid = worker_pid or runs.run_worker_pid(instance, run_id)
         return worker_pid is not None and bool(step_workers(worker_pid))
 
     wait_for(stuck, seconds=240)

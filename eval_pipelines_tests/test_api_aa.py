@@ -16,7 +16,7 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
         sample_size=200,
         seed=3,
         aa=True,
-        launch="inline",
+        wait=True,
     )
     status = api.get_holdout_eval(small_case, started["evalId"])
     report = status["report"]
@@ -45,7 +45,7 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
 
 def test_an_aa_check_without_enough_records_is_not_read_as_passed(small_case: str) -> None:
     started = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=30, seed=3, aa=True, launch="inline"
+        small_case, [{"name": "baseline"}], sample_size=30, seed=3, aa=True, wait=True
     )
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     assert report["aaCheck"]["passed"] is False
@@ -60,11 +60,11 @@ def test_a_leakage_check_needs_a_grouped_evaluation(small_case: str) -> None:
             [{"name": "baseline"}],
             grouping={"mode": "none"},
             leakage_check=True,
-            launch="none",
+            register_only=True,
         )
     assert refused.value.field == "leakageCheck"
 
 
 def test_the_twin_name_is_reserved(small_case: str) -> None:
     with pytest.raises(InputError, match="reserved for the A/A arm"):
-        api.start_holdout_eval(small_case, [{"name": "aa-twin"}], launch="none")
+        api.start_holdout_eval(small_case, [{"name": "aa-twin"}], register_only=True)

@@ -13,7 +13,7 @@ from eval_pipelines.core.errors import ConflictError, InputError
 
 def _start(case: str, **kwargs) -> str:
     variants = kwargs.pop("variants", [{"name": "baseline"}])
-    return api.start_holdout_eval(case, variants, launch="inline", **kwargs)["evalId"]
+    return api.start_holdout_eval(case, variants, wait=True, **kwargs)["evalId"]
 
 
 def test_compare_two_evaluations_matches_the_in_eval_comparison(small_case: str) -> None:
@@ -84,9 +84,7 @@ def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
         "when: {keywords: [asthma]}\nthen: {assign: J45.909}\n"
     )
     api.add_memo_entry(small_case, entry)
-    started = api.evaluate_memo_entry(
-        small_case, "m_asthma", sample_size=50, seed=1, launch="inline"
-    )
+    started = api.evaluate_memo_entry(small_case, "m_asthma", sample_size=50, seed=1, wait=True)
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     assert [v["name"] for v in report["variants"]] == ["active-memo", "with-m_asthma"]
     assert report["variants"][1]["memoInclude"] == ["m_asthma"]
@@ -96,7 +94,7 @@ def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
     assert later["variants"][0]["memoVersion"] == report["variants"][0]["memoVersion"] == "empty"
     api.approve_memo_entry(small_case, "m_asthma", by="lead")
     with pytest.raises(InputError, match="already active"):
-        api.evaluate_memo_entry(small_case, "m_asthma", launch="inline")
+        api.evaluate_memo_entry(small_case, "m_asthma", wait=True)
 
 
 def test_compare_refuses_a_memo_change_unless_allowed_and_then_says_so(
@@ -249,6 +247,8 @@ def test_memo_shortcut_with_a_64_character_entry_id(small_case: str, tmp_path: P
         f"id: {entry_id}\ninstruction: x\nwhen: {{keywords: [asthma]}}\nthen: {{assign: J45.909}}\n"
     )
     api.add_memo_entry(small_case, entry)
-    started = api.evaluate_memo_entry(small_case, entry_id, sample_size=10, seed=1, launch="none")
+    started = api.evaluate_memo_entry(
+        small_case, entry_id, sample_size=10, seed=1, register_only=True
+    )
     spec_variants = api.get_holdout_eval(small_case, started["evalId"])["variants"]
     assert [v["name"] for v in spec_variants] == ["active-memo", "with-entry"]

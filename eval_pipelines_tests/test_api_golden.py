@@ -1,6 +1,6 @@
 """Golden sets through the Python API, end to end: the demo workflow (invoice2data over the
 three Harbour Lane Paper Co. invoices in ``data/demo/golden/``), a real DuckDB warehouse and
-real Dagster runs of job ``golden_gate`` executed in-process (``launch="inline"``).
+real Dagster runs of job ``golden_gate`` executed in-process (``wait=True``).
 
 Hand count of the demo labels (every labelled value is one scored item; a key column's cells
 are labelled cells too):
@@ -54,7 +54,7 @@ def test_first_run_pays_rerun_is_cached_and_activation_is_ledgered(golden_home: 
     assert [a["unmapped"] for a in added] == [[], [], []]
     assert [a["keyColumns"] for a in added] == [{}, {"line_items": ["sku"]}, {}]
 
-    first = golden.run_and_report("inv", launch="inline")
+    first = golden.run_and_report("inv")
     assert (first["status"], first["revision"], first["set"]) == ("completed", revision, "inv")
     assert first["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
     assert {k: first["score"]["passRate"][k] for k in ("passed", "n", "value")} == {
@@ -80,7 +80,7 @@ def test_first_run_pays_rerun_is_cached_and_activation_is_ledgered(golden_home: 
     # A first run pays in full: one invoice2data step per document at cost 1.
     assert first["charged"] == {"executedSteps": 3, "cachedSteps": 0, "costUnits": 3.0}
 
-    second = golden.run_and_report("inv", launch="inline")
+    second = golden.run_and_report("inv")
     assert second["goldenRunId"] != first["goldenRunId"]
     assert second["revision"] == revision
     assert second["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
@@ -112,7 +112,7 @@ def test_rename_keeps_labels_and_a_removed_field_is_stale_not_missed(
     original = seed()
     renamed = workflows.save_workflow(WORKFLOW, renamed_variant(golden_home))["revision"]
     assert renamed != original  # a rename is a new revision...
-    run = golden.run_and_report("inv", launch="inline")
+    run = golden.run_and_report("inv")
     assert run["revision"] == renamed
     # ... whose labels stay attached to field id ``customer``: still 33/33.
     assert run["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
@@ -129,7 +129,7 @@ def test_rename_keeps_labels_and_a_removed_field_is_stale_not_missed(
     ]
 
     removed = workflows.save_workflow(WORKFLOW, without_customer_variant(golden_home))["revision"]
-    run = golden.run_and_report("inv", launch="inline")
+    run = golden.run_and_report("inv")
     assert run["revision"] == removed
     # The node's configuration did not change (only its schema), so every step is cached.
     assert run["charged"] == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}
@@ -173,12 +173,12 @@ def test_disabled_case_is_left_out_and_a_deleted_case_leaves_every_run(
     from eval_pipelines.api import golden
 
     seed()
-    before = golden.run_and_report("inv", launch="inline")
+    before = golden.run_and_report("inv")
     assert sorted(before["cases"]) == ["case-0001", "case-0002", "case-0003"]
 
     disabled = golden.set_case_enabled("inv", "case-0002", False)
     assert disabled["enabled"] is False
-    run = golden.run_and_report("inv", launch="inline")
+    run = golden.run_and_report("inv")
     # case-0002 (10 items) is left out: 33 - 10 = 23 items over 2 cases.
     assert sorted(run["cases"]) == ["case-0001", "case-0003"]
     assert run["score"]["fieldAccuracy"] == {"correct": 23, "n": 23, "value": 1.0}
@@ -210,7 +210,7 @@ def test_the_ledger_keeps_the_decision_and_the_active_revision_is_not_activated_
     from eval_pipelines.core.errors import ConflictError
 
     revision = seed()
-    golden.run_and_report("inv", launch="inline")
+    golden.run_and_report("inv")
     workflows.activate_workflow(WORKFLOW, revision, by="ana")
     with pytest.raises(ConflictError, match="already the active revision"):
         workflows.activate_workflow(WORKFLOW, revision, by="bo")
@@ -263,7 +263,7 @@ def test_a_python_function_changed_to_drop_a_field_is_gated_again_not_served_fro
     first = workflows.save_workflow("fields", workflow_file)["revision"]
     golden.create_set("fields-gate", workflow="fields", gate=True)
     golden.add_case("fields-gate", document=document, labels=labels)
-    passed = golden.run_and_report("fields-gate", launch="inline")
+    passed = golden.run_and_report("fields-gate")
     assert passed["score"]["fieldAccuracy"] == {"correct": 2, "n": 2, "value": 1.0}
 
     # The same workflow file, the function edited to drop ``customer``.
@@ -271,7 +271,7 @@ def test_a_python_function_changed_to_drop_a_field_is_gated_again_not_served_fro
     saved = workflows.save_workflow("fields", workflow_file)
 
     assert saved["new"] is True and saved["revision"] != first
-    rerun = golden.run_and_report("fields-gate", launch="inline")
+    rerun = golden.run_and_report("fields-gate")
     assert rerun["revision"] == saved["revision"]
     # The step ran with the new code (no cached output of the old code was reused) ...
     assert rerun["charged"] == {"executedSteps": 1, "cachedSteps": 0, "costUnits": 1.0}
@@ -322,13 +322,13 @@ def test_a_failed_step_is_served_from_cache_like_a_success_and_says_so(
     letter = golden_home / "letter.txt"
     letter.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
     golden.add_case("inv", document=letter, labels={"invoice_number": "HLP-9999"})
-    first = golden.run_and_report("inv", launch="inline")
+    first = golden.run_and_report("inv")
     # Four documents, one invoice2data step each; the letter matches no template.
     assert first["charged"] == {"executedSteps": 4, "cachedSteps": 0, "costUnits": 4.0}
     why = first["cases"]["case-0004"]["why"]
     assert why.startswith("no output: node invoice: ") and "cache" not in why
 
-    second = golden.run_and_report("inv", launch="inline")
+    second = golden.run_and_report("inv")
     # The failed step is not charged again: its outcome is cached, keyed like a success.
     assert second["charged"] == {"executedSteps": 0, "cachedSteps": 4, "costUnits": 0.0}
     assert second["cases"]["case-0004"]["status"] == "errored"
@@ -338,7 +338,7 @@ def test_a_failed_step_is_served_from_cache_like_a_success_and_says_so(
     )
     # A changed node configuration runs every step again, the failed one too.
     workflows.save_workflow(WORKFLOW, broken_variant(golden_home))
-    third = golden.run_and_report("inv", launch="inline")
+    third = golden.run_and_report("inv")
     assert third["charged"] == {"executedSteps": 4, "cachedSteps": 0, "costUnits": 4.0}
     assert third["cases"]["case-0004"]["why"] == why
 
@@ -349,8 +349,8 @@ def test_steps_executed_counts_steps_not_cases(golden_home: Path) -> None:
     seed()
     # A second case on hlp-1001: the document runs once, its one step is charged once.
     golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels={"total": 530.62})
-    first = golden.run_and_report("inv", launch="inline")
+    first = golden.run_and_report("inv")
     assert len(first["cases"]) == 4
     assert first["charged"] == {"executedSteps": 3, "cachedSteps": 0, "costUnits": 3.0}
-    second = golden.run_and_report("inv", launch="inline")
+    second = golden.run_and_report("inv")
     assert second["charged"] == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}

@@ -54,7 +54,7 @@ def test_the_revision_pins_the_case_versions_and_memo(coding: str) -> None:
 def test_records_are_scored_at_the_target_depth_with_their_own_record_held_out(
     coding: str,
 ) -> None:
-    report = golden.run_and_report("coding-gate", launch="inline")
+    report = golden.run_and_report("coding-gate")
     accuracy = report["score"]["fieldAccuracy"]
     assert accuracy["n"] == 30  # one `code` value per record
     # Each label is a category (3 characters); were a record its own evidence, `nearest`
@@ -62,7 +62,7 @@ def test_records_are_scored_at_the_target_depth_with_their_own_record_held_out(
     labels = [case["items"][0]["expected"] for case in report["cases"].values()]
     assert all(len(label) == 3 for label in labels)
     assert accuracy["correct"] < 30
-    again = golden.run_and_report("coding-gate", launch="inline")
+    again = golden.run_and_report("coding-gate")
     assert again["charged"] == {"executedSteps": 0, "cachedSteps": 30, "costUnits": 0.0}
     assert again["score"] == report["score"]
 

@@ -73,7 +73,7 @@ def test_rows_match_real_holdout_evaluations(small_case: str, tmp_path: Path) ->
             sample_size=120,
             seed=3,
             grouping=grouping,
-            launch="inline",
+            wait=True,
         )
         assert started["status"] == "complete"
         report = api.get_holdout_eval(small_case, started["evalId"])["report"]

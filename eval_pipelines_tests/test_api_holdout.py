@@ -11,7 +11,7 @@ import duckdb
 import numpy as np
 import polars as pl
 import pytest
-from dagster import DagsterEventType, DagsterInstance
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from scipy.stats import bootstrap
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
@@ -30,9 +30,7 @@ def _count(table: str) -> int:
 
 
 def test_report_statistics_match_independent_oracles(small_case: str) -> None:
-    started = api.start_holdout_eval(
-        small_case, VARIANTS, sample_size=150, seed=11, launch="inline"
-    )
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=150, seed=11, wait=True)
     assert started["status"] == "complete"
     status = api.get_holdout_eval(small_case, started["evalId"])
     assert status["status"] == "complete"
@@ -103,7 +101,7 @@ def test_report_statistics_match_independent_oracles(small_case: str) -> None:
 
 
 def test_report_shape_follows_000(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=3, launch="inline")
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=3, wait=True)
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     assert set(report["sample"]) >= {
         "size",
@@ -149,9 +147,7 @@ def test_nearest_routes_on_the_confidence_it_shows_and_is_not_short(
         {"name": "baseline"},
         {"name": "nearest", "config": {"strategy": "nearest", "candidates": 8}},
     ]
-    started = api.start_holdout_eval(
-        small_case, variants, sample_size=120, seed=13, launch="inline"
-    )
+    started = api.start_holdout_eval(small_case, variants, sample_size=120, seed=13, wait=True)
     status = api.get_holdout_eval(small_case, started["evalId"])
     report = status["report"]
     rows = api.eval_rows(small_case, started["evalId"])
@@ -188,15 +184,11 @@ def test_nearest_routes_on_the_confidence_it_shows_and_is_not_short(
 
 
 def test_same_seed_same_sample_and_ungrouped_warns(small_case: str) -> None:
-    first = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=30, seed=5, launch="inline"
-    )
+    first = api.start_holdout_eval(small_case, VARIANTS[:1], sample_size=30, seed=5, wait=True)
     second = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=30, seed=5, grouping={"mode": "none"}, launch="inline"
+        small_case, VARIANTS[:1], sample_size=30, seed=5, grouping={"mode": "none"}, wait=True
     )
-    third = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=30, seed=6, launch="inline"
-    )
+    third = api.start_holdout_eval(small_case, VARIANTS[:1], sample_size=30, seed=6, wait=True)
     reports = [
         api.get_holdout_eval(small_case, s["evalId"])["report"] for s in (first, second, third)
     ]
@@ -209,7 +201,7 @@ def test_same_seed_same_sample_and_ungrouped_warns(small_case: str) -> None:
 
 def test_field_grouping_leaves_out_the_whole_group(small_case: str) -> None:
     started = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=60, seed=2, group_field="group_key", launch="inline"
+        small_case, VARIANTS[:1], sample_size=60, seed=2, group_field="group_key", wait=True
     )
     eval_id = started["evalId"]
     with duckdb.connect("warehouse.duckdb", read_only=True) as conn:
@@ -254,7 +246,7 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
     )
     assert api.add_memo_entry(small_case, entry)["status"] == "proposed"
     variants = [{"name": "baseline"}, {"name": "with-rule", "memo_include": ["m_otitis"]}]
-    started = api.start_holdout_eval(small_case, variants, sample_size=300, seed=1, launch="inline")
+    started = api.start_holdout_eval(small_case, variants, sample_size=300, seed=1, wait=True)
     rows = api.eval_rows(small_case, started["evalId"])
     ruled = [r for r in rows if r["variant"] == "with-rule" and r["memoApplied"]]
     assert ruled, "the sample should contain otitis records"
@@ -294,7 +286,7 @@ def test_bad_input_names_the_field_and_writes_nothing(
     arguments = {"variants": VARIANTS, "sample_size": 50, "seed": 7} | overrides
     variants = arguments.pop("variants")
     with pytest.raises(InputError) as error:
-        api.start_holdout_eval(small_case, variants, launch="inline", **arguments)
+        api.start_holdout_eval(small_case, variants, wait=True, **arguments)
     assert error.value.field == field
     assert _count("evaluations") == 0
     assert DagsterInstance.get().get_dynamic_partitions("holdout_evaluations") == []
@@ -302,15 +294,15 @@ def test_bad_input_names_the_field_and_writes_nothing(
 
 def test_unknown_case_is_refused(small_case: str) -> None:
     with pytest.raises(NotFoundError, match="no such case"):
-        api.start_holdout_eval("nope", VARIANTS, launch="inline")
+        api.start_holdout_eval("nope", VARIANTS, wait=True)
     assert _count("evaluations") == 0
 
 
 def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     small_case: str, small_case_files: dict[str, Path], tmp_path: Path
 ) -> None:
-    done = api.start_holdout_eval(small_case, VARIANTS, sample_size=30, seed=4, launch="inline")
-    pending = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    done = api.start_holdout_eval(small_case, VARIANTS, sample_size=30, seed=4, wait=True)
+    pending = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
     before = api.get_holdout_eval(small_case, done["evalId"])
     rows_before = api.eval_rows(small_case, done["evalId"])
 
@@ -334,13 +326,13 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     )
     assert compared["levels"] == after["report"]["comparisons"][0]["levels"]
     # An evaluation registered before the replacement runs on the records it pinned.
-    api.rerun_holdout_eval(small_case, pending["evalId"], launch="inline")
+    api.rerun_holdout_eval(small_case, pending["evalId"], wait=True)
     pinned = api.get_holdout_eval(small_case, pending["evalId"])
     assert pinned["status"] == "complete"
     assert pinned["report"]["versions"]["records"] == before["recordsVersion"]
     assert pinned["report"]["sample"]["size"] == 20
     # A re-run of the finished one reproduces its report exactly.
-    api.rerun_holdout_eval(small_case, done["evalId"], launch="inline")
+    api.rerun_holdout_eval(small_case, done["evalId"], wait=True)
     again = api.get_holdout_eval(small_case, done["evalId"])
     assert again["reportRunId"] != before["reportRunId"]
     assert [v["score"] for v in again["report"]["variants"]] == [
@@ -350,7 +342,7 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
 
 
 def test_a_registered_evaluation_has_no_run_and_says_how_to_start_one(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
     status = api.get_holdout_eval(small_case, started["evalId"])
     assert (status["status"], status["run"], status["runId"]) == ("registered", None, None)
     with pytest.raises(api.EvalFailed, match="eval rerun"):
@@ -359,7 +351,7 @@ def test_a_registered_evaluation_has_no_run_and_says_how_to_start_one(small_case
 
 def test_sample_larger_than_the_case_takes_every_record_and_says_so(small_case: str) -> None:
     started = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=5000, grouping={"mode": "none"}, launch="inline"
+        small_case, VARIANTS[:1], sample_size=5000, grouping={"mode": "none"}, wait=True
     )
     report = api.get_holdout_eval(small_case, started["evalId"])["report"]
     assert (report["sample"]["size"], report["sample"]["requestedSize"]) == (3049, 5000)
@@ -371,7 +363,7 @@ def test_a_partial_materialisation_reads_incomplete_not_complete(small_case: str
 
     from eval_pipelines.definitions import defs
 
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
     result = defs.resolve_job_def("holdout_eval").execute_in_process(
         instance=DagsterInstance.get(),
         partition_key=started["evalId"],
@@ -385,7 +377,7 @@ def test_a_partial_materialisation_reads_incomplete_not_complete(small_case: str
 
 
 def test_partition_keys_added_by_hand_can_be_pruned(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="none")
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions("holdout_evaluations", ["small-e9999-s1"])
     assert api.prune_partitions() == ["small-e9999-s1"]
@@ -403,7 +395,7 @@ def test_a_failed_run_reads_failed_with_the_step_and_its_error(small_case: str) 
         small_case,
         [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-status"}}],
         sample_size=20,
-        launch="inline",
+        wait=True,
     )
     status = api.get_holdout_eval(small_case, started["evalId"])
     assert (status["status"], status["run"]["state"]) == ("failed", "failed")
@@ -417,11 +409,11 @@ def test_a_failed_run_reads_failed_with_the_step_and_its_error(small_case: str) 
 
 
 def test_an_evaluation_run_here_reports_progress_as_it_goes(small_case: str) -> None:
-    """``auto`` without a daemon executes the run in this process (what ``eval holdout
-    --wait`` does) and tells the caller as its variant steps go."""
+    """A start that waits, without a daemon, executes the run in this process (what ``eval
+    holdout --wait`` does) and tells the caller as its variant steps go."""
     seen: list[dict[str, Any]] = []
     started = api.start_holdout_eval(
-        small_case, VARIANTS, sample_size=30, seed=2, launch="auto", progress=seen.append
+        small_case, VARIANTS, sample_size=30, seed=2, wait=True, progress=seen.append
     )
     assert started["status"] == "complete"
     first, last = seen[0], seen[-1]
@@ -434,15 +426,16 @@ def test_an_evaluation_run_here_reports_progress_as_it_goes(small_case: str) -> 
     final = api.wait_for_eval(small_case, started["evalId"], run_id=started["runId"], timeout=5)
     assert final["status"] == "complete" and final["reportRunId"] == started["runId"]
 
-    again = api.rerun_holdout_eval(small_case, started["evalId"], launch="auto")
+    again = api.rerun_holdout_eval(small_case, started["evalId"], wait=True)
     assert again["status"] == "complete" and again["runId"] != started["runId"]
     rerun = api.get_holdout_eval(small_case, started["evalId"])
     assert rerun["reportRunId"] == again["runId"]
     assert rerun["report"]["sample"] == final["report"]["sample"]
 
 
-def test_auto_submits_to_the_queue_while_a_daemon_dequeues(small_case: str) -> None:
-    """With ``make dev`` running, its daemon starts every run: ``auto`` submits, and no
+def test_a_waiting_start_submits_to_the_queue_while_a_daemon_dequeues(small_case: str) -> None:
+    """With ``make dev`` running, its daemon starts every run: a start that waits submits
+    its run and waits for the daemon (this one never dequeues: the wait times out), and no
     dispatcher is started beside the daemon."""
     from dagster._daemon.types import DaemonHeartbeat
 
@@ -450,8 +443,10 @@ def test_auto_submits_to_the_queue_while_a_daemon_dequeues(small_case: str) -> N
     instance.add_daemon_heartbeat(
         DaemonHeartbeat(time.time(), "QUEUED_RUN_COORDINATOR", "make dev", None)
     )
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, launch="auto")
-    assert started["status"] == "queued"
-    enqueued = instance.all_logs(started["runId"], of_type=DagsterEventType.RUN_ENQUEUED)
+    with pytest.raises(TimeoutError, match="still running after 2 s"):
+        api.start_holdout_eval(small_case, VARIANTS, sample_size=20, wait=True, timeout=2)
+    (run,) = instance.get_runs()
+    assert run.status == DagsterRunStatus.QUEUED
+    enqueued = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_ENQUEUED)
     assert len(enqueued) == 1
     assert not (Path(instance.root_directory) / "eval_pipelines_dispatcher.log").exists()

@@ -16,7 +16,7 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
         seed=5,
         grouping={"mode": "nearDuplicate", "threshold": 0.8},
         leakage_check=True,
-        launch="inline",
+        wait=True,
     )
     report = api.get_holdout_eval(small_case, grouped["evalId"])["report"]
     gap = report["leakageGap"]
@@ -27,7 +27,7 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
         sample_size=120,
         seed=5,
         grouping={"mode": "none"},
-        launch="inline",
+        wait=True,
     )
     plain = api.get_holdout_eval(small_case, ungrouped["evalId"])["report"]
     assert plain["sample"]["sampleHash"] == report["sample"]["sampleHash"]

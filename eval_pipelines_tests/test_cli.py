@@ -292,9 +292,9 @@ def test_bad_records_file_exit_2(workdir: Path, tariff_files: Path) -> None:
 def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> None:
     from eval_pipelines import api
 
-    eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=30, launch="inline"
-    )["evalId"]
+    eval_id = api.start_holdout_eval(small_case, [{"name": "baseline"}], sample_size=30, wait=True)[
+        "evalId"
+    ]
     before_status = api.get_holdout_eval(small_case, eval_id)
     before = before_status["report"]
     dagster = Path(sys.executable).parent / "dagster"
@@ -402,7 +402,7 @@ def test_rows_into_a_closed_pipe_exit_quietly(small_case: str) -> None:
     from eval_pipelines import api
 
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=300, launch="inline"
+        small_case, [{"name": "baseline"}], sample_size=300, wait=True
     )["evalId"]
     command = " ".join([*CLI, "eval", "rows", small_case, eval_id])
     result = subprocess.run(

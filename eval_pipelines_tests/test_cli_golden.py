@@ -95,7 +95,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     )
     assert cli_json(capsys, *ledger) == []
 
-    passing = golden.run_and_report("inv", launch="inline")
+    passing = golden.run_and_report("inv")
     activated = cli_json(capsys, "workflow", "activate", WORKFLOW, good, "--by", "ana")
     assert activated["gateRuns"] == [passing["goldenRunId"]]
     entries = cli_json(capsys, *ledger)
@@ -113,7 +113,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
         f"set inv has not been run against revision {broken}"
     )
 
-    failing = golden.run_and_report("inv", launch="inline")
+    failing = golden.run_and_report("inv")
     assert failing["revision"] == broken
     # Only the 3 customer values miss ("Corrib" etc.): 30/33 = 0.90909..., shown as 0.909.
     assert failing["score"]["fieldAccuracy"] == {"correct": 30, "n": 33, "value": 30 / 33}
@@ -162,7 +162,7 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
     seed_one = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)["revision"]
     golden.create_set("inv", workflow=WORKFLOW, gate=True)
     golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json")
-    golden.run_and_report("inv", launch="inline")  # results exist, so a delete would show
+    golden.run_and_report("inv")  # results exist, so a delete would show
     [document] = workflows.list_documents()
     assert document["cases"] == 1
 
@@ -316,7 +316,7 @@ def test_add_run_seeds_a_case_from_the_approved_values(
     assert (again["caseId"], again["added"]) == ("case-0001", False)
     assert len(cli_json(capsys, "golden", "cases", "reviewed")) == 1
 
-    report = golden.run_and_report("reviewed", launch="inline")
+    report = golden.run_and_report("reviewed")
     # 16 labels; the extraction reads "Corrib Print Studio", the approved label is "... Ltd".
     assert report["score"]["fieldAccuracy"] == {"correct": 15, "n": 16, "value": 15 / 16}
     misses = [i for i in report["cases"]["case-0001"]["items"] if not i["matched"]]
@@ -333,12 +333,12 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     from eval_pipelines.api import golden
 
     good = seed()
-    a = golden.run_and_report("inv", launch="inline")
+    a = golden.run_and_report("inv")
     # case-0001 sits out run B, so its change (passed -> absent) sorts by id before the
     # passed -> failed ones unless regressions really come first.
     assert cli_json(capsys, "golden", "disable-case", "inv", "case-0001")["enabled"] is False
     broken = cli_json(capsys, "workflow", "save", WORKFLOW, "--file", broken_variant(golden_home))
-    b = golden.run_and_report("inv", launch="inline")
+    b = golden.run_and_report("inv")
     assert b["revision"] == broken["revision"]
     # Cases 2 and 3: 10 + 7 = 17 values, 2 customers missed.
     assert b["score"]["fieldAccuracy"] == {"correct": 15, "n": 17, "value": 15 / 17}
@@ -395,7 +395,7 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     removed = cli_json(
         capsys, "workflow", "save", WORKFLOW, "--file", without_customer_variant(golden_home)
     )
-    c = golden.run_and_report("inv", launch="inline")
+    c = golden.run_and_report("inv")
     assert c["revision"] == removed["revision"]
 
     trend = cli_json(capsys, "golden", "trend", "inv", "--field", "customer", "--json")
@@ -470,7 +470,7 @@ def test_activate_is_refused_when_cases_were_added_after_the_passing_run(
     from eval_pipelines.api import golden
 
     revision = seed()
-    passing = golden.run_and_report("inv", launch="inline")
+    passing = golden.run_and_report("inv")
     assert passing["gate"]["passed"] is True
     letter = golden_home / "letter.txt"
     letter.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
@@ -500,7 +500,7 @@ def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
     golden.add_case(
         "inv", document=GOLDEN / "hlp-1003.txt", labels={**labels, "customer": "Eyre Sq. Books"}
     )
-    run = golden.run_and_report("inv", launch="inline")
+    run = golden.run_and_report("inv")
     # 16 + 7 values, one wrong label: 22/23 = 0.95652..., which rounds to 0.957.
     assert run["score"]["fieldAccuracy"] == {"correct": 22, "n": 23, "value": 22 / 23}
     code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
@@ -522,7 +522,7 @@ def test_the_report_shows_schema_drift(
 
     seed()
     workflows.save_workflow(WORKFLOW, without_customer_variant(golden_home))
-    run = golden.run_and_report("inv", launch="inline")
+    run = golden.run_and_report("inv")
     assert run["schemaDrift"] == ["case-0001", "case-0002", "case-0003"]
     code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
     assert code == 0

@@ -51,7 +51,7 @@ def demo_report(root: Path) -> dict[str, Any]:
         group_field="group_key",
         aa=True,
         leakage_check=True,
-        launch="inline",
+        wait=True,
     )
     status = api.get_holdout_eval("icd10cm", started["evalId"])
     return normalised({"report": status["report"], "markdown": status["reportMarkdown"]})

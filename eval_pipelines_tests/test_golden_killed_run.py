@@ -102,7 +102,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
     from eval_pipelines.storage.warehouse import connect, transaction
 
     revision = seed_with_hanging_case(golden_home, time_limit=2)
-    done = golden.run_and_report("inv", launch="inline")
+    done = golden.run_and_report("inv")
     instance = dagster_instance()
     live = runs.create_inline_run(instance, runs.kind_of("golden"), revision)
     assert live is not None

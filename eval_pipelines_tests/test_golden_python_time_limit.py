@@ -70,7 +70,7 @@ def test_a_python_function_that_loops_forever_fails_its_case_after_the_time_limi
 
     revision = seed(golden_home, monkeypatch, time_limit=2)
 
-    report = golden.run_and_report("fields-gate", launch="inline")
+    report = golden.run_and_report("fields-gate")
 
     assert (report["status"], report["revision"]) == ("completed", revision)
     assert {c: s["status"] for c, s in report["cases"].items()} == {
@@ -90,7 +90,7 @@ def test_a_python_function_that_loops_forever_fails_its_case_after_the_time_limi
         in (report["gate"]["reason"])
     )
     # Not cached: the next run executes that step again, the two others come from cache.
-    again = golden.run_and_report("fields-gate", launch="inline")
+    again = golden.run_and_report("fields-gate")
     assert again["charged"] == {"executedSteps": 1, "cachedSteps": 2, "costUnits": 1.0}
     assert again["cases"]["case-0003"]["why"].startswith(
         "no output: node fields: timed out after 2 s"

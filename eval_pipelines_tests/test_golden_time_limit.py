@@ -60,7 +60,7 @@ def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_complet
 
     revision = seed_with_hanging_case(golden_home, time_limit=2)
 
-    report = golden.run_and_report("inv", launch="inline")
+    report = golden.run_and_report("inv")
 
     assert (report["status"], report["revision"]) == ("completed", revision)
     statuses = {c: s["status"] for c, s in report["cases"].items()}
@@ -83,7 +83,7 @@ def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_complet
     )
     # A time-out is not cached (a busy machine can time out a step that finishes next time):
     # the next run executes that step again and serves the three others from cache.
-    again = golden.run_and_report("inv", launch="inline")
+    again = golden.run_and_report("inv")
     assert again["charged"] == {"executedSteps": 1, "cachedSteps": 3, "costUnits": 1.0}
     assert "served from cache" not in again["cases"]["case-0004"]["why"]
 
@@ -123,7 +123,7 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
     from eval_pipelines.api import workflows
 
     fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))
-    after = golden.run_and_report("inv", revision=fast["revision"], launch="inline")
+    after = golden.run_and_report("inv", revision=fast["revision"])
     assert after["status"] == "completed"
     assert after["cases"]["case-0004"]["status"] == "errored"
 

@@ -96,7 +96,7 @@ def _counts(report: dict) -> list[dict[str, tuple[int, int, int]]]:
 
 def test_an_old_evaluation_reruns_to_the_same_report(legacy: Path) -> None:
     before = api.get_holdout_eval("legacy", "legacy-e0001-s3")["report"]
-    api.rerun_holdout_eval("legacy", "legacy-e0001-s3", launch="inline")
+    api.rerun_holdout_eval("legacy", "legacy-e0001-s3", wait=True)
     after = api.get_holdout_eval("legacy", "legacy-e0001-s3")
     assert after["status"] == "complete" and after["run"]["state"] == "succeeded"
     report = after["report"]
@@ -120,7 +120,7 @@ def test_an_old_evaluation_reruns_to_the_same_report(legacy: Path) -> None:
 
 def test_a_new_evaluation_on_the_upgraded_file_runs(legacy: Path) -> None:
     started = api.start_holdout_eval(
-        "legacy", [{"name": "baseline"}], sample_size=30, seed=9, launch="inline"
+        "legacy", [{"name": "baseline"}], sample_size=30, seed=9, wait=True
     )
     assert started["evalId"] == "legacy-e0005-s9"  # the sequence continues
     assert api.get_holdout_eval("legacy", started["evalId"])["status"] == "complete"

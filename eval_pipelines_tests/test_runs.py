@@ -92,9 +92,7 @@ def _wait_for(predicate, timeout: float = 120) -> None:  # type: ignore[no-untyp
 def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
     small_case: str,
 ) -> None:
-    reference = api.start_holdout_eval(
-        small_case, VARIANTS, sample_size=40, seed=6, launch="inline"
-    )
+    reference = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6, wait=True)
     expected = api.get_holdout_eval(small_case, reference["evalId"])["report"]
 
     # Hold the warehouse so the submitted run blocks in its first step, inside the pool.
@@ -175,7 +173,7 @@ def instance(workdir: Path) -> Iterator[dg.DagsterInstance]:
 
 def _registered(case: str, seed: int = 1) -> str:
     """A registered evaluation (spec written, no run yet) of the small case."""
-    return api.start_holdout_eval(case, VARIANTS, sample_size=20, seed=seed, launch="none")[
+    return api.start_holdout_eval(case, VARIANTS, sample_size=20, seed=seed, register_only=True)[
         "evalId"
     ]
 
@@ -216,7 +214,7 @@ def test_an_inline_run_is_recorded_like_a_submitted_run(
     assert run.tags["team"] == "a" and run.tags[runs.LAUNCHED_BY_TAG] == "eval-pipelines"
     assert instance.has_dynamic_partition(kind.partitions, eval_id)
     # Its process is named before it starts, so the reaper can tell when it is gone.
-    assert runs._run_worker_pid(instance, run.run_id) == os.getpid()
+    assert runs.run_worker_pid(instance, run.run_id) == os.getpid()
 
     state = runs.execute_run_here(instance, run)
 
@@ -297,7 +295,7 @@ def test_a_run_starting_here_takes_a_run_slot_at_once(
     late = _registered(small_case, 99)
     assert runs.create_inline_run(instance, kind, late, only_if_slot_free=True) is None
     # A submitted run waits in the queue for them: the dispatcher counts them as active.
-    submitted = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=98, launch="auto")
+    submitted = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=98)
     assert submitted["status"] == "queued"
     for run in starting:
         assert run is not None

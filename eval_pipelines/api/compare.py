@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,14 +166,19 @@ def evaluate_memo_entry(
     group_field: str | None = None,
     config: Any = None,
     warehouse: Path | str | None = None,
-    launch: str = "submit",
+    wait: bool = False,
+    register_only: bool = False,
+    timeout: float | None = None,
     confirm_tokens: bool = False,
     aa: bool = False,
     leakage_check: bool = False,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
-    The entry stays proposed; the evaluation changes nothing. Returns ``{evalId, status}``
+    The entry stays proposed; the evaluation changes nothing. ``wait``, ``register_only``,
+    ``timeout`` and ``progress`` as for
+    :func:`~eval_pipelines.api.holdout.start_holdout_eval`. Returns ``{evalId, status}``
     plus the run id.
     """
     with connect(
@@ -198,8 +204,11 @@ def evaluate_memo_entry(
         group_field=group_field,
         config=config,
         warehouse=warehouse,
-        launch=launch,
+        wait=wait,
+        register_only=register_only,
+        timeout=timeout,
         confirm_tokens=confirm_tokens,
         aa=aa,
         leakage_check=leakage_check,
+        progress=progress,
     )

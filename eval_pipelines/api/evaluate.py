@@ -24,7 +24,6 @@ from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 KIND = "query"
-LAUNCH_MODES = ("inline", "submit")
 # The longest maxTime (3600 s) and room for the run to start and store its result.
 DEFAULT_TIMEOUT = 3900.0
 
@@ -85,7 +84,7 @@ def evaluate(
     query: Mapping[str, Any] | str | Path,
     *,
     folds: int | None = None,
-    launch: str = "inline",
+    wait: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
@@ -97,17 +96,19 @@ def evaluate(
     the sources read (name, kind, version, rows) and every scalar metric.
 
     ``folds`` runs a deterministic k-fold sweep (fold r tests the rows at positions ≡ r mod k)
-    and averages it. ``launch`` is ``inline`` (the run executes in this process; a real run in
-    the Dagster instance) or ``submit`` (through the instance's run queue, waiting up to
-    ``timeout`` seconds). A complete, untruncated result stored for the same query on the same
-    table versions is returned without a run.
+    and averages it. The run is launched as every run is (:func:`eval_pipelines.runs.launch`):
+    ``wait`` (the default) executes it in this process when a run slot is free; without it,
+    it is submitted to the instance's run queue (the daemon or the dispatcher executes it).
+    Either way the answer waits for it, up to ``timeout`` seconds for a queued run. A
+    complete, untruncated result stored for the same query on the same table versions is
+    returned without a run.
 
     Raises :class:`InputError` for a query 003 refuses (before anything is stored),
     :class:`QueryRefused` when the run refuses it against the data (nothing stored),
     :class:`EvalFailed` when the run fails.
     """
-    if launch not in LAUNCH_MODES:
-        raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
+    if not isinstance(wait, bool):
+        raise InputError("wait", wait, "must be true or false")
     require_run_warehouse(warehouse)
     parsed = parse_query(read_query(query))
     folds = stage.validate_folds(folds)
@@ -124,7 +125,7 @@ def evaluate(
         stored = query_evaluations.new_query(eval_id, parsed.document, folds, pinned)
         new = query_evaluations.insert_query(conn, stored)
     run_id = str(uuid.uuid4())
-    state = _launch(eval_id, launch, run_id, timeout)
+    state = _run(eval_id, wait, run_id, timeout)
     if state["state"] != "succeeded":
         refusal = _refusal(run_id)
         if refusal is not None:
@@ -145,21 +146,15 @@ def evaluate(
     return _response(stored, result, cached=False)
 
 
-def _launch(eval_id: str, launch: str, run_id: str, timeout: float) -> dict[str, Any]:
-    """Run job ``evaluate_query_job`` on the evaluation's partition; returns the run's state."""
+def _run(eval_id: str, wait: bool, run_id: str, timeout: float) -> dict[str, Any]:
+    """Run job ``evaluate_query_job`` on the evaluation's partition; returns the ended run's
+    state (a submitted run is waited for)."""
     from eval_pipelines import runs
-    from eval_pipelines.api.golden import wait_for_run
-    from eval_pipelines.instance import dagster_instance
 
-    instance = dagster_instance()
-    kind = runs.kind_of(KIND)
-    if launch == "inline":
-        runs.execute_inline(instance, kind, eval_id, run_id=run_id)
-        run = instance.get_run_by_id(run_id)
-        assert run is not None
-        return runs.run_state(instance, run).to_json()
-    submitted = runs.submit(instance, kind, eval_id, run_id=run_id)
-    return wait_for_run(submitted.run_id, timeout=timeout)
+    state = runs.launch(KIND, eval_id, wait=wait, run_id=run_id, timeout=timeout)
+    if not state.finished:
+        state = runs.wait(state.run_id, timeout)
+    return state.to_json()
 
 
 def _refusal(run_id: str) -> str | None:
@@ -187,6 +182,7 @@ def _forget(eval_id: str, warehouse: Path | str | None) -> None:
         query_evaluations.delete_query(conn, eval_id)
     instance = dagster_instance()
     partitions = runs.kind_of(KIND).partitions
+    assert partitions is not None  # query evaluations are partitions
     if instance.has_dynamic_partition(partitions, eval_id):
         instance.delete_dynamic_partition(partitions, eval_id)
 

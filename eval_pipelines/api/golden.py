@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
-from eval_pipelines.api.holdout import HOUSEKEEPING_SECONDS
 from eval_pipelines.api.workflows import sync_workflow_files
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
@@ -21,8 +19,6 @@ from eval_pipelines.stages import golden as golden_stage
 from eval_pipelines.stages.golden_report import scored_run_json
 from eval_pipelines.storage import golden, workflows
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
-
-LAUNCH_MODES = ("submit", "inline")
 
 
 def _open(warehouse: Path | str | None) -> Any:
@@ -295,13 +291,17 @@ def run_set(
     set_name: str,
     *,
     revision: str | None = None,
-    launch: str = "submit",
+    wait: bool = False,
+    timeout: float | None = None,
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
     """Run the set against ``revision`` (default the workflow's newest) as a Dagster run of
-    job ``golden_gate`` on the revision's partition. Returns ``{revision, runId, status}``."""
-    if launch not in LAUNCH_MODES:
-        raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
+    job ``golden_gate`` on the revision's partition, launched as every run is
+    (:func:`eval_pipelines.runs.launch`: ``wait`` executes it in this process when a run slot
+    is free, else waits up to ``timeout`` s for it; without ``wait`` it is submitted to the
+    queue). Returns ``{set, revision, runId, state}``."""
+    if not isinstance(wait, bool):
+        raise InputError("wait", wait, "must be true or false")
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
@@ -314,51 +314,17 @@ def run_set(
         )
         if not any(c.enabled for c in golden.list_cases(conn, set_name)):
             raise ConflictError(f"set={set_name!r}: no enabled case to run; add cases first")
-    launched = _launch(chosen, set_name, golden_set.workflow, launch)
-    return {"set": set_name, "revision": chosen, **launched}
-
-
-def _launch(revision: str, set_name: str, workflow: str, launch: str) -> dict[str, Any]:
     from eval_pipelines import runs
     from eval_pipelines.defs.golden import SETS_TAG, WORKFLOW_TAG
-    from eval_pipelines.instance import dagster_instance
 
-    instance = dagster_instance()
-    kind = runs.kind_of("golden")
-    tags = {SETS_TAG: set_name, WORKFLOW_TAG: workflow}
-    if launch == "inline":
-        ran, success = runs.execute_inline(instance, kind, revision, tags=tags)
-        return {"runId": ran, "state": "succeeded" if success else "failed"}
-    state = runs.submit(instance, kind, revision, tags=tags)
-    return {"runId": state.run_id, "state": state.state}
-
-
-def wait_for_run(
-    dagster_run_id: str, *, timeout: float = 1800, poll_seconds: float = 1.0
-) -> dict[str, Any]:
-    """Block until the Dagster run has finished; returns its state (raises EvalFailed)."""
-    from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.run_progress import follow as follow_run
-
-    instance = dagster_instance()
-    deadline = time.monotonic() + timeout
-    housekeeping = 0.0
-    while True:
-        if time.monotonic() >= housekeeping:
-            runs.reap_dead_runs(instance)
-            runs.dispatch_if_needed(instance)
-            housekeeping = time.monotonic() + HOUSEKEEPING_SECONDS
-        run = instance.get_run_by_id(dagster_run_id)
-        if run is None:
-            raise InputError("run", dagster_run_id, "no such Dagster run")
-        state = runs.run_state(instance, run)
-        if state.finished:
-            return state.to_json()
-        follow_run(instance, dagster_run_id)  # progress lines for a person waiting
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {dagster_run_id} still running after {timeout:g} s")
-        time.sleep(poll_seconds)
+    state = runs.launch(
+        "golden",
+        chosen,
+        wait=wait,
+        tags={SETS_TAG: set_name, WORKFLOW_TAG: golden_set.workflow},
+        timeout=timeout,
+    )
+    return {"set": set_name, "revision": chosen, "runId": state.run_id, "state": state.state}
 
 
 def golden_runs_of(
@@ -377,23 +343,28 @@ def run_and_report(
     set_name: str,
     *,
     revision: str | None = None,
-    launch: str = "submit",
     timeout: float = 1800,
     warehouse: Path | str | None = None,
 ) -> dict[str, Any]:
-    """Run the set, wait, and return its report (raises EvalFailed when the run failed)."""
-    started = run_set(set_name, revision=revision, launch=launch, warehouse=warehouse)
-    if launch == "submit":
-        state = wait_for_run(started["runId"], timeout=timeout)
-        if state["state"] != "succeeded":
-            reports = golden_runs_of(started["runId"], warehouse=warehouse)
-            mine = [r for r in reports if r["set"] == set_name]
-            if not mine:
-                raise EvalFailed(
-                    f"golden run of {set_name} ({started['runId']}) {state['state']}: "
-                    f"{state['reason'] or 'no reason recorded'}",
-                    state,
-                )
+    """Run the set, wait (the run executes in this process when a run slot is free), and
+    return its report (raises EvalFailed when the run failed without a result for the set)."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    started = run_set(set_name, revision=revision, wait=True, timeout=timeout, warehouse=warehouse)
+    if started["state"] != "succeeded":
+        reports = golden_runs_of(started["runId"], warehouse=warehouse)
+        mine = [r for r in reports if r["set"] == set_name]
+        if not mine:
+            instance = dagster_instance()
+            run = instance.get_run_by_id(started["runId"])
+            assert run is not None
+            state = runs.run_state(instance, run).to_json()
+            raise EvalFailed(
+                f"golden run of {set_name} ({started['runId']}) {state['state']}: "
+                f"{state['reason'] or 'no reason recorded'}",
+                state,
+            )
     reports = [
         r for r in golden_runs_of(started["runId"], warehouse=warehouse) if r["set"] == set_name
     ]

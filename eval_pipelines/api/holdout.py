@@ -29,7 +29,6 @@ from eval_pipelines.storage.warehouse import (
 )
 
 KIND = "holdout"
-LAUNCH_MODES = ("submit", "inline", "auto", "none")
 
 
 def _case_context(conn: Any, case_id: str) -> CaseContext:
@@ -56,91 +55,98 @@ def _current_embeddings(conn: Any, case_id: str, records_version: str) -> str | 
     return None if current is None else current.embeddings_version
 
 
+def _check_flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InputError(name, value, "must be true or false")
+
+
 def _launch(
     eval_id: str,
-    launch: str,
+    *,
+    wait: bool,
+    register_only: bool,
     run_id: str | None,
     stored: _Stored,
     progress: Callable[[dict[str, Any]], None] | None,
+    timeout: float | None,
 ) -> dict[str, Any]:
-    """Start run ``run_id`` of the evaluation's partition; returns ``{runId, status}``.
-
-    ``inline`` and ``auto`` (when a run slot is free) execute the run in this process,
-    telling ``progress`` about it as it goes; ``auto`` otherwise submits it.
-    """
+    """Start run ``run_id`` of the evaluation's partition (:func:`eval_pipelines.runs.launch`);
+    returns ``{runId, status}``. With ``wait``, ``progress`` is told about the run as it goes
+    and the answer is the ended run's; Ctrl-C cancels the run and raises
+    :class:`EvalInterrupted`."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
     instance = dagster_instance()
     kind = runs.kind_of(KIND)
     runs.register_partition(instance, kind, eval_id)
-    if launch == "none":
+    if register_only:
         return {"runId": None, "status": "registered"}
-    if launch in ("inline", "auto"):
-        run = runs.create_inline_run(
-            instance, kind, eval_id, run_id=run_id, only_if_slot_free=launch == "auto"
+    on_event = _progress_events(instance, stored, progress, run_id) if wait and progress else None
+    try:
+        state = runs.launch(
+            kind,
+            eval_id,
+            wait=wait,
+            run_id=run_id,
+            on_event=on_event,
+            timeout=timeout,
+            instance=instance,
         )
-        if run is not None:
-            state = _execute_here(instance, run, stored, progress)
-            return {"runId": state.run_id, "status": _LAUNCH_STATUS.get(state.state, state.state)}
-    state = runs.submit(instance, kind, eval_id, run_id=run_id)
-    return {"runId": state.run_id, "status": state.state}
+    except runs.RunInterrupted as interrupted:
+        ended = interrupted.state
+        raise EvalInterrupted(
+            f"run {ended.run_id} of evaluation {stored.row.eval_id} was {ended.state}; start "
+            f"it again with 'eval-pipelines eval rerun {stored.row.case_id} {stored.row.eval_id}'"
+        ) from interrupted
+    return {"runId": state.run_id, "status": _LAUNCH_STATUS.get(state.state, state.state)}
 
 
-# What a launch returns for a run executed in this process.
+# What a launch returns for a run that ended while it waited.
 _LAUNCH_STATUS = {"succeeded": "complete"}
+# The events that change what a progress line says: the run's start and end, the classify
+# steps' starts, ends and retries.
+_PROGRESS_EVENTS = (
+    "RUN_START",
+    "RUN_SUCCESS",
+    "RUN_FAILURE",
+    "RUN_CANCELED",
+    "STEP_START",
+    "STEP_SUCCESS",
+    "STEP_FAILURE",
+    "STEP_UP_FOR_RETRY",
+)
 
 
-def _execute_here(
+def _progress_events(
     instance: Any,
-    run: Any,
     stored: _Stored,
-    progress: Callable[[dict[str, Any]], None] | None,
-) -> Any:
-    """Execute a run created for this process, calling ``progress`` with the status document
-    once the run exists and whenever the run's state or a variant step's changes (the lines
-    a waiting client prints). Raises :class:`EvalInterrupted` when interrupted."""
-    from dagster import DagsterEventType
-
+    progress: Callable[[dict[str, Any]], None],
+    run_id: str | None,
+) -> Callable[[Any], None]:
+    """An ``on_event`` that calls ``progress`` with the status document at the run's first
+    event and whenever the run's state or a variant step's changes (the lines a waiting
+    client prints)."""
     from eval_pipelines import runs
 
-    step_events = {
-        DagsterEventType.RUN_START,
-        DagsterEventType.STEP_START,
-        DagsterEventType.STEP_SUCCESS,
-        DagsterEventType.STEP_FAILURE,
-        DagsterEventType.STEP_UP_FOR_RETRY,
-    }
     told: list[tuple[Any, ...]] = []
 
     def tell() -> None:
-        current = instance.get_run_by_id(run.run_id)
+        current = instance.get_run_by_id(run_id)
         status = _status(instance, stored, runs.run_state(instance, current))
         summary = (status["status"], tuple(v["status"] for v in status["variants"]))
         if not told or summary != told[-1]:
             told.append(summary)
-            assert progress is not None
             progress(status)
 
     def on_event(event: Any) -> None:
-        # Only the classify steps and the run's start change what a progress line says.
-        if event.event_type in step_events and (
-            event.step_key is None or "classify_variant[" in event.step_key
+        if not told or (
+            event.event_type.value in _PROGRESS_EVENTS
+            and (event.step_key is None or "classify_variant[" in event.step_key)
         ):
             tell()
 
-    if progress is not None:
-        tell()
-    try:
-        return runs.execute_run_here(
-            instance, run, on_event=on_event if progress is not None else None
-        )
-    except runs.RunInterrupted as interrupted:
-        state = interrupted.state
-        raise EvalInterrupted(
-            f"run {state.run_id} of evaluation {stored.row.eval_id} was {state.state}; start "
-            f"it again with 'eval-pipelines eval rerun {stored.row.case_id} {stored.row.eval_id}'"
-        ) from interrupted
+    return on_event
 
 
 # Above this many estimated tokens an evaluation needs an explicit yes (issue 7).
@@ -193,7 +199,9 @@ def start_holdout_eval(
     group_field: str | None = None,
     config: Any = None,
     warehouse: Path | str | None = None,
-    launch: str = "submit",
+    wait: bool = False,
+    register_only: bool = False,
+    timeout: float | None = None,
     confirm_tokens: bool = False,
     aa: bool = False,
     leakage_check: bool = False,
@@ -210,22 +218,26 @@ def start_holdout_eval(
     :data:`TOKEN_CONFIRMATION_LIMIT` the evaluation is refused with
     :class:`TokenConfirmationNeeded` unless ``confirm_tokens``.
 
-    ``launch`` is ``submit`` (an ordinary Dagster run through the instance's run queue;
-    returns at once), ``inline`` (the same run, executed in this process before returning),
-    ``auto`` (inline when no Dagster daemon is running and a run slot is free, else submit:
-    for a caller that waits for the report anyway, as ``eval holdout --wait``) or ``none``
-    (register only; materialise it from the UI or with ``dagster asset materialize``).
-    While a run executes in this process, ``progress`` is called with the status document
-    (see :func:`get_holdout_eval`) once the run exists and whenever its state or a variant
-    step's changes; Ctrl-C cancels the run and raises :class:`EvalInterrupted`.
-    Returns ``{evalId, runId, status}``; ``status`` is ``queued`` (or ``running``) for a
-    submitted run and ``complete``, ``failed`` or ``canceled`` for one executed here.
+    The run is launched as every run is (:func:`eval_pipelines.runs.launch`): without
+    ``wait`` it is submitted to the instance's run queue and this returns at once; with
+    ``wait`` it is executed in this process when the queue would start it now (no Dagster
+    daemon, a run slot free), else submitted and waited for (up to ``timeout`` seconds), and
+    this returns once it has ended, as ``eval holdout --wait`` does. ``register_only``
+    registers the evaluation without a run (materialise it from the UI or with ``dagster
+    asset materialize``). While waiting, ``progress`` is called with the status document
+    (see :func:`get_holdout_eval`) at the run's first event and whenever its state or a
+    variant step's changes; Ctrl-C cancels a run executing here and raises
+    :class:`EvalInterrupted`. Returns ``{evalId, runId, status}``; ``status`` is ``queued``
+    (or ``running``) for a submitted run and ``complete``, ``failed`` or ``canceled`` for one
+    waited for.
     """
-    if launch not in LAUNCH_MODES:
-        raise InputError("launch", launch, f"must be one of {LAUNCH_MODES}")
+    _check_flag("wait", wait)
+    _check_flag("register_only", register_only)
+    if wait and register_only:
+        raise InputError("wait", wait, "cannot wait for an evaluation registered without a run")
     # The run id is written before the run exists: a warehouse that cannot take the write
     # refuses the evaluation before anything runs.
-    run_id = str(uuid.uuid4()) if launch != "none" else None
+    run_id = str(uuid.uuid4()) if not register_only else None
     with connect(resolve_warehouse(warehouse)) as conn:
         # Any validation error below rolls the transaction back: no sequence number is used
         # and nothing is written.
@@ -261,7 +273,15 @@ def start_holdout_eval(
             stored = _Stored(evaluations.evaluation_row(conn, spec.eval_id), None, None)
     return {
         "evalId": spec.eval_id,
-        **_launch(spec.eval_id, launch, run_id, stored, progress),
+        **_launch(
+            spec.eval_id,
+            wait=wait,
+            register_only=register_only,
+            run_id=run_id,
+            stored=stored,
+            progress=progress,
+            timeout=timeout,
+        ),
         "estimatedTokens": estimate["totalTokens"],
     }
 
@@ -271,14 +291,14 @@ def rerun_holdout_eval(
     eval_id: str,
     *,
     warehouse: Path | str | None = None,
-    launch: str = "submit",
+    wait: bool = False,
+    timeout: float | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run an existing evaluation again from its stored spec (same sample, same pinned
     versions and memo): the report it writes is identical unless a classifier changed.
-    ``launch`` and ``progress`` as for :func:`start_holdout_eval` (``none`` excepted)."""
-    if launch not in ("submit", "inline", "auto"):
-        raise InputError("launch", launch, "must be submit, inline or auto")
+    ``wait``, ``timeout`` and ``progress`` as for :func:`start_holdout_eval`."""
+    _check_flag("wait", wait)
     run_id = str(uuid.uuid4())
     with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
         row = _own_evaluation(conn, case_id, eval_id)
@@ -288,7 +308,16 @@ def rerun_holdout_eval(
             evaluations.load_report(conn, eval_id),
             holdout.sample_hash(conn, eval_id),
         )
-    return {"evalId": eval_id, **_launch(eval_id, launch, run_id, stored, progress)}
+    launched = _launch(
+        eval_id,
+        wait=wait,
+        register_only=False,
+        run_id=run_id,
+        stored=stored,
+        progress=progress,
+        timeout=timeout,
+    )
+    return {"evalId": eval_id, **launched}
 
 
 def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations.EvaluationRow:
@@ -417,14 +446,10 @@ def get_holdout_eval(
     return _status(instance, stored, run)
 
 
-# While waiting, the run's state is read from the Dagster instance every second (cheap), every
-# 0.2 s once the classify steps are done (the last steps take about a second, and the report
-# is what the caller waits for); the warehouse is read once it has finished, and dead runs and
-# the queue are looked after every 10 s, so many waiting clients do not take CPU or the DuckDB
-# lock from the runs they wait for.
+# While waiting, the run's state and new events are read from the Dagster instance every
+# second (cheap; :func:`eval_pipelines.runs.wait`), the warehouse once the run has ended, so
+# many waiting clients do not take CPU or the DuckDB lock from the runs they wait for.
 POLL_SECONDS = 1.0
-CLOSING_POLL_SECONDS = 0.2
-HOUSEKEEPING_SECONDS = 10.0
 
 
 def wait_for_eval(
@@ -439,71 +464,60 @@ def wait_for_eval(
 ) -> dict[str, Any]:
     """Block until the newest run (or ``run_id``) has finished and return the status.
 
-    Raises :class:`EvalFailed` with the reason when there is no report once it has finished
-    (the run failed, was canceled, materialised only part of the chain, or none was launched),
-    and when the run waited for (``run_id``) failed even though an earlier report stands;
-    ``TimeoutError`` after ``timeout`` seconds. A run that has already finished costs one
-    read of the warehouse.
+    The run is waited for as every run is (:func:`eval_pipelines.runs.wait`: dead runs are
+    failed and a queue nobody dequeues gets a dispatcher meanwhile); ``progress`` is called
+    with the status document whenever the run's state or a variant step's changes, and once
+    with the final one. Raises :class:`EvalFailed` with the reason when there is no report
+    once it has finished (the run failed, was canceled, materialised only part of the chain,
+    or none was launched), and when the run waited for (``run_id``) failed even though an
+    earlier report stands; ``TimeoutError`` after ``timeout`` seconds. A run that has already
+    finished costs one read of the warehouse.
     """
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.run_progress import follow as follow_run
 
     if not is_finite_number(timeout) or timeout <= 0:
         # A NaN deadline never passes (``now > nan`` is false): the wait would never end.
         raise InputError("timeout", timeout, "must be a finite, positive number of seconds")
     deadline = time.monotonic() + timeout
     instance = dagster_instance()
+    waited = run_id or getattr(_newest_run_state(instance, eval_id), "run_id", None)
     # Read when first needed: for a progress line, or, read after the run had finished,
     # as the answer itself.
     stored: _Stored | None = None
-    last_progress = None
-    housekeeping_due = 0.0
-    while True:
-        run = _newest_run_state(instance, eval_id)
-        waiting_for_other = run_id is not None and (run is None or run.run_id != run_id)
-        finished = not waiting_for_other and (run is None or run.finished)
-        if run is not None and not run.finished:
-            follow_run(instance, run.run_id)  # progress lines for a person waiting
-        if not finished and time.monotonic() >= housekeeping_due:
-            # A run whose process died is failed, a queue nobody dequeues gets a dispatcher;
-            # the next poll reads the outcome.
-            runs.reap_dead_runs(instance)
-            runs.dispatch_if_needed(instance)
-            housekeeping_due = time.monotonic() + HOUSEKEEPING_SECONDS
-        pause = poll_seconds
-        if finished:
-            fresh: _Stored | None
+    if waited is not None:
+        current = instance.get_run_by_id(waited)
+        if current is None:
+            raise InputError("run", waited, f"no such Dagster run of evaluation {eval_id}")
+        if not current.is_finished:
+            stored = _read_stored(case_id, eval_id, warehouse)
+            on_event = _progress_events(instance, stored, progress, waited) if progress else None
             try:
-                fresh = _read_stored(case_id, eval_id, warehouse)
-            except WarehouseBusy:
-                if stored is None:
-                    raise  # the evaluation itself is unknown until read
-                fresh = None  # ask again on the next poll
-            if fresh is not None:
-                stored = fresh
-                status = _status(instance, stored, run)
-                if progress is not None:
-                    progress(status)
-                if status["status"] != "running":
-                    return _finished(case_id, status, waited_for_run=run_id is not None)
-        else:
-            if stored is None:
-                stored = _read_stored(case_id, eval_id, warehouse)
-            status = _status(instance, stored, run)
-            summary = (status["status"], tuple(v["status"] for v in status["variants"]))
-            if progress is not None and summary != last_progress:
-                progress(status)
-                last_progress = summary
-            if not waiting_for_other and all(v in _DONE for v in summary[1]):
-                pause = min(poll_seconds, CLOSING_POLL_SECONDS)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"evaluation {eval_id} still running after {timeout:g} s")
-        time.sleep(pause)
-
-
-# Variant step states after which only the scoring and report steps remain.
-_DONE = ("succeeded", "failed")
+                runs.wait(
+                    waited,
+                    deadline - time.monotonic(),
+                    on_event=on_event,
+                    poll_seconds=poll_seconds,
+                    instance=instance,
+                )
+            except TimeoutError:
+                raise TimeoutError(
+                    f"evaluation {eval_id} still running after {timeout:g} s"
+                ) from None
+    while True:
+        try:
+            stored = _read_stored(case_id, eval_id, warehouse)
+            break
+        except WarehouseBusy:
+            if stored is None or time.monotonic() > deadline:
+                raise  # the evaluation itself is unknown until read
+            time.sleep(poll_seconds)  # ask again
+    ended = instance.get_run_by_id(waited) if waited is not None else None
+    state = runs.run_state(instance, ended) if ended is not None else None
+    status = _status(instance, stored, state)
+    if progress is not None:
+        progress(status)
+    return _finished(case_id, status, waited_for_run=run_id is not None)
 
 
 def _finished(case_id: str, status: dict[str, Any], *, waited_for_run: bool) -> dict[str, Any]:

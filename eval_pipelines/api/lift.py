@@ -188,24 +188,16 @@ def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
         return cases.case_exists(conn, case_id)
 
 
-def _run(job_name: str, run_config: dict[str, Any] | None = None) -> Any:
+def _run(kind: str, run_config: dict[str, Any] | None = None) -> Any:
+    """Launch the lift job and wait for it (executed in this process when a run slot is
+    free), as every run is launched (:func:`eval_pipelines.runs.launch`); returns its state."""
     from eval_pipelines import runs
-    from eval_pipelines.defs.families import QUIET_CONSOLE
-    from eval_pipelines.instance import dagster_instance
 
-    return runs.execute_job(
-        dagster_instance(),
-        job_name,
-        run_config={**QUIET_CONSOLE, **(run_config or {})},
-        tags={runs.KIND_TAG: "lift"},
-    )
+    return runs.launch(kind, None, wait=True, run_config=run_config)
 
 
-def _failure(result: Any) -> str:
-    from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
-
-    return runs.failure_reason(dagster_instance(), result.run_id) or "see the run in the UI"
+def _failure(state: Any) -> str:
+    return state.reason or "see the run in the UI"
 
 
 class IngestRefused(InputError):
@@ -217,16 +209,37 @@ class IngestRefused(InputError):
         self.field, self.value, self.rule = "log", None, message
 
 
-def _refusal(result: Any) -> str | None:
+def _refusal(run_id: str) -> str | None:
     """The refusal the ingest step raised, if it raised one."""
-    from eval_pipelines.defs.lift import REFUSED
+    from dagster import DagsterEventType
 
-    for event in result.all_events:
-        data = event.step_failure_data if event.is_step_failure else None
+    from eval_pipelines.defs.lift import REFUSED
+    from eval_pipelines.instance import dagster_instance
+
+    for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = event.step_failure_data if event is not None else None
         failure = data.user_failure_data if data is not None else None
         if failure is not None and REFUSED in failure.metadata:
             return str(failure.description)
     return None
+
+
+def _ingested(run_id: str) -> dict[str, Any]:
+    """What the ingest step stored, as its output's metadata says (``defs.lift``)."""
+    from dagster import DagsterEventType
+
+    from eval_pipelines.defs.lift import INGESTED
+    from eval_pipelines.instance import dagster_instance
+
+    for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_OUTPUT):
+        event = record.dagster_event
+        data = event.step_output_data if event is not None else None
+        if data is not None and INGESTED in data.metadata:
+            value = data.metadata[INGESTED].value
+            assert isinstance(value, dict)
+            return value
+    raise EvalFailed(f"ingest run {run_id} succeeded without saying what it stored")
 
 
 def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
@@ -244,29 +257,27 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str
     validate_log(read_log(source), kind=SUFFIXES.get(source.suffix.lower(), "jsonl"))
     with _open(warehouse, create=True):
         pass  # the run opens the warehouse without creating it; a valid first log may
-    result = _run(
-        "lift_ingest_job", {"ops": {"ingest_lift_log": {"config": {"path": str(source)}}}}
-    )
-    if not result.success:
-        refused = _refusal(result)
+    state = _run("lift_ingest", {"ops": {"ingest_lift_log": {"config": {"path": str(source)}}}})
+    if state.state != "succeeded":
+        refused = _refusal(state.run_id)
         if refused is not None:
             raise IngestRefused(refused)
-        raise EvalFailed(f"ingest of {source} failed: {_failure(result)}")
-    return {**result.output_for_node("ingest_lift_log"), "runId": result.run_id}
+        raise EvalFailed(f"ingest of {source} failed: {_failure(state)}")
+    return {**_ingested(state.run_id), "runId": state.run_id}
 
 
 def report(*, warehouse: Path | str | None = None) -> dict[str, Any]:
     """Recompute every scope's lift and the ledger (a run of ``lift_report_job``)."""
     require_run_warehouse(warehouse)
-    result = _run("lift_report_job")
-    if not result.success:
-        raise EvalFailed(f"lift report failed: {_failure(result)}")
+    state = _run("lift_report")
+    if state.state != "succeeded":
+        raise EvalFailed(f"lift report failed: {_failure(state)}")
     with _open(warehouse, read_only=True) as conn:
         stored = storage.latest_report(conn)
     if stored is None:
         raise EvalFailed("the lift report run stored no report")
     content, markdown = stored
-    return {**content, "markdown": markdown, "runId": result.run_id}
+    return {**content, "markdown": markdown, "runId": state.run_id}
 
 
 def ledger(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:

@@ -115,7 +115,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     response = evaluate(
         _read_document(args.file),
         folds=args.folds,
-        launch="submit" if args.submit else "inline",
+        wait=not args.submit,
         timeout=args.timeout,
         warehouse=args.warehouse,
     )
@@ -178,7 +178,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     evaluate.add_argument(
         "--submit",
         action="store_true",
-        help="run through the instance's run queue (default: in this process)",
+        help="submit the run to the instance's run queue and wait for it (default: executed "
+        "in this process when a run slot is free)",
     )
     evaluate.add_argument(
         "--timeout", type=seconds, default=3900, help="seconds to wait (--submit)"

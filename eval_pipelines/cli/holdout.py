@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -66,9 +66,9 @@ def _say_started(started: dict[str, Any], how: str, stream: TextIO | None = None
 
 
 class _ProgressHere:
-    """The ``started`` line of a run this process executes, once the run exists, straight to
-    the terminal (see :func:`run_output_to_stderr`). Not progress: printed with ``--json``
-    and on a pipe too. The run's progress is the command's reporter's (a terminal only)."""
+    """The ``started`` line of a run waited for, at its first event, straight to the terminal
+    (see :func:`run_output_to_stderr`). Not progress: printed with ``--json`` and on a pipe
+    too. The run's progress is the command's reporter's (a terminal only)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -77,32 +77,33 @@ class _ProgressHere:
     def __call__(self, status: dict[str, Any]) -> None:
         if not self.started:
             self.started = True
-            _say_started(status, "running in this process", self.stream)
+            _say_started(status, _where(status), self.stream)
 
 
-def _launch_mode(args: argparse.Namespace, start: Callable[..., dict[str, Any]]) -> str:
-    """``auto`` for a client that waits (it executes the run itself when no daemon runs and a
-    run slot is free: no dispatcher, code server and run process to start); ``submit``
-    otherwise, so the run goes on after this command returns."""
-    if getattr(args, "no_launch", False):
-        return "none"
-    # A start function that cannot report progress would leave a waiting user without a
-    # line until the run ends: it submits, and the wait prints the lines.
-    reports = "progress" in inspect.signature(start).parameters
-    return "auto" if args.wait and reports else "submit"
+def _where(status: dict[str, Any]) -> str:
+    """``running in this process`` for a run this process executes, else its state."""
+    from eval_pipelines import runs
+    from eval_pipelines.instance import dagster_instance
+
+    if runs.run_worker_pid(dagster_instance(), status["runId"]) == os.getpid():
+        return "running in this process"
+    return str(status["status"])
 
 
 def _start(
     args: argparse.Namespace, start: Callable[..., dict[str, Any]], **options: Any
 ) -> tuple[dict[str, Any], bool]:
-    """Start (and with ``auto``, maybe execute) the run; returns the start's answer and
-    whether the ``started`` line has been printed."""
-    launch = _launch_mode(args, start)
-    if launch != "auto":
-        return start(launch=launch, **options), False
+    """Start the run as every run starts (:func:`eval_pipelines.runs.launch`): with
+    ``--wait`` this command waits for it (executing it itself when the queue would start it
+    now); without, it is submitted and goes on after this command returns. Returns the
+    start's answer and whether the ``started`` line has been printed."""
+    if getattr(args, "no_launch", False):
+        return start(register_only=True, **options), False
+    if not args.wait:
+        return start(wait=False, **options), False
     with run_output_to_stderr() as terminal:
         told = _ProgressHere(terminal)
-        started = start(launch=launch, progress=told, **options)
+        started = start(wait=True, timeout=args.timeout, progress=told, **options)
     return started, told.started
 
 

@@ -16,7 +16,7 @@ from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.runs import KIND_TAG
+from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import evaluate
 from eval_pipelines.storage import query_evaluations as storage
 

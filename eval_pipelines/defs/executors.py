@@ -36,28 +36,30 @@ from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.executor_definition import (
+
+from eval_pipelines.runs.dagster_private import (
     IN_PROC_CONFIG,
     MULTI_PROC_CONFIG,
-    ExecutorRequirement,
-    _core_in_process_executor_creation,
-    _core_multiprocess_executor_creation,
-    multiple_process_executor_requirements,
-)
-from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.execution.context.system import PlanOrchestrationContext
-from dagster._core.execution.plan.plan import ExecutionPlan
-from dagster._core.execution.retries import RetryMode
-from dagster._core.executor.base import Executor
-from dagster._core.executor.init import InitExecutorContext
-from dagster._core.executor.step_delegating import (
     CheckStepHealthResult,
+    DagsterEvent,
+    EngineEventData,
+    ExecuteStepArgs,
+    ExecutionPlan,
+    Executor,
+    ExecutorRequirement,
+    InitExecutorContext,
+    PlanOrchestrationContext,
+    RetryMode,
     StepDelegatingExecutor,
     StepHandler,
     StepHandlerContext,
+    _core_in_process_executor_creation,
+    _core_multiprocess_executor_creation,
+    deserialize_value,
+    execute_step_command_body,
+    multiple_process_executor_requirements,
+    serialize_value,
 )
-from dagster._grpc.types import ExecuteStepArgs
-from dagster._serdes import deserialize_value, serialize_value
 
 ENGINES = ("in_process", "multiprocess", "dask")
 DEFAULT_ENGINE = "in_process"
@@ -161,8 +163,6 @@ def execute_step_on_worker(serialized_args: str) -> None:
     The arguments travel serialized (a string, which Dask does not walk); the step reports
     through the instance's event log, which the orchestrator reads, so nothing is returned.
     """
-    from dagster._cli.api import _execute_step_command_body
-
     args = deserialize_value(serialized_args, ExecuteStepArgs)
     if args.instance_ref is None:
         raise RuntimeError("a step sent to Dask needs a persistent instance to report to")
@@ -170,7 +170,7 @@ def execute_step_on_worker(serialized_args: str) -> None:
         run = instance.get_run_by_id(args.run_id)
         if run is None:
             raise RuntimeError(f"run {args.run_id} is not in the instance the step was given")
-        for _ in _execute_step_command_body(args, instance, run):
+        for _ in execute_step_command_body(args, instance, run):
             pass
 
 

@@ -15,7 +15,7 @@ from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVIS
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import partitioned_asset_check, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.runs import KIND_TAG
+from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import golden
 from eval_pipelines.stages.golden_report import report_markdown, report_metadata
 from eval_pipelines.storage.workflows import revision_row

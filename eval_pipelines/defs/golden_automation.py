@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError, NotFoundError
@@ -15,6 +14,7 @@ from eval_pipelines.core.workflows.files import scan_workflow_files
 from eval_pipelines.defs.golden import FILE_TAG, SETS_TAG, WORKFLOW_TAG, golden_gate_job
 from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.runs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.storage import golden, workflows
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable, connect

@@ -33,7 +33,7 @@ from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.runs import KIND_TAG
+from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import holdout
 from eval_pipelines.stages import leave_out as leave_out_stages
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage
@@ -202,7 +202,10 @@ def store_leave_out(
     },
     metadata=table_metadata("candidates", CANDIDATES_SCHEMA),
 )
-def leave_out(holdout_sample: Any, evidence_index: Any) -> Any:
+# Keyword-only: Dagster orders a graph asset's positional inputs as a set of their names, so
+# the job's snapshot (and the UI's "same job?" check on Re-execute) depended on the process's
+# string hash seed; keyword-only inputs come in the order of ``ins``.
+def leave_out(*, holdout_sample: Any, evidence_index: Any) -> Any:
     shards = retrieval_shards(after=[holdout_sample, evidence_index])
     return store_leave_out(shards.map(retrieve_shard).collect())
 

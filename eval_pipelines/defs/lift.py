@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.tags import RUN_KEY_TAG
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
@@ -18,6 +17,7 @@ from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_S
 from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
+from eval_pipelines.runs.dagster_private import RUN_KEY_TAG
 from eval_pipelines.stages import lift as stage
 from eval_pipelines.storage import lift as storage
 from eval_pipelines.storage.warehouse import transaction
@@ -139,6 +139,8 @@ def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 
 # The metadata key of a refused ingest (a bad file, or requests stored with other content).
 REFUSED = "refused"
+# The metadata key of the ingest step's output: what it stored (``lift ingest`` prints it).
+INGESTED = "ingested"
 
 
 class IngestConfig(dg.Config):
@@ -151,7 +153,7 @@ class IngestConfig(dg.Config):
 @dg.op(pool=DUCKDB_POOL)
 def ingest_lift_log(
     context: dg.OpExecutionContext, config: IngestConfig, warehouse: WarehouseResource
-) -> dict[str, Any]:
+) -> dg.Output[dict[str, Any]]:
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
@@ -183,7 +185,9 @@ def ingest_lift_log(
                 metadata={**_day_metadata(summary), "file": ingested.path},
             )
         )
-    return ingested.to_json()
+    summary = ingested.to_json()
+    # In the event log too: whoever launched the run reads it there, in any process.
+    return dg.Output(summary, metadata={INGESTED: dg.MetadataValue.json(summary)})
 
 
 @dg.job(description="Ingest one exposure/outcome log file (`lift ingest`, or the inbox sensor).")

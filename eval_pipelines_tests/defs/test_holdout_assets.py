@@ -26,7 +26,7 @@ def test_definitions_load() -> None:
 
 @pytest.fixture
 def registered(small_case: str) -> str:
-    return api.start_holdout_eval("small", VARIANTS, sample_size=40, seed=9, launch="none")[
+    return api.start_holdout_eval("small", VARIANTS, sample_size=40, seed=9, register_only=True)[
         "evalId"
     ]
 
@@ -139,7 +139,7 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
         "small",
         [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-test"}}],
         sample_size=20,
-        launch="none",
+        register_only=True,
     )["evalId"]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("holdout_evaluations", [eval_id])
@@ -158,8 +158,8 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
 
 
 def test_evidence_index_is_built_once_per_records_version(small_case: str) -> None:
-    first = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=1, launch="none")
-    second = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=2, launch="none")
+    first = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=1, register_only=True)
+    second = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=2, register_only=True)
     built = []
     with dg.instance_for_test() as instance:
         for eval_id in (first["evalId"], second["evalId"]):

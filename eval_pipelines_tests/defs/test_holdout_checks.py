@@ -48,7 +48,7 @@ def test_every_check_runs_and_passes_on_a_sound_grouped_evaluation(small_case: s
         sample_size=60,
         seed=3,
         group_field="group_key",
-        launch="none",
+        register_only=True,
     )["evalId"]
     result = _run(eval_id)
     assert result.success
@@ -90,7 +90,7 @@ def test_a_leak_fails_the_blocking_check_and_stops_the_run(
 
     monkeypatch.setattr(grouping, "leave_out_frames", leaky)
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=30, seed=4, launch="none"
+        small_case, [{"name": "baseline"}], sample_size=30, seed=4, register_only=True
     )["evalId"]
     result = _run(eval_id)
     assert not result.success
@@ -113,7 +113,7 @@ def test_warning_checks_fail_without_failing_the_run(small_case: str) -> None:
         seed=2,
         grouping={"mode": "none"},
         config={"targetDepth": [3, 6]},
-        launch="none",
+        register_only=True,
     )["evalId"]
     result = _run(eval_id)
     assert result.success
@@ -150,7 +150,7 @@ def test_a_leakage_gap_is_a_finding_that_passes_and_names_the_levels_grouping_mo
         seed=5,
         grouping={"mode": "nearDuplicate", "threshold": 0.8},
         leakage_check=True,
-        launch="none",
+        register_only=True,
     )["evalId"]
     result = _run(eval_id)
     assert result.success

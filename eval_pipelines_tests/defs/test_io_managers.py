@@ -28,7 +28,7 @@ def test_a_successful_run_leaves_no_payloads_and_old_ones_are_swept(small_case: 
         small_case,
         [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}],
         sample_size=20,
-        launch="inline",
+        wait=True,
     )
     assert started["status"] == "complete"
     assert not (root / started["runId"]).exists()  # removed once predictions were stored

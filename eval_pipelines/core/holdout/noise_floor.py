@@ -50,9 +50,9 @@ def aa_noise_floor(
             f"{levels[d]['falsePositives']} of {levels[d]['splits']} splits at L{d}" for d in failed
         )
         + " (more than 10%). A calibrated instrument fails this way in about 7.5% of checks "
-        "(up to 9% on strongly clustered records), so this is a prompt to look, not proof: read the flip rate (run-to-run noise of the "
-        "classifier) and the grouping (clusters that should be grouped), and rerun with "
-        "another seed"
+        "(up to 9% on strongly clustered records), so this is a prompt to look, not proof: "
+        "read the flip rate (run-to-run noise of the classifier) and the grouping (clusters "
+        "that should be grouped), and rerun with another seed"
         if failed
         else "A/A check passed: at most 10% of 20 seeded half splits read a difference at every "
         "target level"

@@ -1,18 +1,20 @@
-"""One run model for every kind of evaluation: submit, execute here, read the state, notice
-dead runs.
+"""One run model for every kind of run: launch, wait, read the state, notice dead runs.
 
-Every run is an ordinary Dagster run of the kind's job, recorded in the instance with the
-origin of the code location the UI shows (``eval_pipelines``), so the UI lists it with its job
-and partition, can re-execute it and terminate it. It starts one of two ways:
+Every run is an ordinary Dagster run of the kind's job, created from the job the code location
+``eval_pipelines`` serves (its origin and its snapshot), so the UI lists it with its job and
+partition, re-executes it as the same job and terminates it. :func:`launch` starts every run
+of every kind (holdout, golden, query, lift ingest, lift report), one of two ways:
 
-- submitted, the way ``dagster job launch`` does: with the QueuedRunCoordinator the run waits
-  in the instance's queue; the daemon (``make dev``) starts it, or, when no daemon is running,
-  the CLI's own dispatcher (:mod:`eval_pipelines.dispatcher`) does, with the same limits;
-- executed in the process that creates it (:func:`create_inline_run`, :func:`execute_run_here`:
-  the API's ``inline`` launch, and ``eval holdout --wait`` when no daemon runs and a run slot is
-  free). This skips the dispatcher, its code server and the run's own process, each of which
-  imports Dagster and the definitions again: about 6 s from submission to the run's start on
-  2 cores, for a caller that waits anyway.
+- ``wait=False``: submitted, the way ``dagster job launch`` does: with the QueuedRunCoordinator
+  the run waits in the instance's queue; the daemon (``make dev``) starts it, or, when no
+  daemon is running, the CLI's own dispatcher (:mod:`eval_pipelines.dispatcher`) does, with
+  the same limits;
+- ``wait=True``: executed in the calling process when the queue would start it now (no daemon
+  dequeues, nothing waits in the queue, a run slot is free), else submitted and waited for
+  (:func:`wait`). Executing here skips the dispatcher, its code server and the run's own
+  process, each of which imports Dagster and the definitions again (about 6 s from
+  submission to the run's start on 2 cores, for a caller that waits anyway), and a
+  ``breakpoint()`` in a stage stops the command that waits.
 
 States (mapped once, here, from Dagster's run status): ``queued``, ``running``,
 ``succeeded``, ``failed``, ``canceled``.
@@ -20,7 +22,6 @@ States (mapped once, here, from Dagster's run status): ``queued``, ``running``,
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import signal
@@ -32,43 +33,68 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    DefaultRunLauncher,
+    QueuedRunCoordinator,
+    RunsFilter,
+)
 
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.defs.families import QUIET_CONSOLE
 from eval_pipelines.defs.partitions import (
     HOLDOUT_EVALUATIONS,
     QUERY_EVALUATIONS,
     WORKFLOW_REVISIONS,
 )
-
-if TYPE_CHECKING:
-    from dagster._core.workspace.context import WorkspaceProcessContext
-
-LOCATION_NAME = "eval_pipelines"
-DEFINITIONS_MODULE = "eval_pipelines.definitions"
-DEFINITIONS_ATTRIBUTE = "defs"
-# The name Dagster gives the one repository of a Definitions object.
-SINGLE_REPOSITORY = "__repository__"
-EVAL_TAG = "eval_pipelines/eval_id"
-KIND_TAG = "eval_pipelines/kind"
-LAUNCHED_BY_TAG = "eval_pipelines/launched_by"
-PARTITION_TAG = "dagster/partition"
+from eval_pipelines.instance import dagster_instance
+from eval_pipelines.run_progress import follow
+from eval_pipelines.runs.dagster_private import (
+    ACTIVE_RUN_STATUSES,
+    EngineEventData,
+    ErrorSource,
+    InProcessCodeLocationOrigin,
+    ModuleTarget,
+    ReconstructableRepository,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+    WorkspaceProcessContext,
+    execute_run_iterator,
+)
+from eval_pipelines.runs.locks import dispatcher_alive, start_lock
+from eval_pipelines.runs.tags import (
+    DEFINITIONS_ATTRIBUTE,
+    DEFINITIONS_MODULE,
+    EVAL_TAG,
+    KIND_TAG,
+    LAUNCHED_BY_TAG,
+    LOCATION_NAME,
+    PARTITION_TAG,
+    SINGLE_REPOSITORY,
+)
 
 
 @dataclass(frozen=True)
 class EvaluationKind:
-    """How one kind of evaluation maps onto Dagster: its job and its dynamic partitions."""
+    """How one kind of run maps onto Dagster: its job and its dynamic partitions (none for
+    the lift jobs: a lift ingest is one file, a lift report covers every day)."""
 
     name: str
     job_name: str
-    partitions: str
+    partitions: str | None
 
 
 KINDS = {
     "holdout": EvaluationKind("holdout", "holdout_eval", HOLDOUT_EVALUATIONS),
     "golden": EvaluationKind("golden", "golden_gate", WORKFLOW_REVISIONS),
     "query": EvaluationKind("query", "evaluate_query_job", QUERY_EVALUATIONS),
+    "lift_ingest": EvaluationKind("lift_ingest", "lift_ingest_job", None),
+    "lift_report": EvaluationKind("lift_report", "lift_report_job", None),
 }
 
 STATES = {
@@ -112,6 +138,8 @@ class RunState:
 def prune_partitions(instance: DagsterInstance, kind: EvaluationKind, keep: set[str]) -> list[str]:
     """Delete the kind's partition keys that name no registered evaluation (added by hand in
     the UI); returns them."""
+    if kind.partitions is None:
+        return []
     stray = [key for key in instance.get_dynamic_partitions(kind.partitions) if key not in keep]
     for key in stray:
         instance.delete_dynamic_partition(kind.partitions, key)
@@ -122,8 +150,12 @@ def kind_of(name: str) -> EvaluationKind:
     return KINDS[name]
 
 
-def register_partition(instance: DagsterInstance, kind: EvaluationKind, eval_id: str) -> None:
+def register_partition(
+    instance: DagsterInstance, kind: EvaluationKind, eval_id: str | None
+) -> None:
     """Add the evaluation's key to its kind's dynamic partitions (idempotent)."""
+    if kind.partitions is None or eval_id is None:
+        return
     if not instance.has_dynamic_partition(kind.partitions, eval_id):
         instance.add_dynamic_partitions(kind.partitions, [eval_id])
 
@@ -131,15 +163,11 @@ def register_partition(instance: DagsterInstance, kind: EvaluationKind, eval_id:
 @contextmanager
 def workspace(instance: DagsterInstance) -> Iterator[WorkspaceProcessContext]:
     """The project's code location, loaded as the UI loads it (a code server process)."""
-    from dagster._core.workspace.context import WorkspaceProcessContext
-
     with WorkspaceProcessContext(instance, _target(), code_server_log_level="WARNING") as context:
         yield context
 
 
 def _target() -> Any:
-    from dagster._core.workspace.load_target import ModuleTarget
-
     return ModuleTarget(
         module_name=DEFINITIONS_MODULE,
         attribute=None,
@@ -149,13 +177,13 @@ def _target() -> Any:
 
 
 def _run_tags(
-    job_tags: Any, kind: EvaluationKind, eval_id: str, extra_tags: dict[str, str]
+    job_tags: Any, kind: EvaluationKind, eval_id: str | None, extra_tags: dict[str, str]
 ) -> dict[str, str]:
-    """The tags every run of an evaluation carries, however it is started."""
+    """The tags every run carries, however it is started (a partition's when it has one)."""
+    keyed = {PARTITION_TAG: eval_id, EVAL_TAG: eval_id} if eval_id is not None else {}
     return {
         **job_tags,
-        PARTITION_TAG: eval_id,
-        EVAL_TAG: eval_id,
+        **keyed,
         KIND_TAG: kind.name,
         LAUNCHED_BY_TAG: "eval-pipelines",
         **extra_tags,
@@ -167,24 +195,27 @@ def _create_run(
     location: Any,
     job_origin_of: Any,
     kind: EvaluationKind,
-    eval_id: str,
+    eval_id: str | None,
     run_id: str | None,
     extra_tags: dict[str, str],
+    run_config: dict[str, Any],
+    status: DagsterRunStatus | None = None,
 ) -> DagsterRun:
-    """Create (not start) a run of the kind's job for the partition, from a code location."""
+    """Create (not start) a run of the kind's job for the partition, from a code location:
+    the job, its snapshot and its execution plan are the ones the location serves."""
     repository = next(iter(location.get_repositories().values()))
     remote_job = repository.get_full_job(kind.job_name)
     plan = location.get_execution_plan(
-        remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance
+        remote_job, run_config, step_keys_to_execute=None, known_state=None, instance=instance
     )
     return instance.create_run(
         job_name=remote_job.name,
         run_id=run_id,
-        run_config={},
+        run_config=run_config,
         resolved_op_selection=None,
         step_keys_to_execute=None,
         op_selection=None,
-        status=None,
+        status=status,
         root_run_id=None,
         parent_run_id=None,
         tags=_run_tags(remote_job.tags, kind, eval_id, extra_tags),
@@ -199,33 +230,14 @@ def _create_run(
     )
 
 
-@contextmanager
-def _start_lock(instance: DagsterInstance) -> Iterator[None]:
-    """Hold the instance's start lock: deciding to execute a run here and recording it as
-    starting is one step for every process, and so is putting a run in the queue.
-
-    Without it two CLIs could both see a free run slot and both start a run, or a run
-    submitted by one could be dequeued between another's look at the queue and its run
-    record, and more runs than ``max_concurrent_runs`` would run at once. It is held while a
-    run is recorded, a fraction of a second.
-    """
-    path = Path(instance.root_directory) / "eval_pipelines_start.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def submit(
     instance: DagsterInstance,
     kind: EvaluationKind,
-    eval_id: str,
+    eval_id: str | None,
     *,
     run_id: str | None = None,
     tags: dict[str, str] | None = None,
+    run_config: dict[str, Any] | None = None,
 ) -> RunState:
     """Create a run of the kind's job for the evaluation's partition and submit it.
 
@@ -241,23 +253,18 @@ def submit(
     if uses_run_queue(instance):
         if not daemon_running(instance):
             ensure_dispatcher(instance)  # it boots while this process creates the run
-        from dagster._core.remote_origin import InProcessCodeLocationOrigin
-
-        served = _served_origin()
-        local = InProcessCodeLocationOrigin(
-            loadable_target_origin=served.loadable_target_origin, location_name=LOCATION_NAME
-        )
-        with local.create_location(instance) as location:
+        with _served_location(instance) as location:
             run = _create_run(
                 instance,
                 location,
-                lambda repository, remote_job: job_origin(remote_job.name, repository.name),
+                _served_job_origin,
                 kind,
                 eval_id,
                 run_id,
                 tags or {},
+                run_config or {},
             )
-        with _start_lock(instance):
+        with start_lock(instance.root_directory):
             # The queued-run coordinator records the run as queued and uses no workspace.
             submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
         dispatch_if_needed(instance)  # in case a dispatcher was just leaving
@@ -273,6 +280,7 @@ def submit(
             eval_id,
             run_id,
             tags or {},
+            run_config or {},
         )
         submitted = instance.submit_run(run.run_id, request)
     return _followed(instance, run_state(instance, submitted))
@@ -280,10 +288,26 @@ def submit(
 
 def _followed(instance: DagsterInstance, state: RunState) -> RunState:
     """A submitted run, its progress followed while this command lasts (a waiting one)."""
-    from eval_pipelines.run_progress import follow
-
     follow(instance, state.run_id)
     return state
+
+
+@contextmanager
+def _served_location(instance: DagsterInstance) -> Iterator[Any]:
+    """The served code location loaded in this process (its module, attribute and working
+    directory: what the daemon, the dispatcher and the UI load), without a code server. The
+    jobs' snapshots are the same in every process (``test_job_snapshots.py``)."""
+    served = _served_origin()
+    local = InProcessCodeLocationOrigin(
+        loadable_target_origin=served.loadable_target_origin, location_name=LOCATION_NAME
+    )
+    with local.create_location(instance) as location:
+        yield location
+
+
+def _served_job_origin(repository: Any, remote_job: Any) -> Any:
+    """A run's origin: the job in the served code location (not the in-process one)."""
+    return job_origin(remote_job.name, repository.name)
 
 
 def _served_origin() -> Any:
@@ -306,15 +330,11 @@ def job_origin(job_name: str, repository_name: str = SINGLE_REPOSITORY) -> Any:
     RemoteJobOrigin
         What a run records so the UI can re-execute and terminate it.
     """
-    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
-
     return RemoteJobOrigin(RemoteRepositoryOrigin(_served_origin(), repository_name), job_name)
 
 
 def _reconstructable_job(job_name: str) -> Any:
     """The job as a run process reconstructs it: module, attribute and working directory."""
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
     repository = ReconstructableRepository.for_module(
         DEFINITIONS_MODULE, DEFINITIONS_ATTRIBUTE, working_directory=os.getcwd()
     )
@@ -337,8 +357,6 @@ def run_slot_free(instance: DagsterInstance) -> bool:
         ``max_concurrent_runs``; always True without a run queue (every run starts at once).
         False whenever tag concurrency limits are configured: only the queue enforces them.
     """
-    from dagster._core.storage.dagster_run import ACTIVE_RUN_STATUSES
-
     if not uses_run_queue(instance):
         return True
     if daemon_running(instance) or queued_runs(instance):
@@ -357,18 +375,20 @@ def run_slot_free(instance: DagsterInstance) -> bool:
 def create_inline_run(
     instance: DagsterInstance,
     kind: EvaluationKind,
-    eval_id: str,
+    eval_id: str | None,
     *,
     run_id: str | None = None,
     tags: dict[str, str] | None = None,
+    run_config: dict[str, Any] | None = None,
     only_if_slot_free: bool = False,
 ) -> DagsterRun | None:
     """Record a run of the kind's job for the partition, to be executed by this process.
 
-    The run has the tags, origin and snapshots of a submitted run; it is created as
-    ``STARTING`` with this process's pid in its event log, so a dispatcher counts it against
-    ``max_concurrent_runs`` at once and :func:`reap_dead_runs` fails it should this process
-    die before it ends. Execute it with :func:`execute_run_here`.
+    The run is created as :func:`submit` creates one, from the served job (its origin, its
+    snapshot, its tags); it is recorded as ``STARTING`` with this process's pid in its event
+    log, so a dispatcher counts it against ``max_concurrent_runs`` at once and
+    :func:`reap_dead_runs` fails it should this process die before it ends. Execute it with
+    :func:`execute_run_here` (:func:`launch` does both).
 
     Parameters
     ----------
@@ -376,12 +396,14 @@ def create_inline_run(
         Where the run is recorded.
     kind : EvaluationKind
         Which job, which dynamic partitions (the key is registered if new).
-    eval_id : str
-        The partition key.
+    eval_id : str or None
+        The partition key (None for the lift jobs, which have no partitions).
     run_id : str, optional
         The run's id (one written to the warehouse beforehand); a new one by default.
     tags : dict of str to str, optional
-        Tags added to those every run of an evaluation carries.
+        Tags added to those every run carries.
+    run_config : dict, optional
+        The run's config (a lift ingest's file); the console is quiet on top of it.
     only_if_slot_free : bool, optional
         Record the run only when :func:`run_slot_free` says so; the look and the record are
         one step under the instance's start lock.
@@ -391,29 +413,27 @@ def create_inline_run(
     DagsterRun or None
         The run, or None when ``only_if_slot_free`` and no slot is free (submit it instead).
     """
-    from dagster._core.events import EngineEventData
-
-    from eval_pipelines.defs.families import QUIET_CONSOLE
-
     register_partition(instance, kind, eval_id)
     reap_dead_runs(instance)
+    # The run's console would print every event on this process's terminal; the event log
+    # the UI shows is complete whatever this level says.
+    config = {**QUIET_CONSOLE, **(run_config or {})}
     # Loading the definitions takes about a second: before the lock, not under it.
-    job = _reconstructable_job(kind.job_name)
-    definition = job.get_definition()
-    with _start_lock(instance):
-        if only_if_slot_free and not run_slot_free(instance):
-            return None
-        run = instance.create_run_for_job(
-            definition,
-            run_id=run_id,
-            # The run's console would print every event on this process's terminal; the
-            # event log the UI shows is complete whatever this level says.
-            run_config=QUIET_CONSOLE,
-            status=DagsterRunStatus.STARTING,
-            tags=_run_tags(definition.tags, kind, eval_id, tags or {}),
-            remote_job_origin=job_origin(kind.job_name),
-            job_code_origin=job.get_python_origin(),
-        )
+    with _served_location(instance) as location:
+        with start_lock(instance.root_directory):
+            if only_if_slot_free and not run_slot_free(instance):
+                return None
+            run = _create_run(
+                instance,
+                location,
+                _served_job_origin,
+                kind,
+                eval_id,
+                run_id,
+                tags or {},
+                config,
+                status=DagsterRunStatus.STARTING,
+            )
     instance.report_engine_event(
         f"Executing the run in the process that created it (pid: {os.getpid()}).",
         run,
@@ -529,12 +549,6 @@ def execute_run_here(
         failed, and the run is marked canceling before Dagster decides how it ended, so it
         ends ``canceled``, not failed.
     """
-    from dagster._core.events import DagsterEventType
-    from dagster._core.execution.api import execute_run_iterator
-    from dagster._core.execution.plan.objects import ErrorSource
-
-    from eval_pipelines.run_progress import follow
-
     callback_error: Exception | None = None
     interrupted = False
     stop_progress = follow(instance, run.run_id)  # lines on stderr for a person waiting
@@ -583,57 +597,140 @@ def execute_run_here(
     return state
 
 
-def execute_inline(
-    instance: DagsterInstance,
-    kind: EvaluationKind,
-    key: str,
+def launch(
+    kind: str | EvaluationKind,
+    key: str | None,
     *,
-    run_id: str | None = None,
+    wait: bool,
     tags: dict[str, str] | None = None,
-) -> tuple[str, bool]:
-    """Run the kind's job for the partition in this process (tests, ``launch="inline"``),
-    recorded as :func:`submit` records its runs; returns the run id and whether it
-    succeeded."""
-    run = create_inline_run(instance, kind, key, run_id=run_id, tags=tags)
-    assert run is not None  # only a run waiting for a free slot is ever declined
-    state = execute_run_here(instance, run)
-    return state.run_id, state.state == "succeeded"
-
-
-def execute_job(
-    instance: DagsterInstance,
-    job_name: str,
-    *,
-    partition_key: str | None = None,
+    on_event: Callable[[Any], None] | None = None,
     run_id: str | None = None,
     run_config: dict[str, Any] | None = None,
-    tags: dict[str, str] | None = None,
-) -> Any:
-    """Run a job of the definitions in this process, recorded in ``instance`` like any run;
-    returns Dagster's in-process result (never raises for a failed step)."""
-    from dagster._core.utils import make_new_run_id
+    timeout: float | None = None,
+    instance: DagsterInstance | None = None,
+) -> RunState:
+    """Start a run of the kind's job for the partition ``key``: the one way every run starts.
 
-    from eval_pipelines.definitions import defs
-    from eval_pipelines.run_progress import follow
+    Parameters
+    ----------
+    kind : str or EvaluationKind
+        ``holdout``, ``golden``, ``query``, ``lift_ingest`` or ``lift_report``.
+    key : str or None
+        The partition key (registered if new); None for the lift jobs.
+    wait : bool
+        False: submit the run to the instance's queue and return (the daemon or the
+        dispatcher starts it). True: execute it in this process when the queue would start it
+        now (no daemon dequeues, nothing waits in the queue, a run slot is free), else submit
+        it and wait for it; return once it has ended.
+    tags : dict of str to str, optional
+        Tags added to those every run carries.
+    on_event : callable, optional
+        With ``wait``: called with each of the run's events (``DagsterEvent``), as it is
+        written when the run executes here, as it is read from the event log otherwise.
+    run_id : str, optional
+        The run's id (one written to the warehouse beforehand); a new one by default.
+    run_config : dict, optional
+        The run's config (a lift ingest's file).
+    timeout : float, optional
+        With ``wait``, for a run that had to be submitted: seconds to wait (None: no limit).
+    instance : DagsterInstance, optional
+        The project's instance (``$DAGSTER_HOME``) by default.
 
-    run_id = run_id or make_new_run_id()  # known before the run exists, to follow it
-    stop_progress = follow(instance, run_id)
-    try:
-        return defs.resolve_job_def(job_name).execute_in_process(
-            instance=instance,
-            partition_key=partition_key,
+    Returns
+    -------
+    RunState
+        ``queued`` (or later) without ``wait``; the ended run's state with it.
+
+    Raises
+    ------
+    RunInterrupted
+        This process was interrupted while executing the run (it ends canceled).
+    TimeoutError
+        A submitted run waited for did not end within ``timeout``.
+    """
+    instance = instance or dagster_instance()
+    kind = kind_of(kind) if isinstance(kind, str) else kind
+    if wait:
+        run = create_inline_run(
+            instance,
+            kind,
+            key,
             run_id=run_id,
-            run_config=run_config,
-            raise_on_error=False,
             tags=tags,
+            run_config=run_config,
+            only_if_slot_free=True,
         )
-    finally:
-        stop_progress()
+        if run is not None:
+            return execute_run_here(instance, run, on_event=on_event)
+    state = submit(instance, kind, key, run_id=run_id, tags=tags, run_config=run_config)
+    if not wait:
+        return state
+    return _wait(state.run_id, timeout, on_event=on_event, instance=instance)
+
+
+# While waiting for a run executed elsewhere, its state and new events are read every second;
+# dead runs and the queue are looked after every 10 s.
+WAIT_POLL_SECONDS = 1.0
+HOUSEKEEPING_SECONDS = 10.0
+
+
+def wait(
+    run_id: str,
+    timeout: float | None = None,
+    *,
+    on_event: Callable[[Any], None] | None = None,
+    poll_seconds: float = WAIT_POLL_SECONDS,
+    instance: DagsterInstance | None = None,
+) -> RunState:
+    """Block until the run has ended (executed by another process: the daemon's, the
+    dispatcher's, another CLI's) and return its state.
+
+    While waiting, a run whose process died is failed and a queue nobody dequeues gets a
+    dispatcher; ``on_event`` is called with each of the run's events as it is read; the
+    run's progress is printed for a person waiting (:mod:`eval_pipelines.run_progress`).
+
+    Raises
+    ------
+    InputError
+        No such run in the instance.
+    TimeoutError
+        Still not ended after ``timeout`` seconds (None: no limit).
+    """
+    instance = instance or dagster_instance()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    housekeeping = 0.0
+    cursor: str | None = None
+    while True:
+        if time.monotonic() >= housekeeping:
+            reap_dead_runs(instance)
+            dispatch_if_needed(instance)
+            housekeeping = time.monotonic() + HOUSEKEEPING_SECONDS
+        run = instance.get_run_by_id(run_id)
+        if run is None:
+            raise InputError("run", run_id, "no such Dagster run")
+        if on_event is not None:
+            while True:
+                page = instance.get_records_for_run(run_id, cursor=cursor, limit=1000)
+                cursor = page.cursor
+                for record in page.records:
+                    event = record.event_log_entry.dagster_event
+                    if event is not None:
+                        on_event(event)
+                if not page.has_more:
+                    break
+        state = run_state(instance, run)
+        if state.finished:
+            return state
+        follow(instance, run_id)  # progress lines for a person waiting
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"run {run_id} still running after {timeout:g} s")
+        time.sleep(poll_seconds)
+
+
+_wait = wait  # for launch, whose ``wait`` is its flag
 
 
 def uses_run_queue(instance: DagsterInstance) -> bool:
-    from dagster._core.run_coordinator import QueuedRunCoordinator
-
     return isinstance(instance.run_coordinator, QueuedRunCoordinator)
 
 
@@ -670,8 +767,6 @@ DISPATCHER_LOG_BYTES = 5_000_000
 
 def ensure_dispatcher(instance: DagsterInstance) -> None:
     """Start the dispatcher in the background unless one is already running."""
-    from eval_pipelines.dispatcher import dispatcher_alive
-
     # Collect dispatchers this process started that have exited (no zombies while waiting).
     _spawned[:] = [process for process in _spawned if process.poll() is None]
     if dispatcher_alive(dispatcher_lock_path(instance)):
@@ -770,7 +865,7 @@ def ended_runs(instance: DagsterInstance, run_ids: list[str]) -> dict[str, str]:
     return ended
 
 
-def _run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
+def run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
     """The pid of the process executing the run ("Started process for run (pid: N)")."""
     for record in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
         event = record.dagster_event
@@ -803,8 +898,6 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
     is checked once its event log names its process (a run executed by the CLI that created
     it names it before it starts).
     """
-    from dagster._core.launcher import DefaultRunLauncher
-
     failed: list[str] = []
     if isinstance(instance.run_launcher, DefaultRunLauncher):
         in_progress = instance.get_runs(
@@ -818,7 +911,7 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
             )
         )
         for run in in_progress:
-            pid = _run_worker_pid(instance, run.run_id)
+            pid = run_worker_pid(instance, run.run_id)
             if pid is not None and not _alive(pid):
                 instance.report_engine_event(
                     f"Run worker process (pid {pid}) is gone: it was killed or crashed.", run
