@@ -1,14 +1,20 @@
-"""Python API: cases, memo entries and holdout evaluations (000's SDK calls, synchronous).
+"""Python API: cases, memo entries, holdout evaluations and queries as functions, the other
+features as modules (``api.golden``, ``api.workflows``, ``api.lift``, ``api.embeddings``,
+``api.plan``, ``api.grouping``), and every error a caller may catch.
 
 Every function validates its input before anything is written; a bad value raises
 :class:`~eval_pipelines.core.errors.InputError` naming the field, the value and the rule.
+Every error derives from :class:`~eval_pipelines.core.errors.EvalPipelinesError` except the
+two interrupts, which are ``KeyboardInterrupt`` subclasses.
 """
 
-from eval_pipelines.api._shared import EvalFailed
+from eval_pipelines.api import embeddings, golden, grouping, lift, plan, workflows
+from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
 from eval_pipelines.api.cases import create_case, list_cases
 from eval_pipelines.api.compare import compare_holdout_evals, evaluate_memo_entry
-from eval_pipelines.api.evaluate import evaluate, get_evaluation, list_evaluations
+from eval_pipelines.api.evaluate import QueryRefused, evaluate, get_evaluation, list_evaluations
 from eval_pipelines.api.holdout import (
+    TokenConfirmationNeeded,
     eval_rows,
     get_holdout_eval,
     list_evals,
@@ -17,11 +23,36 @@ from eval_pipelines.api.holdout import (
     start_holdout_eval,
     wait_for_eval,
 )
+from eval_pipelines.api.lift import IngestRefused
 from eval_pipelines.api.memo import add_memo_entry, approve_memo_entry, list_memo_entries
 from eval_pipelines.api.tables import list_tables, load_table, show_table
+from eval_pipelines.api.workflows import ActivationRefused
+from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
+from eval_pipelines.core.workflows.nodes import NodeFailed
+from eval_pipelines.runs import RunInterrupted
+from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
 __all__ = [
+    "ActivationRefused",
+    "ConflictError",
     "EvalFailed",
+    "EvalInterrupted",
+    "EvalPipelinesError",
+    "IngestRefused",
+    "InputError",
+    "NodeFailed",
+    "NotFoundError",
+    "QueryRefused",
+    "RunInterrupted",
+    "TokenConfirmationNeeded",
+    "WarehouseBusy",
+    "WarehouseUnavailable",
+    "embeddings",
+    "golden",
+    "grouping",
+    "lift",
+    "plan",
+    "workflows",
     "add_memo_entry",
     "approve_memo_entry",
     "compare_holdout_evals",

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipelines import settings
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 
 
-class EvalFailed(RuntimeError):
+class EvalFailed(EvalPipelinesError, RuntimeError):
     """The evaluation's run failed or was canceled; ``status`` is its status document."""
 
     def __init__(self, message: str, status: dict[str, Any] | None = None) -> None:

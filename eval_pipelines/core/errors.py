@@ -1,11 +1,19 @@
-"""Errors raised at the public boundary: each names the field, the value and the rule."""
+"""The project's errors: one base, :class:`EvalPipelinesError`, under every error it raises
+(``except EvalPipelinesError`` catches them all; each also keeps the built-in class it always
+had, so ``except ValueError`` still catches bad input). Errors at the public boundary name the
+field, the value and the rule. Interrupts (``EvalInterrupted``, ``RunInterrupted``) are
+``KeyboardInterrupt`` subclasses instead: an ``except Exception`` must not swallow Ctrl-C."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-class InputError(ValueError):
+class EvalPipelinesError(Exception):
+    """The base of every error eval_pipelines raises."""
+
+
+class InputError(EvalPipelinesError, ValueError):
     """Bad input: nothing has been written.
 
     Parameters
@@ -25,11 +33,11 @@ class InputError(ValueError):
         super().__init__(f"{field}={_short(value)!s}: {rule}")
 
 
-class ConflictError(ValueError):
+class ConflictError(EvalPipelinesError, ValueError):
     """A request that contradicts stored state (the REST APIs' 409): nothing has been written."""
 
 
-class NotFoundError(LookupError):
+class NotFoundError(EvalPipelinesError, LookupError):
     """A case, evaluation, variant or memo entry that does not exist."""
 
 

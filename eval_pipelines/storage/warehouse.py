@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,11 @@ COMPANION_SUFFIXES = (".lift-settings.json",)
 WRITE_WAIT_SECONDS = 120.0
 
 
-class WarehouseBusy(RuntimeError):
+class WarehouseBusy(EvalPipelinesError, RuntimeError):
     """Another process holds the DuckDB file's lock."""
 
 
-class WarehouseUnavailable(RuntimeError):
+class WarehouseUnavailable(EvalPipelinesError, RuntimeError):
     """The warehouse cannot be opened at all (missing, read-only, newer than this release)."""
 
 

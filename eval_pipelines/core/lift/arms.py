@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 
 __all__ = [
     "ARMS",
@@ -68,7 +68,7 @@ ARMS: tuple[ExposureArm, ...] = tuple(ExposureArm)
 TEACHING_ARMS: frozenset[str] = frozenset(arm.value for arm in TeachingArm)
 
 
-class HoldoutFactNotRetrievableError(Exception):
+class HoldoutFactNotRetrievableError(EvalPipelinesError):
     """A non-teaching arm (``holdout``, ``lever_holdout``) was handed to the exemplar path."""
 
 

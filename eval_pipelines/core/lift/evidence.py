@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
 
+from eval_pipelines.core.errors import EvalPipelinesError
 from eval_pipelines.core.lift.lift import SUPERIOR, LiftResult
 
 __all__ = [
@@ -62,7 +63,7 @@ _NOT = {
 }
 
 
-class WeakerEvidenceError(ValueError):
+class WeakerEvidenceError(EvalPipelinesError, ValueError):
     """Evidence of one stage was presented where another stage is required."""
 
     def __init__(self, given: EvidenceKind, required: EvidenceKind) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 from eval_pipelines.core.lift.assignment import ExposureArm
 from eval_pipelines.core.stats.proportion import Proportion, estimate_proportion
 
@@ -44,7 +44,7 @@ _TEXT_COLUMNS = (*CELL_KEYS, "exposure_epoch", "cluster")
 _ARMS = tuple(arm.value for arm in ExposureArm)
 
 
-class EpochMixError(ValueError):
+class EpochMixError(EvalPipelinesError, ValueError):
     """Events of more than one exposure epoch were about to be combined.
 
     If the holdout fraction or the lever split changed, arm membership moved: observations of

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Document:
     path: Path | None = None
 
 
-class NodeFailed(RuntimeError):
+class NodeFailed(EvalPipelinesError, RuntimeError):
     """The node produced no output for this document; the message says why (no template
     matched, the user function raised, ...).
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 from eval_pipelines.core.workflows.nodes import NodeFailed
 
 DEFAULT_TIME_LIMIT_SECONDS = 30.0  # node key ``time_limit``
@@ -74,7 +74,7 @@ class StepTimedOut(NodeFailed):
         super().__init__(message, cacheable=False)
 
 
-class StepCanceled(Exception):
+class StepCanceled(EvalPipelinesError):
     """The run is being stopped: the step was abandoned and its worker killed."""
 
 

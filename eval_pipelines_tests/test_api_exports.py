@@ -1,0 +1,72 @@
+"""One exception hierarchy, exported: every error the package defines derives from
+EvalPipelinesError (interrupts from KeyboardInterrupt, so `except Exception` never swallows
+Ctrl-C), and the API exports the errors a caller catches and every feature."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import eval_pipelines
+from eval_pipelines import api
+from eval_pipelines.core.errors import EvalPipelinesError
+
+FEATURES = ("embeddings", "golden", "grouping", "lift", "plan", "workflows")
+
+
+def _defined_errors() -> dict[str, type[BaseException]]:
+    errors = {}
+    for module_info in pkgutil.walk_packages(eval_pipelines.__path__, "eval_pipelines."):
+        if module_info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(module_info.name)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+            ):
+                errors[f"{module.__name__}.{name}"] = value
+    return errors
+
+
+def test_every_error_the_package_defines_has_the_common_base() -> None:
+    errors = _defined_errors()
+    assert len(errors) >= 15  # the 15 of issue 20, at least
+    outside = {
+        name
+        for name, error in errors.items()
+        if not issubclass(error, EvalPipelinesError | KeyboardInterrupt)
+    }
+    assert outside == set()
+    interrupts = {name for name, error in errors.items() if issubclass(error, KeyboardInterrupt)}
+    assert interrupts == {
+        "eval_pipelines.api._shared.EvalInterrupted",
+        "eval_pipelines.runs.model.RunInterrupted",
+    }
+    assert not any(issubclass(errors[name], Exception) for name in interrupts)
+
+
+def test_the_errors_keep_the_builtin_class_callers_caught_before() -> None:
+    assert issubclass(api.InputError, ValueError) and issubclass(api.ConflictError, ValueError)
+    assert issubclass(api.NotFoundError, LookupError)
+    assert issubclass(api.EvalFailed, RuntimeError) and issubclass(api.WarehouseBusy, RuntimeError)
+    assert issubclass(api.QueryRefused, api.InputError)
+    assert issubclass(api.TokenConfirmationNeeded, api.ConflictError)
+
+
+def test_the_api_exports_the_errors_a_caller_catches_and_every_feature() -> None:
+    exported = set(api.__all__)
+    raised_at_the_boundary = {
+        name
+        for name, value in vars(api).items()
+        if inspect.isclass(value) and issubclass(value, BaseException)
+    }
+    assert raised_at_the_boundary <= exported
+    assert "EvalPipelinesError" in exported
+    for feature in FEATURES:
+        assert feature in exported
+        assert inspect.ismodule(getattr(api, feature))
+    assert callable(api.golden.run_set) and callable(api.lift.ingest)
+    assert len(exported) == len(api.__all__)  # distinct names
