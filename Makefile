@@ -63,8 +63,8 @@ lint: install
 docs: install  ## build the docs/ site with mkdocs --strict into .site/ (a broken link or anchor fails; not --quiet, which hides the warnings --strict counts)
 	$(BIN)/mkdocs build --strict -d $(SITE)
 
-test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow)
-	$(BIN)/python -m pytest -q -m "not slow"
+test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
 test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (timing in docs/benchmarks.md)
 	$(BIN)/python -m pytest -q -m "not slow and not exhaustive" eval_pipelines_tests/core
