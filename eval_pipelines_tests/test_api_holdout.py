@@ -450,3 +450,36 @@ def test_a_waiting_start_submits_to_the_queue_while_a_daemon_dequeues(small_case
     enqueued = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_ENQUEUED)
     assert len(enqueued) == 1
     assert not (Path(instance.root_directory) / "eval_pipelines_dispatcher.log").exists()
+
+
+def test_a_run_into_another_warehouse_than_the_run_reads_is_refused(
+    small_case: str, small_case_files: dict[str, Path], workdir: Path
+) -> None:
+    """The run reads $EVAL_PIPELINES_WAREHOUSE: an evaluation registered in another file (here
+    one holding the same case) would have its report written where the caller never looks.
+    Refused, nothing registered there."""
+    other = workdir / "other.duckdb"
+    api.create_case(
+        small_case,
+        small_case_files["records"],
+        tree_path=small_case_files["tree"],
+        target_depth=[3, 4],
+        warehouse=other,
+    )
+    with pytest.raises(
+        InputError, match=r"^warehouse=.*: the run reads .*EVAL_PIPELINES_WAREHOUSE"
+    ):
+        api.start_holdout_eval(small_case, [{"name": "baseline"}], warehouse=other)
+    assert api.list_evals(small_case, warehouse=other) == []
+    with pytest.raises(InputError, match="the run reads"):
+        api.rerun_holdout_eval(small_case, "small-e0001-s1", warehouse=other)
+    # Registering without a run stays allowed, and the file the run reads is accepted by name.
+    assert api.start_holdout_eval(
+        small_case, [{"name": "baseline"}], register_only=True, warehouse=other
+    )["evalId"].startswith("small-e")
+    assert api.start_holdout_eval(
+        small_case,
+        [{"name": "baseline"}],
+        register_only=True,
+        warehouse=workdir / "warehouse.duckdb",
+    )["evalId"].startswith("small-e")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.api._shared import EvalFailed, resolve_warehouse
+from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
 from eval_pipelines.api.workflows import sync_workflow_files
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
@@ -302,6 +302,8 @@ def run_set(
     queue). Returns ``{set, revision, runId, state}``."""
     if not isinstance(wait, bool):
         raise InputError("wait", wait, "must be true or false")
+    # The run reads $EVAL_PIPELINES_WAREHOUSE: its results would land there, not here.
+    require_run_warehouse(warehouse)
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)

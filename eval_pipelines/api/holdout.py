@@ -10,7 +10,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.api._shared import EvalFailed, EvalInterrupted, resolve_warehouse
+from eval_pipelines.api._shared import (
+    EvalFailed,
+    EvalInterrupted,
+    require_run_warehouse,
+    resolve_warehouse,
+)
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.classify import known_classifiers
 from eval_pipelines.core.holdout.spec import (
@@ -235,6 +240,9 @@ def start_holdout_eval(
     _check_flag("register_only", register_only)
     if wait and register_only:
         raise InputError("wait", wait, "cannot wait for an evaluation registered without a run")
+    if not register_only:
+        # The run reads $EVAL_PIPELINES_WAREHOUSE: its report would land there, not here.
+        require_run_warehouse(warehouse)
     # The run id is written before the run exists: a warehouse that cannot take the write
     # refuses the evaluation before anything runs.
     run_id = str(uuid.uuid4()) if not register_only else None
@@ -300,6 +308,7 @@ def rerun_holdout_eval(
     ``wait``, ``timeout`` and ``progress`` as for :func:`start_holdout_eval`."""
     _check_flag("wait", wait)
     run_id = str(uuid.uuid4())
+    require_run_warehouse(warehouse)
     with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
         row = _own_evaluation(conn, case_id, eval_id)
         evaluations.set_run_id(conn, eval_id, run_id)
