@@ -13,7 +13,7 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.api.embeddings import embed_case, list_embeddings
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.storage import embeddings
+from eval_pipelines.storage import embeddings as embeddings_store
 
 TREE = pl.DataFrame({"code": ["A", "A1", "A2", "B", "B1"], "parent": [None, "A", "A", None, "B"]})
 KEYS = ["r1", "r2", "r3", "r4"]
@@ -65,7 +65,7 @@ def test_own_embeddings_are_stored_normalised_in_record_order(
     assert result["embeddings"]["dim"] == 2 and result["embeddings"]["records"] == 4
     version = result["embeddings"]["embeddingsVersion"]
     with duckdb.connect(str(workdir / "warehouse.duckdb"), read_only=True) as conn:
-        stored = embeddings.load_vectors(conn, "c1", version)
+        stored = embeddings_store.load_vectors(conn, "c1", version)
     expected = np.array(raw) / np.linalg.norm(raw, axis=1, keepdims=True)
     np.testing.assert_allclose(stored, expected, rtol=1e-6)
     assert list_embeddings("c1")[0]["embeddingsVersion"] == version
@@ -115,7 +115,7 @@ def test_lsa_embeddings_of_a_case(small_case: str) -> None:
     assert again["embeddingsVersion"] == result["embeddingsVersion"] and not again["added"]
     with pytest.raises(InputError) as caught:
         embed_case(small_case, dim=1)
-    assert caught.value.field == "--dim"
+    assert caught.value.field == "dim"
 
 
 def test_evaluation_retrieving_in_embedding_space(small_case: str, workdir: Path) -> None:

@@ -99,11 +99,11 @@ def engine_answer(query: dict[str, Any], *, folds: int | None = None) -> Any:
     from eval_pipelines import settings
     from eval_pipelines.core.evaluate.engine import run_folds, run_query
     from eval_pipelines.core.evaluate.query import parse_query
-    from eval_pipelines.storage import data_tables
+    from eval_pipelines.storage import data_tables as data_tables_store
     from eval_pipelines.storage.warehouse import connect
 
     with connect(settings.warehouse_path(), read_only=True) as conn:
-        sources = {"products": data_tables.read_source(conn, "products")}
+        sources = {"products": data_tables_store.read_source(conn, "products")}
 
     def resolve(name: str) -> Any:
         if name not in sources:

@@ -489,7 +489,7 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
     from eval_pipelines import settings
     from eval_pipelines.api import lift
     from eval_pipelines.stages.lift import read_events
-    from eval_pipelines.storage import lift as storage
+    from eval_pipelines.storage import lift as lift_store
     from eval_pipelines.storage.warehouse import connect
 
     log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=2, seed=7)
@@ -501,9 +501,9 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
         & events.get_column("outcome").is_not_null()
     ).head(1)
     with connect(settings.warehouse_path()) as conn:
-        storage.insert_file(conn, "legacy-copy", str(log), events)
+        lift_store.insert_file(conn, "legacy-copy", str(log), events)
         flipped = treated.with_columns(outcome=~treated.get_column("outcome"))
-        storage.insert_file(conn, "legacy-flip", str(log), flipped)
+        lift_store.insert_file(conn, "legacy-flip", str(log), flipped)
     report = lift.report()
     (after,) = report["claims"]
     assert report["conflictingRequests"] == 1

@@ -15,7 +15,7 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.core.errors import InputError, NotFoundError
 from eval_pipelines.demo_tables import write_cars
-from eval_pipelines.storage import data_tables
+from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage.warehouse import connect
 
 # Keys out of order: a table's rows keep the file's order.
@@ -67,7 +67,7 @@ def stored(warehouse: Path) -> dict[str, Any] | None:
 
 def read(name: str, version: str | None = None) -> pl.DataFrame:
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        return data_tables.read_table(conn, name, version)
+        return data_tables_store.read_table(conn, name, version)
 
 
 @pytest.mark.parametrize("suffix", sorted(WRITERS))
@@ -130,7 +130,7 @@ def test_links_name_a_keyed_table(workdir: Path) -> None:
         ("products", "sku", {}),
     ]
     with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
-        source = data_tables.read_source(conn, "orders")
+        source = data_tables_store.read_source(conn, "orders")
     assert (source.kind, source.version, source.key) == ("table", orders["version"], "order_id")
     assert dict(source.links) == {"product": "products"}
     assert source.frame.equals(ORDERS)
@@ -223,7 +223,7 @@ def test_a_name_a_case_has_is_refused_and_writes_nothing(workdir: Path, small_ca
 
 def test_a_case_reads_as_a_table_of_its_records(workdir: Path, small_case: str) -> None:
     with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
-        source = data_tables.read_source(conn, small_case)
+        source = data_tables_store.read_source(conn, small_case)
         records_version = conn.execute(
             "SELECT records_version FROM cases WHERE case_id = ?", [small_case]
         ).fetchone()
@@ -252,9 +252,9 @@ def test_a_case_reads_as_a_table_of_its_records(workdir: Path, small_case: str) 
 def test_a_table_is_read_before_a_case_and_unknown_names_are_not_found(workdir: Path) -> None:
     api.load_table("products", write(PRODUCTS, workdir / "p.parquet"), key="sku")
     with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
-        assert data_tables.read_source(conn, "products").kind == "table"
+        assert data_tables_store.read_source(conn, "products").kind == "table"
         with pytest.raises(NotFoundError, match="no table or case named 'nope'; .*table list"):
-            data_tables.read_source(conn, "nope")
+            data_tables_store.read_source(conn, "nope")
     with pytest.raises(NotFoundError, match="no table named 'nope'"):
         api.show_table("nope")
 

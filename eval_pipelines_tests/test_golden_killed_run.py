@@ -39,7 +39,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
     from eval_pipelines import runs
     from eval_pipelines.api import golden
     from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect
 
     # A step limit far beyond the test: case-0004 is inside its step when the kill comes.
@@ -49,7 +49,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
     run_id = started["runId"]
     worker_pid, hung = submitted_run_stuck(instance, run_id)
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        (live,) = golden_storage.runs_of_dagster_run(conn, run_id)
+        (live,) = golden_store.runs_of_dagster_run(conn, run_id)
     assert live.status == "running"
 
     os.kill(worker_pid, signal.SIGKILL)  # what the OOM killer does: no handler runs
@@ -63,7 +63,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
         )
     )
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        assert golden_storage.load_run(conn, live.golden_run_id).status == "running"
+        assert golden_store.load_run(conn, live.golden_run_id).status == "running"
 
     # ``golden report``: the row is closed as failed, naming the Dagster run's state.
     report = _cli_json(capsys, "golden", "report", live.golden_run_id, "--json")
@@ -76,7 +76,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
     ), report["reason"]
     assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        assert golden_storage.load_run(conn, live.golden_run_id).status == "failed"
+        assert golden_store.load_run(conn, live.golden_run_id).status == "failed"
 
     # The gate is not passed by it and says why, in ``workflow status`` and the API.
     status = _cli_json(capsys, "workflow", "status", WORKFLOW, "--json")
@@ -98,7 +98,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
     from eval_pipelines import runs
     from eval_pipelines.api import golden
     from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect, transaction
 
     revision = seed_with_hanging_case(golden_home, time_limit=2)
@@ -109,16 +109,16 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
     # ``live`` is created, not started: not over, so its row must be kept.
     with connect(Path("warehouse.duckdb")) as conn, transaction(conn):
         for name, dagster_run_id in (("g-gone", done["dagsterRunId"]), ("g-live", live.run_id)):
-            golden_storage.start_run(
+            golden_store.start_run(
                 conn,
-                golden_storage.GoldenRun(
+                golden_store.GoldenRun(
                     name,
                     "inv",
                     WORKFLOW,
                     revision,
                     dagster_run_id,
                     "running",
-                    golden_storage._now(),
+                    golden_store._now(),
                     None,
                     0,
                     0,
@@ -130,7 +130,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
 
     assert golden.run_report("g-gone")["status"] == "failed"
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        gone = golden_storage.load_run(conn, "g-gone")
-        kept = golden_storage.load_run(conn, "g-live")
+        gone = golden_store.load_run(conn, "g-gone")
+        kept = golden_store.load_run(conn, "g-live")
     assert gone.reason == f"left running: its Dagster run {done['dagsterRunId']} no longer exists"
     assert (kept.status, kept.reason) == ("running", None)

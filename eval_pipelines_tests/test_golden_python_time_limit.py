@@ -118,7 +118,7 @@ def test_terminating_a_run_stuck_in_a_python_function_cancels_it_and_kills_the_w
 ) -> None:
     from eval_pipelines import runs
     from eval_pipelines.core.workflows import step_worker
-    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect
 
     revision = seed(golden_home, monkeypatch, time_limit=600)  # only Terminate ends it
@@ -129,8 +129,8 @@ def test_terminating_a_run_stuck_in_a_python_function_cancels_it_and_kills_the_w
 
     assert state.state == "canceled"
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        (stopped,) = golden_storage.runs_of_dagster_run(conn, run.run_id)
-        results = {r.case_id: r for r in golden_storage.results_of_run(conn, stopped.golden_run_id)}
+        (stopped,) = golden_store.runs_of_dagster_run(conn, run.run_id)
+        results = {r.case_id: r for r in golden_store.results_of_run(conn, stopped.golden_run_id)}
     assert stopped.status == "stopped"
     assert (results["case-0003"].ran, results["case-0003"].skip_reason) == (
         False,

@@ -94,7 +94,7 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
     from eval_pipelines import runs
     from eval_pipelines.api import golden
     from eval_pipelines.core.workflows import step_worker
-    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect
 
     # A limit far beyond the test: only Terminate can end this step.
@@ -106,8 +106,8 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
 
     assert state.state == "canceled"
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        (stopped,) = golden_storage.runs_of_dagster_run(conn, run.run_id)
-        results = {r.case_id: r for r in golden_storage.results_of_run(conn, stopped.golden_run_id)}
+        (stopped,) = golden_store.runs_of_dagster_run(conn, run.run_id)
+        results = {r.case_id: r for r in golden_store.results_of_run(conn, stopped.golden_run_id)}
     # The golden run is closed, not left running; the hanging case was not reached.
     assert stopped.status == "stopped"
     assert (results["case-0004"].ran, results["case-0004"].skip_reason) == (
@@ -135,7 +135,7 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     worker process of its own, terminated as the UI does (through the code server)."""
     from eval_pipelines.api import golden, workflows
     from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.storage import golden as golden_storage
+    from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect
 
     revision = seed_with_hanging_case(golden_home, time_limit=600)
@@ -154,7 +154,7 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     # The run's process and its worker stopped: nothing is left spinning.
     wait_for(lambda: gone(worker_pid) and all(gone(p) for p in hung))
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
-        (stopped,) = golden_storage.runs_of_dagster_run(conn, run_id)
+        (stopped,) = golden_store.runs_of_dagster_run(conn, run_id)
     assert stopped.status == "stopped"
     # The next submitted run, through the same dispatcher and code server, completes.
     fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))

@@ -10,7 +10,8 @@ from eval_pipelines.core.cases import build_case
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.records import read_table
-from eval_pipelines.storage import cases, embeddings
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import embeddings as embeddings_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
@@ -64,7 +65,7 @@ def create_case(
         target_depth=target_depth,
         embedded=embedded,
     )
-    info = cases.CaseInfo(
+    info = cases_store.CaseInfo(
         case_id=case_id,
         tree_mode=built.tree.mode,
         prefix_lengths=built.tree.prefix_lengths,
@@ -89,14 +90,14 @@ def create_case(
         )
     path = resolve_warehouse(warehouse)
     with connect(path, create=True, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
-        if cases.case_exists(conn, case_id) and not replace:
+        if cases_store.case_exists(conn, case_id) and not replace:
             raise ConflictError(
                 f"case={case_id!r}: already exists; pass --replace to load new records "
                 "(earlier evaluations keep the records they were made on)"
             )
-        added = cases.save_case(conn, info, built.records, built.nodes)
+        added = cases_store.save_case(conn, info, built.records, built.nodes)
         if embedding_set is not None and built.embeddings is not None:
-            added["embeddingsAdded"] = embeddings.save_embedding_set(
+            added["embeddingsAdded"] = embeddings_store.save_embedding_set(
                 conn, embedding_set, list(built.embedding_keys), built.embeddings
             )
     if embedding_set is not None:
@@ -121,4 +122,4 @@ def list_cases(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        return cases.list_cases(conn).to_dicts()
+        return cases_store.list_cases(conn).to_dicts()

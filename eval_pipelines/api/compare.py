@@ -14,7 +14,9 @@ from eval_pipelines.core.holdout.spec import (
     SAMPLE_SIZE_DEFAULT,
 )
 from eval_pipelines.core.inputs import is_name
-from eval_pipelines.storage import cases, evaluations, memo
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 
@@ -51,10 +53,10 @@ def compare_holdout_evals(
             ("baseline", baseline_eval_id, baseline_variant, "--baseline-variant"),
             ("candidate", candidate_eval_id, candidate_variant, "--candidate-variant"),
         ):
-            row = evaluations.evaluation_row(conn, eval_id)
+            row = evaluations_store.evaluation_row(conn, eval_id)
             if row.case_id != case_id:
                 raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row.case_id!r}")
-            stored = evaluations.load_report(conn, eval_id)
+            stored = evaluations_store.load_report(conn, eval_id)
             if stored is None:
                 raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
             spec, tree, outcomes = variant_outcomes(conn, eval_id)
@@ -184,8 +186,8 @@ def evaluate_memo_entry(
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        cases.load_case(conn, case_id)
-        entries = {i: status for i, (status, _) in memo.entry_contents(conn, case_id).items()}
+        cases_store.load_case(conn, case_id)
+        entries = {i: status for i, (status, _) in memo_store.entry_contents(conn, case_id).items()}
     if entry_id not in entries:
         raise InputError("entryId", entry_id, f"is not a memo entry of case {case_id}")
     if entries[entry_id] != "proposed":

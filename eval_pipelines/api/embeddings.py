@@ -16,7 +16,8 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.progress import report
-from eval_pipelines.storage import cases, embeddings
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import embeddings as embeddings_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 EMBEDDING_PARTITIONS = "cases"
@@ -31,14 +32,14 @@ def embedding_set_for(
     *,
     method: str,
     source: str | None,
-) -> embeddings.EmbeddingSet:
+) -> embeddings_store.EmbeddingSet:
     """The set's description; its version hashes the records version, method and vectors."""
     digest = hashlib.sha256(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
     digest.update("\n".join(record_keys).encode())
     version = hash_json(
         {"records": records_version, "method": method, "vectors": digest.hexdigest()}
     )
-    return embeddings.EmbeddingSet(
+    return embeddings_store.EmbeddingSet(
         case_id=case_id,
         records_version=records_version,
         embeddings_version=version,
@@ -74,17 +75,17 @@ def embed_case(
 
     validate_case_id(case_id)
     if method != "lsa":
-        raise InputError("--method", method, "the built-in method is lsa")
+        raise InputError("method", method, "the built-in method is lsa")
     if isinstance(dim, bool) or not isinstance(dim, int) or not 2 <= dim <= LSA_DIM_MAX:
-        raise InputError("--dim", dim, f"must be an integer in 2..{LSA_DIM_MAX}")
+        raise InputError("dim", dim, f"must be an integer in 2..{LSA_DIM_MAX}")
     path = resolve_warehouse(warehouse)
     report("reading records")
     with connect(path, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
-        info = cases.load_case(conn, case_id)
-        records = cases.load_records(conn, case_id, info.records_version)
+        info = cases_store.load_case(conn, case_id)
+        records = cases_store.load_records(conn, case_id, info.records_version)
     keys = records.get_column("record_key").to_list()
     if dim >= len(keys):
-        raise InputError("--dim", dim, f"must be below the case's {len(keys)} records")
+        raise InputError("dim", dim, f"must be below the case's {len(keys)} records")
     texts = records.get_column("text").to_list()
     report("text index", detail=f"{len(keys):,} records")
     handle = open_or_build_index(
@@ -102,8 +103,8 @@ def embed_case(
     )
     report("storing vectors", detail=f"{len(keys):,} x {dim}")
     with connect(path, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
-        cases.require_records_version(conn, case_id, info.records_version)
-        added = embeddings.save_embedding_set(conn, embedding_set, keys, vectors)
+        cases_store.require_records_version(conn, case_id, info.records_version)
+        added = embeddings_store.save_embedding_set(conn, embedding_set, keys, vectors)
     register_case_partition(case_id)
     return {"caseId": case_id, **embedding_set.to_json(), "added": added}
 
@@ -113,8 +114,8 @@ def list_embeddings(case_id: str, *, warehouse: Path | str | None = None) -> lis
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        cases.load_case(conn, case_id)
+        cases_store.load_case(conn, case_id)
         return [
             {"recordsVersion": s.records_version, **s.to_json()}
-            for s in embeddings.list_sets(conn, case_id)
+            for s in embeddings_store.list_sets(conn, case_id)
         ]

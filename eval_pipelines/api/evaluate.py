@@ -19,7 +19,8 @@ from eval_pipelines.core.evaluate.engine import check_query
 from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.core.files import parse_json_text, read_json
 from eval_pipelines.stages import evaluate as stage
-from eval_pipelines.storage import data_tables, query_evaluations
+from eval_pipelines.storage import data_tables as data_tables_store
+from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
@@ -115,15 +116,15 @@ def evaluate(
     with _open(warehouse) as conn, transaction(conn):
         pinned = stage.pin_sources(conn, parsed)
         eval_id = stage.evaluation_id(parsed.document, pinned, folds)
-        stored = query_evaluations.find_query(conn, eval_id)
-        result = query_evaluations.find_result(conn, eval_id)
+        stored = query_evaluations_store.find_query(conn, eval_id)
+        result = query_evaluations_store.find_result(conn, eval_id)
         if stored is not None and result is not None and not result.truncated:
             return _response(stored, result, cached=True)
         # Refuse what the data cannot answer (a column, a link, a target's kind, a sweep's
         # selector) before anything is stored or a run is launched.
-        check_query(parsed, lambda name: data_tables.read_source(conn, name), folds=folds)
-        stored = query_evaluations.new_query(eval_id, parsed.document, folds, pinned)
-        new = query_evaluations.insert_query(conn, stored)
+        check_query(parsed, lambda name: data_tables_store.read_source(conn, name), folds=folds)
+        stored = query_evaluations_store.new_query(eval_id, parsed.document, folds, pinned)
+        new = query_evaluations_store.insert_query(conn, stored)
     run_id = str(uuid.uuid4())
     state = _run(eval_id, wait, run_id, timeout)
     if state["state"] != "succeeded":
@@ -138,7 +139,7 @@ def evaluate(
             state,
         )
     with _open(warehouse, read_only=True) as conn:
-        result = query_evaluations.find_result(conn, eval_id)
+        result = query_evaluations_store.find_result(conn, eval_id)
     if result is None or result.run_id != run_id:
         raise EvalFailed(
             f"evaluation {eval_id}: run {run_id} succeeded without storing its result", state
@@ -179,7 +180,7 @@ def _forget(eval_id: str, warehouse: Path | str | None) -> None:
     from eval_pipelines.instance import dagster_instance
 
     with _open(warehouse) as conn, transaction(conn):
-        query_evaluations.delete_query(conn, eval_id)
+        query_evaluations_store.delete_query(conn, eval_id)
     instance = dagster_instance()
     partitions = runs.kind_of(KIND).partitions
     assert partitions is not None  # query evaluations are partitions
@@ -195,8 +196,8 @@ def get_evaluation(eval_id: str, *, warehouse: Path | str | None = None) -> dict
     from eval_pipelines.instance import dagster_instance
 
     with _open(warehouse, read_only=True) as conn:
-        stored = query_evaluations.load_query(conn, eval_id)
-        result = query_evaluations.find_result(conn, eval_id)
+        stored = query_evaluations_store.load_query(conn, eval_id)
+        result = query_evaluations_store.find_result(conn, eval_id)
     instance = dagster_instance()
     newest = runs.newest_run(instance, eval_id)
     run = runs.run_state(instance, newest).to_json() if newest is not None else None
@@ -224,8 +225,8 @@ def list_evaluations(*, warehouse: Path | str | None = None) -> list[dict[str, A
     """Every query evaluation, oldest first: id, what it predicts or estimates and from which
     tables, its fold count, status and headline."""
     with _open(warehouse, read_only=True) as conn:
-        stored = query_evaluations.list_queries(conn)
-        results = {q.eval_id: query_evaluations.find_result(conn, q.eval_id) for q in stored}
+        stored = query_evaluations_store.list_queries(conn)
+        results = {q.eval_id: query_evaluations_store.find_result(conn, q.eval_id) for q in stored}
     listed = []
     for query in stored:
         parsed = parse_query(query.document)

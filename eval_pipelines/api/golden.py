@@ -17,7 +17,8 @@ from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.schema import Schema
 from eval_pipelines.stages import golden as golden_stage
 from eval_pipelines.stages.golden_report import scored_run_json
-from eval_pipelines.storage import golden, workflows
+from eval_pipelines.storage import golden as golden_store
+from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
@@ -56,9 +57,9 @@ def create_set(
     limit = validate_threshold(threshold)
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
-        revisions = workflows.require_workflow(conn, workflow)
-        scored = workflows.load_revision(conn, revisions[0].revision).scored_node(node)
-        existing = golden.find_set(conn, set_name)
+        revisions = workflows_store.require_workflow(conn, workflow)
+        scored = workflows_store.load_revision(conn, revisions[0].revision).scored_node(node)
+        existing = golden_store.find_set(conn, set_name)
         if existing is not None:
             same = (existing.workflow, existing.node_id, existing.threshold, existing.gate)
             if same == (workflow, scored.id, limit, bool(gate)):
@@ -67,12 +68,12 @@ def create_set(
                 f"set={set_name!r}: a golden set with this name and other settings exists "
                 f"({existing.to_json()})"
             )
-        created = golden.GoldenSet(set_name, workflow, scored.id, limit, bool(gate), _now())
-        golden.create_set(conn, created)
+        created = golden_store.GoldenSet(set_name, workflow, scored.id, limit, bool(gate), _now())
+        golden_store.create_set(conn, created)
     return {**created.to_json(), "created": True}
 
 
-def _case_json(case: golden.GoldenCase, drift: bool | None = None) -> dict[str, Any]:
+def _case_json(case: golden_store.GoldenCase, drift: bool | None = None) -> dict[str, Any]:
     return {
         "set": case.set_name,
         "caseId": case.case_id,
@@ -96,11 +97,11 @@ def _add_case(
     revision: str,
     key_columns: dict[str, Any] | None = None,
     from_test_run: str | None = None,
-) -> golden.GoldenCase:
+) -> golden_store.GoldenCase:
     """Store a new enabled case, remembering the scored node's structure (schema drift)."""
-    case = golden.GoldenCase(
+    case = golden_store.GoldenCase(
         set_name,
-        golden.next_case_id(conn, set_name),
+        golden_store.next_case_id(conn, set_name),
         document_id,
         labels,
         {k: list(v) for k, v in (key_columns or {}).items()},
@@ -110,7 +111,7 @@ def _add_case(
         True,
         _now(),
     )
-    golden.add_case(conn, case)
+    golden_store.add_case(conn, case)
     return case
 
 
@@ -126,14 +127,14 @@ def add_case(
     content, doc = read_document(Path(document))
     raw = labels if isinstance(labels, dict) else read_json(labels, "labels")
     with _open(warehouse) as conn, transaction(conn):
-        golden_set = golden.load_set(conn, set_name)
-        workflow = workflows.load_revision(
-            conn, workflows.require_workflow(conn, golden_set.workflow)[0].revision
+        golden_set = golden_store.load_set(conn, set_name)
+        workflow = workflows_store.load_revision(
+            conn, workflows_store.require_workflow(conn, golden_set.workflow)[0].revision
         )
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, raw)
         key_columns = {k: list(v) for k, v in resolved.key_columns.items()}
-        for existing in golden.list_cases(conn, set_name):
+        for existing in golden_store.list_cases(conn, set_name):
             if (
                 existing.document_id == doc.document_id
                 and existing.labels == resolved.labels
@@ -142,7 +143,7 @@ def add_case(
                 # The same document with the same labels matched the same way: re-running a
                 # script adds nothing. Rows matched by key and by position score differently.
                 return {**_case_json(existing), "unmapped": list(resolved.unmapped), "added": False}
-        workflows.save_document(conn, content, doc)
+        workflows_store.save_document(conn, content, doc)
         case = _add_case(
             conn,
             set_name,
@@ -173,9 +174,9 @@ def add_records(
         sample_size = validate_sample_size(sample_size)
     seed = validate_seed(seed)
     with _open(warehouse) as conn, transaction(conn):
-        golden_set = golden.load_set(conn, set_name)
-        workflow = workflows.load_revision(
-            conn, workflows.require_workflow(conn, golden_set.workflow)[0].revision
+        golden_set = golden_store.load_set(conn, set_name)
+        workflow = workflows_store.load_revision(
+            conn, workflows_store.require_workflow(conn, golden_set.workflow)[0].revision
         )
         if workflow.kind != "classify":
             raise InputError(
@@ -183,12 +184,12 @@ def add_records(
             )
         chosen = golden_records(conn, workflow, keys=records, sample_size=sample_size, seed=seed)
         schema = workflow.nodes[0].schema
-        present = {c.document_id for c in golden.list_cases(conn, set_name)}
+        present = {c.document_id for c in golden_store.list_cases(conn, set_name)}
         added = []
         for content, document, labels in chosen:
             if document.document_id in present:
                 continue
-            workflows.save_document(conn, content, document)
+            workflows_store.save_document(conn, content, document)
             case = _add_case(
                 conn,
                 set_name,
@@ -208,8 +209,8 @@ def add_case_from_run(
     """Seed a case from an approved test run: the reviewed values become its labels (tables
     matched by position: the approved table came from that document, in that order)."""
     with _open(warehouse) as conn, transaction(conn):
-        golden_set = golden.load_set(conn, set_name)
-        run = workflows.load_test_run(conn, test_run_id)
+        golden_set = golden_store.load_set(conn, set_name)
+        run = workflows_store.load_test_run(conn, test_run_id)
         if run.approved_values is None:
             raise ConflictError(
                 f"run={test_run_id!r}: not approved; approve it first "
@@ -227,12 +228,12 @@ def add_case_from_run(
                 test_run_id,
                 f"approved node {run.approved_node}, the set scores {golden_set.node_id}",
             )
-        for existing in golden.list_cases(conn, set_name):
+        for existing in golden_store.list_cases(conn, set_name):
             if existing.from_test_run == test_run_id:
                 # Seeding twice from one review would count that document twice.
                 return {**_case_json(existing), "unmapped": [], "added": False}
-        workflows.load_document(conn, run.document_id)  # deleted since the run: refused
-        workflow = workflows.load_revision(conn, run.revision)
+        workflows_store.load_document(conn, run.document_id)  # deleted since the run: refused
+        workflow = workflows_store.load_revision(conn, run.revision)
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, run.approved_values, from_run=True)
         case = _add_case(
@@ -253,12 +254,12 @@ def list_cases(set_name: str, *, warehouse: Path | str | None = None) -> list[di
     from eval_pipelines.core.golden.scoring import schema_drift
 
     with _open(warehouse) as conn:
-        golden_set = golden.load_set(conn, set_name)
-        newest = workflows.revisions_of(conn, golden_set.workflow)[0].revision
-        schema = workflows.load_revision(conn, newest).scored_node(golden_set.node_id).schema
+        golden_set = golden_store.load_set(conn, set_name)
+        newest = workflows_store.revisions_of(conn, golden_set.workflow)[0].revision
+        schema = workflows_store.load_revision(conn, newest).scored_node(golden_set.node_id).schema
         return [
             _case_json(c, schema_drift(c.schema_fingerprint, schema))
-            for c in golden.list_cases(conn, set_name)
+            for c in golden_store.list_cases(conn, set_name)
         ]
 
 
@@ -267,8 +268,8 @@ def set_case_enabled(
 ) -> dict[str, Any]:
     """Disable a case (left out of the next runs, its labels kept) or enable it again."""
     with _open(warehouse) as conn, transaction(conn):
-        golden.set_case_enabled(conn, set_name, case_id, enabled)
-        return _case_json(golden.load_case(conn, set_name, case_id))
+        golden_store.set_case_enabled(conn, set_name, case_id, enabled)
+        return _case_json(golden_store.load_case(conn, set_name, case_id))
 
 
 def delete_case(
@@ -283,7 +284,7 @@ def delete_case(
             "or disable the case instead",
         )
     with _open(warehouse) as conn, transaction(conn):
-        removed = golden.delete_case(conn, set_name, case_id)
+        removed = golden_store.delete_case(conn, set_name, case_id)
     return {"set": set_name, "caseId": case_id, "deleted": True, "resultsDeleted": removed}
 
 
@@ -307,14 +308,14 @@ def run_set(
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
-        golden_set = golden.load_set(conn, set_name)
-        revisions = workflows.require_workflow(conn, golden_set.workflow)
+        golden_set = golden_store.load_set(conn, set_name)
+        revisions = workflows_store.require_workflow(conn, golden_set.workflow)
         chosen = (
-            workflows.revision_of_workflow(conn, golden_set.workflow, revision)
+            workflows_store.revision_of_workflow(conn, golden_set.workflow, revision)
             if revision
             else revisions[0].revision
         )
-        if not any(c.enabled for c in golden.list_cases(conn, set_name)):
+        if not any(c.enabled for c in golden_store.list_cases(conn, set_name)):
             raise ConflictError(f"set={set_name!r}: no enabled case to run; add cases first")
     from eval_pipelines import runs
     from eval_pipelines.defs.golden import SETS_TAG, WORKFLOW_TAG
@@ -337,7 +338,7 @@ def golden_runs_of(
         close_abandoned_runs(conn)
         return [
             scored_run_json(golden_stage.score_run(conn, r.golden_run_id))
-            for r in golden.runs_of_dagster_run(conn, dagster_run_id)
+            for r in golden_store.runs_of_dagster_run(conn, dagster_run_id)
         ]
 
 
@@ -374,7 +375,7 @@ def run_and_report(
         raise EvalFailed(f"golden run {started['runId']} wrote no result for {set_name}")
     with _open(warehouse) as conn:
         close_abandoned_runs(conn)
-        golden_set = golden.load_set(conn, set_name)
+        golden_set = golden_store.load_set(conn, set_name)
         gate = golden_stage.gate_decision(conn, reports[0]["revision"]) if golden_set.gate else None
     verdict = (
         next((s.to_json() for s in gate.sets if s.set_name == set_name), None) if gate else None
@@ -413,11 +414,11 @@ def compare_golden_runs(
     }
 
 
-def _field_keys(conn: Any, golden_set: golden.GoldenSet) -> set[str]:
+def _field_keys(conn: Any, golden_set: golden_store.GoldenSet) -> set[str]:
     """Every field key (``field``, ``table.column``) the set's node had in any revision."""
     keys: set[str] = set()
-    for row in workflows.revisions_of(conn, golden_set.workflow):
-        node = workflows.load_revision(conn, row.revision).node(golden_set.node_id)
+    for row in workflows_store.revisions_of(conn, golden_set.workflow):
+        node = workflows_store.load_revision(conn, row.revision).node(golden_set.node_id)
         if node is None:
             continue
         for field in node.schema.fields:
@@ -439,7 +440,7 @@ def trend(
         raise InputError("last", last, "must be a whole number of runs, at least 1")
     points = []
     with _open(warehouse) as conn:
-        golden_set = golden.load_set(conn, set_name)
+        golden_set = golden_store.load_set(conn, set_name)
         if field is not None:
             known = _field_keys(conn, golden_set)
             if field not in known:
@@ -449,7 +450,9 @@ def trend(
                     f"names no field of node {golden_set.node_id} in any revision "
                     f"of {golden_set.workflow} (fields: {', '.join(sorted(known))})",
                 )
-        for run in reversed(golden.runs_of_set(conn, set_name, status="completed", limit=last)):
+        for run in reversed(
+            golden_store.runs_of_set(conn, set_name, status="completed", limit=last)
+        ):
             scored = golden_stage.score_run(conn, run.golden_run_id)
             value, n = golden_stage.field_accuracy(scored.score, field)
             points.append(

@@ -25,7 +25,10 @@ from eval_pipelines.core.holdout.spec import (
     parse_holdout_request,
 )
 from eval_pipelines.core.inputs import is_finite_number
-from eval_pipelines.storage import cases, evaluations, holdout, memo
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import holdout as holdout_store
+from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import (
     CLI_WAIT_SECONDS,
     WarehouseBusy,
@@ -38,15 +41,15 @@ KIND = "holdout"
 
 def _case_context(conn: Any, case_id: str) -> CaseContext:
     """What the spec parser needs; cheap, because it is read while holding the write lock."""
-    info = cases.load_case(conn, case_id)
+    info = cases_store.load_case(conn, case_id)
     return CaseContext(
         case_id=case_id,
         records_version=info.records_version,
         tree_version=info.tree_version,
-        max_depth=cases.tree_depth(conn, case_id, info.tree_version),
+        max_depth=cases_store.tree_depth(conn, case_id, info.tree_version),
         target_depth=info.target_depth,
         metadata_columns=info.metadata_columns,
-        memo=memo.entry_contents(conn, case_id),
+        memo=memo_store.entry_contents(conn, case_id),
         classifiers=tuple(known_classifiers()),
         n_records=info.n_records,
         embeddings_version=_current_embeddings(conn, case_id, info.records_version),
@@ -54,9 +57,9 @@ def _case_context(conn: Any, case_id: str) -> CaseContext:
 
 
 def _current_embeddings(conn: Any, case_id: str, records_version: str) -> str | None:
-    from eval_pipelines.storage import embeddings
+    from eval_pipelines.storage import embeddings as embeddings_store
 
-    current = embeddings.current_set(conn, case_id, records_version)
+    current = embeddings_store.current_set(conn, case_id, records_version)
     return None if current is None else current.embeddings_version
 
 
@@ -251,7 +254,7 @@ def start_holdout_eval(
         # and nothing is written.
         with transaction(conn):
             context = _case_context(conn, case_id)
-            sequence = cases.next_eval_sequence(conn, case_id)
+            sequence = cases_store.next_eval_sequence(conn, case_id)
             spec = parse_holdout_request(
                 variants,
                 case=context,
@@ -267,7 +270,7 @@ def start_holdout_eval(
             estimate = estimate_tokens(spec)
             if estimate["totalTokens"] > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
                 raise TokenConfirmationNeeded(estimate)
-            evaluations.insert_evaluation(
+            evaluations_store.insert_evaluation(
                 conn,
                 eval_id=spec.eval_id,
                 kind=KIND,
@@ -278,7 +281,7 @@ def start_holdout_eval(
                 run_id=run_id,
             )
             # Read back as every later status read sees it, on the connection already open.
-            stored = _Stored(evaluations.evaluation_row(conn, spec.eval_id), None, None)
+            stored = _Stored(evaluations_store.evaluation_row(conn, spec.eval_id), None, None)
     return {
         "evalId": spec.eval_id,
         **_launch(
@@ -311,11 +314,11 @@ def rerun_holdout_eval(
     require_run_warehouse(warehouse)
     with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
         row = _own_evaluation(conn, case_id, eval_id)
-        evaluations.set_run_id(conn, eval_id, run_id)
+        evaluations_store.set_run_id(conn, eval_id, run_id)
         stored = _Stored(
             replace(row, run_id=run_id),
-            evaluations.load_report(conn, eval_id),
-            holdout.sample_hash(conn, eval_id),
+            evaluations_store.load_report(conn, eval_id),
+            holdout_store.sample_hash(conn, eval_id),
         )
     launched = _launch(
         eval_id,
@@ -329,8 +332,8 @@ def rerun_holdout_eval(
     return {"evalId": eval_id, **launched}
 
 
-def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations.EvaluationRow:
-    row = evaluations.evaluation_row(conn, eval_id)
+def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations_store.EvaluationRow:
+    row = evaluations_store.evaluation_row(conn, eval_id)
     if row.case_id != case_id:
         raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row.case_id!r}")
     if row.kind != KIND:
@@ -379,8 +382,8 @@ def evaluation_status(report_run_id: str | None, has_report: bool, run: Any) -> 
 class _Stored:
     """What the warehouse says about an evaluation."""
 
-    row: evaluations.EvaluationRow
-    report: evaluations.StoredReport | None
+    row: evaluations_store.EvaluationRow
+    report: evaluations_store.StoredReport | None
     sample_hash: str | None
 
 
@@ -390,7 +393,9 @@ def _read_stored(case_id: str, eval_id: str, warehouse: Path | str | None) -> _S
     ) as conn:
         row = _own_evaluation(conn, case_id, eval_id)
         return _Stored(
-            row, evaluations.load_report(conn, eval_id), holdout.sample_hash(conn, eval_id)
+            row,
+            evaluations_store.load_report(conn, eval_id),
+            holdout_store.sample_hash(conn, eval_id),
         )
 
 
@@ -582,7 +587,7 @@ def eval_rows(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
         _own_evaluation(conn, case_id, eval_id)
-        if not evaluations.has_report(conn, eval_id):
+        if not evaluations_store.has_report(conn, eval_id):
             raise ConflictError(
                 f"evalId={eval_id!r}: not complete yet; rows exist once the report does "
                 f"(eval-pipelines eval status {case_id} {eval_id} --wait)"
@@ -633,7 +638,7 @@ def prune_partitions(*, warehouse: Path | str | None = None) -> list[str]:
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        registered = set(evaluations.all_evaluation_ids(conn, KIND))
+        registered = set(evaluations_store.all_evaluation_ids(conn, KIND))
     return runs.prune_partitions(dagster_instance(), runs.kind_of(KIND), registered)
 
 
@@ -643,8 +648,8 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dic
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        cases.load_case(conn, case_id)
-        frame = evaluations.list_evaluations(conn, case_id)
+        cases_store.load_case(conn, case_id)
+        frame = evaluations_store.list_evaluations(conn, case_id)
     listed = []
     for row in frame.iter_rows(named=True):
         spec = json.loads(row["spec_json"])

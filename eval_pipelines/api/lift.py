@@ -21,8 +21,8 @@ from eval_pipelines.core.lift.assignment import (
     Request,
     assign,
 )
-from eval_pipelines.storage import cases
-from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 DEFAULT_EPOCH = "e1"
@@ -37,18 +37,18 @@ def _open(warehouse: Path | str | None, *, read_only: bool = False, create: bool
     )
 
 
-def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> storage.Settings | None:
+def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> lift_store.Settings | None:
     """The workspace's committed settings, read from the copy ``lift settings`` publishes
     beside the warehouse: assignment never opens the DuckDB file, so it does not wait on a
     process writing it. A warehouse from before that copy existed is read (and may wait)."""
     path = resolve_warehouse(warehouse)
     if not path.exists():
         return None  # a copy left beside a removed warehouse is not its settings
-    published = storage.published_settings(path)
+    published = lift_store.published_settings(path)
     if published is not None:
         return published.get(workspace_id)
     with _open(warehouse, read_only=True) as conn:
-        return storage.settings(conn, workspace_id)
+        return lift_store.settings(conn, workspace_id)
 
 
 def config_for(
@@ -141,7 +141,7 @@ def set_settings(
         after, changed, case_id = _save_settings(
             conn, workspace_id, holdout_fraction, lever, clear_lever, lever_holdout_share, case
         )
-        storage.publish_settings(conn, resolve_warehouse(warehouse))
+        lift_store.publish_settings(conn, resolve_warehouse(warehouse))
     return {**after.to_json(), "caseId": case_id, "newEpoch": changed}
 
 
@@ -153,10 +153,10 @@ def _save_settings(
     clear_lever: bool,
     lever_holdout_share: float | None,
     case: str | None,
-) -> tuple[storage.Settings, bool, str | None]:
+) -> tuple[lift_store.Settings, bool, str | None]:
     with transaction(conn):
-        stored = storage.settings(conn, workspace_id)
-        before = stored or storage.Settings(
+        stored = lift_store.settings(conn, workspace_id)
+        before = stored or lift_store.Settings(
             workspace_id, DEFAULT_HOLDOUT_FRACTION, DEFAULT_EPOCH, None, 0.5
         )
         after = replace(
@@ -174,10 +174,10 @@ def _save_settings(
         changed = after != before
         if changed:
             after = replace(after, epoch=_next_epoch(before.epoch))
-        storage.save_settings(conn, after)
+        lift_store.save_settings(conn, after)
         if case is not None:
-            storage.save_workspace_case(conn, workspace_id, case)
-        case_id = storage.workspace_case(conn, workspace_id)
+            lift_store.save_workspace_case(conn, workspace_id, case)
+        case_id = lift_store.workspace_case(conn, workspace_id)
     return after, changed, case_id
 
 
@@ -185,7 +185,7 @@ def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
     if not resolve_warehouse(warehouse).exists():
         return False
     with _open(warehouse, read_only=True) as conn:
-        return cases.case_exists(conn, case_id)
+        return cases_store.case_exists(conn, case_id)
 
 
 def _run(kind: str, run_config: dict[str, Any] | None = None) -> Any:
@@ -273,7 +273,7 @@ def report(*, warehouse: Path | str | None = None) -> dict[str, Any]:
     if state.state != "succeeded":
         raise EvalFailed(f"lift report failed: {_failure(state)}")
     with _open(warehouse, read_only=True) as conn:
-        stored = storage.latest_report(conn)
+        stored = lift_store.latest_report(conn)
     if stored is None:
         raise EvalFailed("the lift report run stored no report")
     content, markdown = stored
@@ -287,7 +287,7 @@ def ledger(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
     if not resolve_warehouse(warehouse).exists():
         return []
     with _open(warehouse, read_only=True) as conn:
-        return [claim_json(c) for c in storage.claims(conn)]
+        return [claim_json(c) for c in lift_store.claims(conn)]
 
 
 def audit_sample(

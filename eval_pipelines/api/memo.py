@@ -11,7 +11,8 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_yaml
 from eval_pipelines.core.holdout.memo import memo_version, parse_memo_entry
 from eval_pipelines.stages.golden_classify import repin_classify_workflows
-from eval_pipelines.storage import cases, memo
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
@@ -21,12 +22,12 @@ def add_memo_entry(
     """Add a memo entry (YAML or JSON file) as ``proposed``."""
     raw = read_yaml(entry_path, "--file")
     with connect(resolve_warehouse(warehouse)) as conn:
-        info = cases.load_case(conn, case_id)
-        tree = cases.load_tree(conn, case_id, info.tree_version)
+        info = cases_store.load_case(conn, case_id)
+        tree = cases_store.load_tree(conn, case_id, info.tree_version)
         entry = parse_memo_entry(raw, tree)
         with transaction(conn):
-            added = memo.add_entry(conn, case_id, entry)
-        status = memo.entry_status(conn, case_id, entry.entry_id)
+            added = memo_store.add_entry(conn, case_id, entry)
+        status = memo_store.entry_status(conn, case_id, entry.entry_id)
     return {
         "caseId": case_id,
         "entryId": entry.entry_id,
@@ -41,16 +42,16 @@ def approve_memo_entry(
     if not by or not by.strip():
         raise InputError("--by", by, "name the person who approves the entry")
     with connect(resolve_warehouse(warehouse)) as conn:
-        info = cases.load_case(conn, case_id)
+        info = cases_store.load_case(conn, case_id)
         with transaction(conn):
-            memo.approve_entry(conn, case_id, entry_id, by)
+            memo_store.approve_entry(conn, case_id, entry_id, by)
             # The memo is part of every classify workflow on this case: each gets a new
             # revision, which its gate must pass before it can go live.
             revisions = repin_classify_workflows(conn, case_id, source=f"memo-approval:{entry_id}")
         active = [
             e
-            for e in memo.load_entries(
-                conn, case_id, cases.load_tree(conn, case_id, info.tree_version)
+            for e in memo_store.load_entries(
+                conn, case_id, cases_store.load_tree(conn, case_id, info.tree_version)
             )
             if e.status == "active"
         ]
@@ -68,8 +69,8 @@ def list_memo_entries(case_id: str, *, warehouse: Path | str | None = None) -> l
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        cases.load_case(conn, case_id)
-        frame = memo.list_entries(conn, case_id)
+        cases_store.load_case(conn, case_id)
+        frame = memo_store.list_entries(conn, case_id)
     return [
         {
             "entryId": row["entry_id"],

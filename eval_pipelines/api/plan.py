@@ -11,7 +11,7 @@ from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.stats.power import minimum_detectable_effect, paired_sample_size
-from eval_pipelines.storage import evaluations
+from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 ALPHA = 0.05
@@ -26,10 +26,10 @@ def _discordance_from_eval(
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        row = evaluations.evaluation_row(conn, eval_id)
+        row = evaluations_store.evaluation_row(conn, eval_id)
         if row.case_id != case_id:
             raise InputError("--from-eval", eval_id, f"belongs to case {row.case_id!r}")
-        stored = evaluations.load_report(conn, eval_id)
+        stored = evaluations_store.load_report(conn, eval_id)
     if stored is None:
         raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
     report = stored.report

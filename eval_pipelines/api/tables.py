@@ -14,11 +14,11 @@ from typing import Any
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import InputError, NotFoundError
 from eval_pipelines.core.evaluate.table_schema import read_table_file, validate_table
-from eval_pipelines.storage import data_tables
+from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
-def _info_json(info: data_tables.TableInfo) -> dict[str, Any]:
+def _info_json(info: data_tables_store.TableInfo) -> dict[str, Any]:
     return {
         "name": info.name,
         "version": info.version,
@@ -43,22 +43,24 @@ def load_table(
     False when identical content (same columns, key, links and rows in the same order) was
     loaded before, whose version is then reused and made current again.
     """
-    data_tables.check_table_name(name)
+    data_tables_store.check_table_name(name)
     links = dict(links or {})
     for column, target in links.items():
-        if not isinstance(target, str) or not data_tables.TABLE_NAME_PATTERN.fullmatch(target):
-            raise InputError("--link", f"{column}={target}", data_tables.TABLE_NAME_RULE)
+        if not isinstance(target, str) or not data_tables_store.TABLE_NAME_PATTERN.fullmatch(
+            target
+        ):
+            raise InputError("--link", f"{column}={target}", data_tables_store.TABLE_NAME_RULE)
     frame = validate_table(read_table_file(Path(path)), key=key, links=links)
     warehouse_path = resolve_warehouse(warehouse)
     if not warehouse_path.exists():  # no warehouse, no tables: refuse before creating one
         for column, target in links.items():
             if target != name:
-                raise data_tables.missing_link_target(column, target)
+                raise data_tables_store.missing_link_target(column, target)
     with (
         connect(warehouse_path, create=True, wait_seconds=CLI_WAIT_SECONDS) as conn,
         transaction(conn),
     ):
-        info, new = data_tables.save_table(
+        info, new = data_tables_store.save_table(
             conn, name, frame, key=key, links=links, source=str(path)
         )
     return _info_json(info) | {"new": new}
@@ -72,7 +74,7 @@ def list_tables(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
     with connect(path, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
         return [
             _info_json(info) | {"source": info.source, "createdAt": info.created_at.isoformat()}
-            for info in data_tables.list_tables(conn)
+            for info in data_tables_store.list_tables(conn)
         ]
 
 
@@ -94,10 +96,10 @@ def show_table(
             "(load one with `eval-pipelines table load NAME --file PATH`)"
         )
     with connect(path, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
-        info = data_tables.table_info(conn, name, version)
-        head = data_tables.head_version(conn, name)
-        versions = data_tables.list_versions(conn, name)
-        rows = data_tables.read_rows(conn, info).head(limit)
+        info = data_tables_store.table_info(conn, name, version)
+        head = data_tables_store.head_version(conn, name)
+        versions = data_tables_store.list_versions(conn, name)
+        rows = data_tables_store.read_rows(conn, info).head(limit)
     return _info_json(info) | {
         "current": info.version == head,
         "source": info.source,

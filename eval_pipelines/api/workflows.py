@@ -21,7 +21,7 @@ from eval_pipelines.core.workflows.execute import cache_keys, execute
 from eval_pipelines.core.workflows.files import load_workflow_file, scan_workflow_files
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.stages.golden_classify import pin_workflow
-from eval_pipelines.storage import workflows
+from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
@@ -43,10 +43,10 @@ def sync_workflow_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
             workflow = pin_workflow(conn, workflow)
         except (InputError, NotFoundError):
             continue  # a classify workflow over a case not loaded yet
-        if workflows.file_revision(conn, str(file.path)) == workflow.revision:
+        if workflows_store.file_revision(conn, str(file.path)) == workflow.revision:
             continue
-        workflows.save_revision(conn, workflow, source=f"file:{file.path}", saved_by=None)
-        workflows.record_file_revision(conn, str(file.path), workflow.name, workflow.revision)
+        workflows_store.save_revision(conn, workflow, source=f"file:{file.path}", saved_by=None)
+        workflows_store.record_file_revision(conn, str(file.path), workflow.name, workflow.revision)
         saved.append(workflow.revision)
     return saved
 
@@ -68,14 +68,14 @@ def save_workflow(
     parsed = load_workflow_file(Path(file), name=name)
     with _open(warehouse, create=parsed.kind == "extract") as conn, transaction(conn):
         workflow = pin_workflow(conn, parsed)
-        kinds = {r.kind for r in workflows.revisions_of(conn, name)}
+        kinds = {r.kind for r in workflows_store.revisions_of(conn, name)}
         if kinds and workflow.kind not in kinds:
             raise InputError(
                 "kind",
                 workflow.kind,
                 f"workflow {name} is a {kinds.pop()} workflow; use a new name",
             )
-        new = workflows.save_revision(conn, workflow, source=f"cli:{file}", saved_by=saved_by)
+        new = workflows_store.save_revision(conn, workflow, source=f"cli:{file}", saved_by=saved_by)
     return {"workflow": name, "revision": workflow.revision, "kind": workflow.kind, "new": new}
 
 
@@ -83,9 +83,9 @@ def list_workflows(*, warehouse: Path | str | None = None) -> list[dict[str, Any
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         listing = []
-        for name in workflows.workflow_names(conn):
-            revisions = workflows.revisions_of(conn, name)
-            active = workflows.active_revision(conn, name)
+        for name in workflows_store.workflow_names(conn):
+            revisions = workflows_store.revisions_of(conn, name)
+            active = workflows_store.active_revision(conn, name)
             listing.append(
                 {
                     "workflow": name,
@@ -104,14 +104,14 @@ def show_workflow(
     """A revision's content (the newest unless ``revision`` is given) and its history."""
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
-        revisions = workflows.require_workflow(conn, name)
+        revisions = workflows_store.require_workflow(conn, name)
         chosen = (
-            workflows.revision_of_workflow(conn, name, revision)
+            workflows_store.revision_of_workflow(conn, name, revision)
             if revision
             else revisions[0].revision
         )
-        workflow = workflows.load_revision(conn, chosen)
-        row = workflows.revision_row(conn, chosen)
+        workflow = workflows_store.load_revision(conn, chosen)
+        row = workflows_store.revision_row(conn, chosen)
     return {
         **row.to_json(),
         "content": workflow.content,
@@ -127,8 +127,8 @@ def workflow_status(name: str, *, warehouse: Path | str | None = None) -> dict[s
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
-        revisions = workflows.require_workflow(conn, name)
-        active = workflows.active_revision(conn, name)
+        revisions = workflows_store.require_workflow(conn, name)
+        active = workflows_store.active_revision(conn, name)
         gate = gate_decision(conn, revisions[0].revision)
     return {
         "workflow": name,
@@ -144,11 +144,13 @@ def workflow_status(name: str, *, warehouse: Path | str | None = None) -> dict[s
 
 
 def _resolve_revision(conn: duckdb.DuckDBPyConnection, name: str, revision: str | None) -> Workflow:
-    revisions = workflows.require_workflow(conn, name)
+    revisions = workflows_store.require_workflow(conn, name)
     chosen = (
-        workflows.revision_of_workflow(conn, name, revision) if revision else revisions[0].revision
+        workflows_store.revision_of_workflow(conn, name, revision)
+        if revision
+        else revisions[0].revision
     )
-    return workflows.load_revision(conn, chosen)
+    return workflows_store.load_revision(conn, chosen)
 
 
 def run_workflow(
@@ -166,7 +168,7 @@ def run_workflow(
         workflow = _resolve_revision(conn, name, revision)
         if workflow.kind != "extract":
             raise InputError("workflow", name, "test runs over a document need an extract workflow")
-        cache = workflows.cached_steps(conn, cache_keys(workflow, doc.document_id))
+        cache = workflows_store.cached_steps(conn, cache_keys(workflow, doc.document_id))
     execution = execute(workflow, doc, cache)
     outputs = {
         node.id: map_output(node.schema, execution.outputs[node.id])
@@ -175,9 +177,9 @@ def run_workflow(
     }
     test_run_id = f"t-{uuid.uuid4().hex[:12]}"
     with _open(warehouse) as conn, transaction(conn):
-        workflows.save_document(conn, content, doc)
-        workflows.cache_steps(conn, [(*k, v) for k, v in execution.new_cache.items()])
-        workflows.save_test_run(
+        workflows_store.save_document(conn, content, doc)
+        workflows_store.cache_steps(conn, [(*k, v) for k, v in execution.new_cache.items()])
+        workflows_store.save_test_run(
             conn, test_run_id, workflow, doc.document_id, outputs, execution.error
         )
     return {
@@ -211,11 +213,11 @@ def approve_run(
             "values", type(corrected).__name__, "must be a JSON object keyed by field id"
         )
     with _open(warehouse) as conn, transaction(conn):
-        run = workflows.load_test_run(conn, test_run_id)
-        workflow = workflows.load_revision(conn, run.revision)
+        run = workflows_store.load_test_run(conn, test_run_id)
+        workflow = workflows_store.load_revision(conn, run.revision)
         scored = workflow.scored_node(node)
-        workflows.approve_test_run(conn, test_run_id, scored.id, corrected, by)
-        approved = workflows.load_test_run(conn, test_run_id)
+        workflows_store.approve_test_run(conn, test_run_id, scored.id, corrected, by)
+        approved = workflows_store.load_test_run(conn, test_run_id)
     return approved.to_json()
 
 
@@ -232,8 +234,8 @@ def activate_workflow(
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
-        full = workflows.revision_of_workflow(conn, name, revision)
-        active = workflows.active_revision(conn, name)
+        full = workflows_store.revision_of_workflow(conn, name, revision)
+        active = workflows_store.active_revision(conn, name)
         if active is not None and active.revision == full:
             raise ConflictError(
                 f"revision={full!r}: already the active revision of {name} (activated by "
@@ -242,7 +244,7 @@ def activate_workflow(
         gate = gate_decision(conn, full)
         if not gate.passed:
             raise ActivationRefused(f"revision {full} of {name} cannot be activated: {gate.reason}")
-        activation = workflows.record_activation(
+        activation = workflows_store.record_activation(
             conn,
             name,
             full,
@@ -258,17 +260,17 @@ def activation_ledger(
 ) -> list[dict[str, Any]]:
     with _open(warehouse) as conn, transaction(conn):
         if name is not None:
-            workflows.require_workflow(conn, name)
-        return [a.to_json() for a in workflows.activations(conn, name)]
+            workflows_store.require_workflow(conn, name)
+        return [a.to_json() for a in workflows_store.activations(conn, name)]
 
 
 def list_documents(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
     with _open(warehouse) as conn:
-        return workflows.list_documents(conn)
+        return workflows_store.list_documents(conn)
 
 
 def delete_document(document_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
     """Delete a stored document; refused while a golden case references it."""
     with _open(warehouse) as conn, transaction(conn):
-        workflows.delete_document(conn, document_id)
+        workflows_store.delete_document(conn, document_id)
     return {"documentId": document_id, "deleted": True}

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from eval_pipelines.cli import cases, evaluate, golden, holdout, lift, memo, tables, workflows
-from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.cli.flags import FLAGS_DEFAULT, record_flags
+from eval_pipelines.core.errors import (
+    ConflictError,
+    EvalPipelinesError,
+    InputError,
+    NotFoundError,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_BUSY = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -76,12 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_commands(groups)
     lift.add_commands(groups)
     evaluate.add_commands(groups)
+    record_flags(parser)
     return parser
 
 
 def _fail(message: str, code: int) -> int:
     print(f"error: {message}", file=sys.stderr, flush=True)
     return code
+
+
+def _refusal(error: BaseException, args: argparse.Namespace) -> str:
+    """The error's message with the parameters it names shown as this command's flags."""
+    if isinstance(error, EvalPipelinesError):
+        return error.with_flags(getattr(args, FLAGS_DEFAULT, None) or {})
+    return str(error)
 
 
 def _quiet_broken_pipe() -> int:
@@ -108,13 +122,13 @@ def main(argv: list[str] | None = None) -> int:
         with command_progress(args, sys.argv[1:] if argv is None else argv):
             return int(args.func(args))
     except (InputError, ConflictError, NotFoundError, WarehouseUnavailable) as error:
-        return _fail(str(error), EXIT_REFUSED)
+        return _fail(_refusal(error, args), EXIT_REFUSED)
     except EvalFailed as error:
-        return _fail(str(error), EXIT_FAILED)
+        return _fail(_refusal(error, args), EXIT_FAILED)
     except TimeoutError as error:
-        return _fail(str(error), EXIT_TIMEOUT)
+        return _fail(_refusal(error, args), EXIT_TIMEOUT)
     except WarehouseBusy as error:
-        return _fail(f"{error}; try again shortly", EXIT_BUSY)
+        return _fail(f"{_refusal(error, args)}; try again shortly", EXIT_BUSY)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except PermissionError as error:

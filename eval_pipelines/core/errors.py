@@ -6,11 +6,23 @@ field, the value and the rule. Interrupts (``EvalInterrupted``, ``RunInterrupted
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
+
+# A parameter named in a message, as `name`: the CLI shows the flag that sets it instead.
+PARAMETER_MENTION = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 class EvalPipelinesError(Exception):
-    """The base of every error eval_pipelines raises."""
+    """The base of every error eval_pipelines raises.
+
+    Messages name Python parameters (``field`` of an :class:`InputError`, and `name` in
+    backticks in the text); :meth:`with_flags` gives the message with the CLI's flags."""
+
+    def with_flags(self, flags: Mapping[str, str]) -> str:
+        """The message with every parameter named in backticks shown as its flag."""
+        return mention_flags(str(self), flags)
 
 
 class InputError(EvalPipelinesError, ValueError):
@@ -32,6 +44,10 @@ class InputError(EvalPipelinesError, ValueError):
         self.rule = rule
         super().__init__(f"{field}={_short(value)!s}: {rule}")
 
+    def with_flags(self, flags: Mapping[str, str]) -> str:
+        field = flags.get(self.field, self.field)
+        return f"{field}={_short(self.value)!s}: {mention_flags(self.rule, flags)}"
+
 
 class ConflictError(EvalPipelinesError, ValueError):
     """A request that contradicts stored state (the REST APIs' 409): nothing has been written."""
@@ -39,6 +55,11 @@ class ConflictError(EvalPipelinesError, ValueError):
 
 class NotFoundError(EvalPipelinesError, LookupError):
     """A case, evaluation, variant or memo entry that does not exist."""
+
+
+def mention_flags(text: str, flags: Mapping[str, str]) -> str:
+    """``text`` with each `parameter` that has a flag shown as that flag (others unchanged)."""
+    return PARAMETER_MENTION.sub(lambda found: flags.get(found.group(1), found.group(0)), text)
 
 
 def _short(value: Any, limit: int = 80) -> str:

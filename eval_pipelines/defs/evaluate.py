@@ -18,7 +18,7 @@ from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import evaluate
-from eval_pipelines.storage import query_evaluations as storage
+from eval_pipelines.storage import query_evaluations as query_evaluations_store
 
 NOT_TRUNCATED = "evaluate_not_truncated"
 # Failure metadata that tells the API a refused query from a failed run.
@@ -117,7 +117,7 @@ def evaluate_result(
         raise _refusal(error) from None
     sources = [s.to_json() for s in outcome.sources]
     with warehouse.connect(read_only=True) as conn:
-        stored = storage.load_query(conn, eval_id)
+        stored = query_evaluations_store.load_query(conn, eval_id)
     query = parse_query(stored.document)
     setup = evaluate.setup_lines(query, stored.folds)
     comparable = evaluate.comparable_as(query, stored.folds, sources)
@@ -154,7 +154,9 @@ def evaluate_not_truncated(
     """The evaluation scored every test row within maxTime (a truncated result covers only the
     rows scored before the limit)."""
     with warehouse.connect(read_only=True) as conn:
-        stored = storage.find_result(conn, context.op_execution_context.partition_key)
+        stored = query_evaluations_store.find_result(
+            conn, context.op_execution_context.partition_key
+        )
     if stored is None:
         return dg.AssetCheckResult(
             passed=False, severity=dg.AssetCheckSeverity.WARN, description="no result stored"

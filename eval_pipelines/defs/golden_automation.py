@@ -16,7 +16,8 @@ from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS, workflow_revision
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.runs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 from eval_pipelines.stages.golden_classify import pin_workflow
-from eval_pipelines.storage import golden, workflows
+from eval_pipelines.storage import golden as golden_store
+from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable, connect
 
 SENSOR_INTERVAL_SECONDS = 15
@@ -53,7 +54,7 @@ def _candidates(warehouse: WarehouseResource) -> list[_Candidate]:
     file_revisions: list[tuple[str, str, Path]] = []
     if path.exists():
         with connect(path, read_only=True, wait_seconds=SENSOR_LOCK_WAIT_SECONDS) as conn:
-            stored = workflows.newest_revisions(conn, REVISIONS_PER_TICK)
+            stored = workflows_store.newest_revisions(conn, REVISIONS_PER_TICK)
             for workflow, file in files:
                 try:
                     pinned = pin_workflow(conn, workflow)
@@ -228,9 +229,9 @@ def nightly_gating_runs(
     try:
         with connect(path, read_only=True, wait_seconds=SENSOR_LOCK_WAIT_SECONDS) as conn:
             plans = []
-            for name in workflows.workflow_names(conn):
-                active = workflows.active_revision(conn, name)
-                gating = [s.set_name for s in golden.list_sets(conn, name) if s.gate]
+            for name in workflows_store.workflow_names(conn):
+                active = workflows_store.active_revision(conn, name)
+                gating = [s.set_name for s in golden_store.list_sets(conn, name) if s.gate]
                 if active is not None and gating:
                     plans.append((active.revision, name, gating))
     except WarehouseBusy:

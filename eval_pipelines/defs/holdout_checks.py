@@ -22,8 +22,8 @@ from eval_pipelines.defs.partitions import (
 )
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import holdout
-from eval_pipelines.storage import evaluations
-from eval_pipelines.storage import holdout as holdout_storage
+from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import holdout as holdout_store
 
 NO_LEAKAGE = "no_leakage"
 GROUPED = "grouped"
@@ -97,7 +97,7 @@ def _candidates_supplied(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verd
 
 
 def _no_failed_rows(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
-    failed = holdout_storage.failed_rows_by_variant(conn, eval_id)
+    failed = holdout_store.failed_rows_by_variant(conn, eval_id)
     return _Verdict(
         passed=sum(failed.values()) == 0,
         severity=dg.AssetCheckSeverity.WARN,
@@ -106,7 +106,7 @@ def _no_failed_rows(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
 
 
 def _sufficient_evidence(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
-    short = holdout_storage.insufficient_target_levels(conn, eval_id)
+    short = holdout_store.insufficient_target_levels(conn, eval_id)
     return _Verdict(
         passed=not short,
         severity=dg.AssetCheckSeverity.WARN,
@@ -120,7 +120,7 @@ def _sufficient_evidence(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verd
 
 
 def _stored_report(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any]:
-    stored = evaluations.load_report(conn, eval_id)
+    stored = evaluations_store.load_report(conn, eval_id)
     return stored.report if stored is not None else {}
 
 

@@ -19,7 +19,7 @@ from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs.dagster_private import RUN_KEY_TAG
 from eval_pipelines.stages import lift as stage
-from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import transaction
 
 GROUP = "live_lift"
@@ -88,10 +88,10 @@ def lift_report(
         with transaction(conn):
             report, claims = stage.build_report(conn)
             markdown = stage.report_markdown(report)
-            storage.save_report(conn, context.run_id, context.run_id, report, markdown)
+            lift_store.save_report(conn, context.run_id, context.run_id, report, markdown)
         # Assignment reads the settings from this copy (never waiting on a writer); a
         # warehouse whose settings predate it gets one here.
-        storage.publish_settings(conn, warehouse.warehouse_path())
+        lift_store.publish_settings(conn, warehouse.warehouse_path())
     plotted: dict[str, Any] = {}
     for claim in claims:
         # Keyed by claim (workspace/claim type/epoch/candidate): a plot never pools scopes.
@@ -118,7 +118,7 @@ def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     assignment re-derived from the logged keys, cluster size, outcome audit) must pass; a scope
     that fails is parked (a claim settled unaudited whose audit failed since is named too)."""
     with warehouse.connect(read_only=True) as conn:
-        claims = storage.claims(conn)
+        claims = lift_store.claims(conn)
     # A claim settled unaudited whose outcome audit failed since is flagged too.
     parked = [
         c.claim_id

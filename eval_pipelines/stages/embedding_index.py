@@ -17,7 +17,7 @@ import numpy as np
 
 from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.stages.text_index import OpenWarehouse
-from eval_pipelines.storage import embeddings
+from eval_pipelines.storage import embeddings as embeddings_store
 
 if TYPE_CHECKING:
     from eval_pipelines.core.embeddings.ann import AnnIndex
@@ -72,15 +72,15 @@ def load_vectors(
     if cached is not None:
         return cached
     with open_warehouse(read_only=True) as conn:
-        info = embeddings.embedding_set(conn, case_id, embeddings_version)
+        info = embeddings_store.embedding_set(conn, case_id, embeddings_version)
         if not path.exists():
-            _write_npy(path, embeddings.load_vectors(conn, case_id, embeddings_version))
+            _write_npy(path, embeddings_store.load_vectors(conn, case_id, embeddings_version))
     identity = file_identity(path)
     vectors = np.load(path, mmap_mode="r")
     if vectors.shape != (info.n_records, info.dim):
         # A file left by something else under this name: rebuild it from the warehouse.
         with open_warehouse(read_only=True) as conn:
-            _write_npy(path, embeddings.load_vectors(conn, case_id, embeddings_version))
+            _write_npy(path, embeddings_store.load_vectors(conn, case_id, embeddings_version))
         identity = file_identity(path)
         vectors = np.load(path, mmap_mode="r")
     _vectors.put(path, identity, vectors)
@@ -132,11 +132,11 @@ def ann_index_stage(
     """Build (or load) the approximate index of the case's current embedding set and measure
     its recall@20 against the exact search on a seeded probe of 200 records."""
     from eval_pipelines.core.embeddings.ann import measure_recall
-    from eval_pipelines.storage import cases
+    from eval_pipelines.storage import cases as cases_store
 
     with open_warehouse(read_only=True) as conn:
-        info = cases.load_case(conn, case_id)
-        current = embeddings.current_set(conn, case_id, info.records_version)
+        info = cases_store.load_case(conn, case_id)
+        current = embeddings_store.current_set(conn, case_id, info.records_version)
     if current is None:
         from eval_pipelines.core.errors import NotFoundError
 

@@ -19,7 +19,8 @@ from eval_pipelines.core.evaluate.engine import EvaluateOutcome, run_folds, run_
 from eval_pipelines.core.evaluate.query import Query, parse_query
 from eval_pipelines.core.evaluate.source import Source
 from eval_pipelines.core.hashing import hash_json
-from eval_pipelines.storage import data_tables, query_evaluations
+from eval_pipelines.storage import data_tables as data_tables_store
+from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import PinnedSource, StoredQuery
 from eval_pipelines.storage.warehouse import transaction
 
@@ -60,12 +61,12 @@ def pin_sources(conn: duckdb.DuckDBPyConnection, query: Query) -> tuple[PinnedSo
     names = list(query.table_names())
     used = set(query.link_columns())
     for name in query.table_names():
-        if used and data_tables.table_exists(conn, name):
-            links = data_tables.table_info(conn, name).links
+        if used and data_tables_store.table_exists(conn, name):
+            links = data_tables_store.table_info(conn, name).links
             names += [target for column, target in links.items() if column in used]
     return tuple(
         sorted(
-            (query_evaluations.pin_source(conn, name) for name in dict.fromkeys(names)),
+            (query_evaluations_store.pin_source(conn, name) for name in dict.fromkeys(names)),
             key=lambda s: s.name,
         )
     )
@@ -78,10 +79,10 @@ def load_pinned_query(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[St
     since the query was registered: its id names the old data, so the query must be submitted
     again.
     """
-    stored = query_evaluations.load_query(conn, eval_id)
+    stored = query_evaluations_store.load_query(conn, eval_id)
     query = parse_query(stored.document)
     for pinned in stored.sources:
-        current = query_evaluations.pin_source(conn, pinned.name)
+        current = query_evaluations_store.pin_source(conn, pinned.name)
         _require_pinned(eval_id, pinned, current.kind, current.version)
     return stored, query
 
@@ -106,7 +107,7 @@ def _pinned_resolver(
     def resolve(name: str) -> Source:
         if name not in loaded:
             with open_warehouse(read_only=True) as conn:
-                source = data_tables.read_source(conn, name)
+                source = data_tables_store.read_source(conn, name)
             if name in by_name:
                 _require_pinned(eval_id, by_name[name], source.kind, source.version)
             loaded[name] = source
@@ -150,7 +151,7 @@ def evaluate_stage(
         outcome = run_folds(query, resolve, folds=stored.folds, clock=clock, progress=progress)
     else:
         outcome = run_query(query, resolve, clock=clock, progress=progress)
-    result = query_evaluations.new_result(
+    result = query_evaluations_store.new_result(
         eval_id,
         run_id=run_id,
         result=outcome.result,
@@ -159,7 +160,7 @@ def evaluate_stage(
         elapsed_seconds=outcome.elapsed_seconds,
     )
     with open_warehouse() as conn, transaction(conn):
-        query_evaluations.save_result(conn, result)
+        query_evaluations_store.save_result(conn, result)
     return outcome
 
 

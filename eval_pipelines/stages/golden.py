@@ -40,7 +40,8 @@ from eval_pipelines.core.workflows.execute import (
 )
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.core.workflows.step_worker import cancel_on
-from eval_pipelines.storage import golden, workflows
+from eval_pipelines.storage import golden as golden_store
+from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import transaction
 
 OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
@@ -108,21 +109,22 @@ def run_golden_sets(
     again once that is stored.
     """
     with open_warehouse(read_only=True) as conn:
-        workflow = workflows.load_revision(conn, revision)
-        sets = [s for s in golden.list_sets(conn, workflow.name)]
+        workflow = workflows_store.load_revision(conn, revision)
+        sets = [s for s in golden_store.list_sets(conn, workflow.name)]
         if set_names is not None:
             sets = [s for s in sets if s.set_name in set_names]
         cases = {
-            s.set_name: [c for c in golden.list_cases(conn, s.set_name) if c.enabled] for s in sets
+            s.set_name: [c for c in golden_store.list_cases(conn, s.set_name) if c.enabled]
+            for s in sets
         }
         document_ids = sorted({c.document_id for found in cases.values() for c in found})
-        documents = {d: workflows.load_document(conn, d) for d in document_ids}
+        documents = {d: workflows_store.load_document(conn, d) for d in document_ids}
         until = _last_scored_node(workflow, [s.node_id for s in sets])
         keys: list[CacheKey] = [k for d in document_ids for k in cache_keys(workflow, d, until)]
-        cache = workflows.cached_steps(conn, keys)
+        cache = workflows_store.cached_steps(conn, keys)
     started = _now()
     runs = {
-        s.set_name: golden.GoldenRun(
+        s.set_name: golden_store.GoldenRun(
             f"g-{uuid.uuid4().hex[:12]}",
             s.set_name,
             workflow.name,
@@ -140,7 +142,7 @@ def run_golden_sets(
     }
     with open_warehouse() as conn, transaction(conn):
         for run in runs.values():
-            golden.start_run(conn, run)
+            golden_store.start_run(conn, run)
     log(
         f"running {sum(map(len, cases.values()))} case(s) of {len(sets)} set(s) over "
         f"{len(document_ids)} document(s), {CASES_AT_ONCE} at a time"
@@ -162,7 +164,7 @@ def run_golden_sets(
     stopped = len(executions) < len(documents)
     outcomes = []
     with open_warehouse() as conn, transaction(conn):
-        workflows.cache_steps(
+        workflows_store.cache_steps(
             conn,
             [(*key, output) for e in executions.values() for key, output in e.new_cache.items()],
         )
@@ -186,7 +188,7 @@ def run_golden_sets(
             cost = sum(c.cost_units for c in used.values())
             executed = sum(c.executed_steps for c in used.values())
             cached = sum(c.cached_steps for c in used.values())
-            golden.finish_run(
+            golden_store.finish_run(
                 conn,
                 run.golden_run_id,
                 results,
@@ -219,14 +221,14 @@ def close_abandoned_runs(
     process killed, or a failure outside the path that closes them) or gone; ``ended`` maps
     Dagster run ids to why their run is over (live runs left out). Returns the runs closed.
     A run without a Dagster run id cannot be checked and is left as it is."""
-    running = [r for r in golden.running_runs(conn) if r.dagster_run_id is not None]
+    running = [r for r in golden_store.running_runs(conn) if r.dagster_run_id is not None]
     if not running:
         return []
     reasons = ended(sorted({r.dagster_run_id for r in running if r.dagster_run_id}))
     closed = []
     for run in running:
         reason = reasons.get(run.dagster_run_id or "")
-        if reason is not None and golden.close_abandoned_run(
+        if reason is not None and golden_store.close_abandoned_run(
             conn, run.golden_run_id, f"left running: {reason}"
         ):
             closed.append(run.golden_run_id)
@@ -290,10 +292,10 @@ def _execute_all(
 
 
 def _case_result(
-    case: golden.GoldenCase, execution: Execution | None, node: Node, workflow: Workflow
-) -> golden.CaseResult:
+    case: golden_store.GoldenCase, execution: Execution | None, node: Node, workflow: Workflow
+) -> golden_store.CaseResult:
     if execution is None:
-        return golden.CaseResult(
+        return golden_store.CaseResult(
             case.case_id,
             workflow.revision,
             False,
@@ -305,7 +307,7 @@ def _case_result(
         )
     raw = execution.outputs.get(node.id)
     output = map_output(node.schema, raw) if raw is not None else None
-    return golden.CaseResult(
+    return golden_store.CaseResult(
         case.case_id,
         execution.revision,
         True,
@@ -321,7 +323,7 @@ def _case_result(
 class ScoredRun:
     """A golden run read back and scored against the labels of its cases."""
 
-    run: golden.GoldenRun
+    run: golden_store.GoldenRun
     score: RunScore
     cases: dict[str, CaseScore]
     drifted: tuple[str, ...]
@@ -337,15 +339,15 @@ def score_run(
     """Score a stored run: each case's stored output against its labels, with the schema of
     the revision the run scored (so stale labels are judged against that revision); only the
     results of ``case_ids`` when given (the gate scores the set's enabled cases)."""
-    run = golden.load_run(conn, golden_run_id)
-    golden_set = golden.load_set(conn, run.set_name)
-    workflow = workflows.load_revision(conn, run.revision)
+    run = golden_store.load_run(conn, golden_run_id)
+    golden_set = golden_store.load_set(conn, run.set_name)
+    workflow = workflows_store.load_revision(conn, run.revision)
     schema = workflow.scored_node(golden_set.node_id).schema
-    cases = {c.case_id: c for c in golden.list_cases(conn, run.set_name)}
+    cases = {c.case_id: c for c in golden_store.list_cases(conn, run.set_name)}
     scored: dict[str, CaseScore] = {}
     drifted = []
     mixed = []
-    for result in golden.results_of_run(conn, golden_run_id):
+    for result in golden_store.results_of_run(conn, golden_run_id):
         case = cases.get(result.case_id)
         if case is None:
             continue  # deleted since: its results went with it
@@ -378,26 +380,26 @@ def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
     """The activation gate for exactly this revision: the evidence of every golden set marked
     ``--gate``, read here, judged by :func:`~eval_pipelines.core.golden.gate.decide_gate`
     (where the rule lives; the asset check and ``workflow activate`` both call this)."""
-    workflow = workflows.load_revision(conn, revision)
+    workflow = workflows_store.load_revision(conn, revision)
     evidence = [
         _gating_evidence(conn, golden_set, revision)
-        for golden_set in golden.list_sets(conn, workflow.name)
+        for golden_set in golden_store.list_sets(conn, workflow.name)
         if golden_set.gate
     ]
     return decide_gate(workflow.name, revision, evidence)
 
 
 def _gating_evidence(
-    conn: duckdb.DuckDBPyConnection, golden_set: golden.GoldenSet, revision: str
+    conn: duckdb.DuckDBPyConnection, golden_set: golden_store.GoldenSet, revision: str
 ) -> GatingEvidence:
     """What the gate needs of one set: its newest completed run against the revision, scored
     on the cases enabled now. Case ids are never reused and a case's labels are never
     edited, so a result belongs to the case as it is."""
-    runs = golden.runs_of_set(
+    runs = golden_store.runs_of_set(
         conn, golden_set.set_name, revision=revision, status="completed", limit=1
     )
     if not runs:
-        newest = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
+        newest = golden_store.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
         unfinished = (
             newest[0].status + (f", {newest[0].reason}" if newest[0].reason else "")
             if newest
@@ -407,8 +409,10 @@ def _gating_evidence(
             golden_set.set_name, golden_set.threshold, None, unfinished=unfinished
         )
     run_id = runs[0].golden_run_id
-    enabled = tuple(c.case_id for c in golden.list_cases(conn, golden_set.set_name) if c.enabled)
-    covered = frozenset(r.case_id for r in golden.results_of_run(conn, run_id))
+    enabled = tuple(
+        c.case_id for c in golden_store.list_cases(conn, golden_set.set_name) if c.enabled
+    )
+    covered = frozenset(r.case_id for r in golden_store.results_of_run(conn, run_id))
     scored = score_run(conn, run_id, case_ids=set(enabled))
     return GatingEvidence(
         golden_set.set_name,
@@ -433,8 +437,8 @@ def ensure_revision(
     from eval_pipelines.stages.golden_classify import pin_workflow
 
     with open_warehouse(read_only=True) as conn:
-        if workflows.has_revision(conn, revision):
-            return workflows.load_revision(conn, revision), False
+        if workflows_store.has_revision(conn, revision):
+            return workflows_store.load_revision(conn, revision), False
     if workflow_file is None:
         raise NotFoundError(
             f"revision={revision!r}: no such workflow revision; save one with "
@@ -450,25 +454,25 @@ def ensure_revision(
             f"now revision {workflow.revision}, which the sensor gates on its next tick)"
         )
     with open_warehouse() as conn, transaction(conn):
-        saved = workflows.save_revision(
+        saved = workflows_store.save_revision(
             conn, workflow, source=f"file:{workflow_file}", saved_by=None
         )
-        workflows.record_file_revision(conn, workflow_file, workflow.name, revision)
+        workflows_store.record_file_revision(conn, workflow_file, workflow.name, revision)
     return workflow, saved
 
 
 def runs_for_dagster_run(
     conn: duckdb.DuckDBPyConnection, dagster_run_id: str, revision: str
-) -> list[golden.GoldenRun]:
+) -> list[golden_store.GoldenRun]:
     """The golden runs a Dagster run made; for a report materialised on its own, each set's
     newest run against the revision."""
-    made = golden.runs_of_dagster_run(conn, dagster_run_id)
+    made = golden_store.runs_of_dagster_run(conn, dagster_run_id)
     if made:
         return made
-    workflow = workflows.load_revision(conn, revision)
+    workflow = workflows_store.load_revision(conn, revision)
     newest = []
-    for golden_set in golden.list_sets(conn, workflow.name):
-        runs = golden.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
+    for golden_set in golden_store.list_sets(conn, workflow.name):
+        runs = golden_store.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
         newest.extend(runs)
     return newest
 

@@ -34,7 +34,8 @@ from eval_pipelines.core.workflows.execute import CachedStep, CacheKey, Executio
 from eval_pipelines.core.workflows.nodes import Document
 from eval_pipelines.stages.holdout import evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
-from eval_pipelines.storage import cases, memo
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import memo as memo_store
 
 RECORD_MEDIA_TYPE = "record"
 
@@ -46,8 +47,8 @@ def pin_workflow(conn: duckdb.DuckDBPyConnection, workflow: Workflow) -> Workflo
         return workflow
     node = workflow.nodes[0]
     case_id = node.config["case"]
-    info = cases.load_case(conn, case_id)
-    max_depth = cases.tree_depth(conn, case_id, info.tree_version)
+    info = cases_store.load_case(conn, case_id)
+    max_depth = cases_store.tree_depth(conn, case_id, info.tree_version)
     config = parse_config(node.config["config"], where="nodes[0].config", max_depth=max_depth)
     grouping = grouping_config(node.config, "nodes[0]")
     if grouping.field is not None and grouping.field not in info.metadata_columns:
@@ -58,7 +59,7 @@ def pin_workflow(conn: duckdb.DuckDBPyConnection, workflow: Workflow) -> Workflo
         )
     active = [
         content
-        for _, (status, content) in sorted(memo.entry_contents(conn, case_id).items())
+        for _, (status, content) in sorted(memo_store.entry_contents(conn, case_id).items())
         if status == "active"
     ]
     content = copy.deepcopy(workflow.content)
@@ -91,8 +92,8 @@ def golden_records(
     label (the code at the shallowest target depth)."""
     pinned = workflow.nodes[0].config["pinned"]
     case_id = workflow.nodes[0].config["case"]
-    records = cases.load_records(conn, case_id, pinned["recordsVersion"])
-    tree = cases.load_tree(conn, case_id, pinned["treeVersion"])
+    records = cases_store.load_records(conn, case_id, pinned["recordsVersion"])
+    tree = cases_store.load_tree(conn, case_id, pinned["treeVersion"])
     depth = min(pinned["targetDepth"])
     by_key = {row["record_key"]: row for row in records.iter_rows(named=True)}
     if keys is None:
@@ -142,8 +143,8 @@ def classify_executions(
     pinned = node.config["pinned"]
     case_id = node.config["case"]
     with conn_factory(read_only=True) as conn:
-        records = cases.load_records(conn, case_id, pinned["recordsVersion"])
-        tree = cases.load_tree(conn, case_id, pinned["treeVersion"])
+        records = cases_store.load_records(conn, case_id, pinned["recordsVersion"])
+        tree = cases_store.load_tree(conn, case_id, pinned["treeVersion"])
     config = replace(
         parse_config(node.config["config"], where="config", max_depth=tree.max_depth),
         target_depth=tuple(pinned["targetDepth"]),
@@ -196,18 +197,18 @@ def repin_classify_workflows(
     """Save a new revision of every classify workflow on ``case_id`` whose newest revision
     pins other versions or memo entries than the case now has; returns ``{workflow:
     revision}`` of the revisions saved."""
-    from eval_pipelines.storage import workflows
+    from eval_pipelines.storage import workflows as workflows_store
 
     saved = {}
-    for name in workflows.workflow_names(conn):
-        newest = workflows.revisions_of(conn, name)[0]
+    for name in workflows_store.workflow_names(conn):
+        newest = workflows_store.revisions_of(conn, name)[0]
         if newest.kind != "classify":
             continue
-        workflow = workflows.load_revision(conn, newest.revision)
+        workflow = workflows_store.load_revision(conn, newest.revision)
         if workflow.nodes[0].config["case"] != case_id:
             continue
         repinned = pin_workflow(conn, workflow)
         if repinned.revision != workflow.revision:
-            workflows.save_revision(conn, repinned, source=source, saved_by=None)
+            workflows_store.save_revision(conn, repinned, source=source, saved_by=None)
             saved[name] = repinned.revision
     return saved

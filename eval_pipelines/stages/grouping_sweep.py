@@ -32,7 +32,8 @@ from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant, 
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.holdout import ClassifyTask, classify_variant, evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
-from eval_pipelines.storage import cases, memo
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 BASELINE = "baseline"
@@ -124,11 +125,11 @@ def grouping_sweep_stage(
 
     started = time.perf_counter()
     with connect(warehouse, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
-        info = cases.load_case(conn, case_id)
-        records = cases.load_records(conn, case_id, info.records_version)
-        tree = cases.load_tree(conn, case_id, info.tree_version)
+        info = cases_store.load_case(conn, case_id)
+        records = cases_store.load_records(conn, case_id, info.records_version)
+        tree = cases_store.load_tree(conn, case_id, info.tree_version)
         entries: list[MemoEntry] = [
-            e for e in memo.load_entries(conn, case_id, tree) if e.status == "active"
+            e for e in memo_store.load_entries(conn, case_id, tree) if e.status == "active"
         ]
     entries.sort(key=lambda e: e.entry_id)
     parsed = baseline_config(config, tree.max_depth, info.target_depth)

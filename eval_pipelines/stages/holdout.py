@@ -54,7 +54,10 @@ from eval_pipelines.core.holdout.scoring import (
 from eval_pipelines.core.holdout.spec import HoldoutSpec, Variant, spec_from_json
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, records_index
-from eval_pipelines.storage import cases, evaluations, holdout, memo
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import holdout as holdout_store
+from eval_pipelines.storage import memo as memo_store
 
 KIND = "holdout"
 OpenWarehouse = Callable[..., AbstractContextManager[duckdb.DuckDBPyConnection]]
@@ -84,7 +87,7 @@ def load_spec(conn: duckdb.DuckDBPyConnection, eval_id: str) -> HoldoutSpec:
         API (``eval-pipelines eval holdout``), never by adding a partition in the UI.
     """
     try:
-        row = evaluations.evaluation_row(conn, eval_id)
+        row = evaluations_store.evaluation_row(conn, eval_id)
     except NotFoundError:
         raise NotFoundError(
             f"No holdout evaluation is registered under the key {eval_id!r}: create "
@@ -95,20 +98,20 @@ def load_spec(conn: duckdb.DuckDBPyConnection, eval_id: str) -> HoldoutSpec:
     if row.kind != KIND:
         raise ConflictError(f"evalId={eval_id!r}: is a {row.kind} evaluation, not {KIND}")
     spec = spec_from_json(row.spec)
-    cases.require_records_version(conn, spec.case_id, spec.records_version)
+    cases_store.require_records_version(conn, spec.case_id, spec.records_version)
     return spec
 
 
 def pinned_tree(conn: duckdb.DuckDBPyConnection, spec: HoldoutSpec) -> CodeTree:
-    return cases.load_tree(conn, spec.case_id, spec.tree_version)
+    return cases_store.load_tree(conn, spec.case_id, spec.tree_version)
 
 
 def sample_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any]:
     """Draw and store the seeded sample."""
     spec = load_spec(conn, eval_id)
-    keys = cases.record_keys(conn, spec.case_id, spec.records_version)
+    keys = cases_store.record_keys(conn, spec.case_id, spec.records_version)
     sample = draw_sample(keys, spec.sample_size, seed=spec.seed)
-    holdout.save_sample(conn, eval_id, sample.keys, sample.sample_hash, spec.sample_size)
+    holdout_store.save_sample(conn, eval_id, sample.keys, sample.sample_hash, spec.sample_size)
     return {
         "size": sample.size,
         "requested_size": spec.sample_size,
@@ -124,7 +127,7 @@ def _records_and_index(
     text index, whose texts are read only if it must be built."""
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
-        records = cases.load_records(
+        records = cases_store.load_records(
             conn,
             spec.case_id,
             spec.records_version,
@@ -152,7 +155,7 @@ def index_stage(
     each segment written)."""
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
-        n_records = cases.count_records(conn, spec.case_id, spec.records_version)
+        n_records = cases_store.count_records(conn, spec.case_id, spec.records_version)
 
     def progress(written: int, segments: int) -> None:
         if log is not None:
@@ -205,7 +208,7 @@ def _variant_memo(
             ids = spec.memo_ids_of(variant) or ()
             by_variant[variant.name] = [parsed[i] for i in ids]
         return by_variant
-    entries = {e.entry_id: e for e in memo.load_entries(conn, spec.case_id, tree)}
+    entries = {e.entry_id: e for e in memo_store.load_entries(conn, spec.case_id, tree)}
     active = [e for e in entries.values() if e.status == "active"]
     by_variant = {}
     for variant in spec.variants:
@@ -222,12 +225,12 @@ def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[Classi
     tree = pinned_tree(conn, spec)
     records = [
         RecordToClassify(key, text, meta)
-        for key, text, meta in holdout.sampled_records(
+        for key, text, meta in holdout_store.sampled_records(
             conn, eval_id, spec.case_id, spec.records_version
         )
     ]
     evidence = {
-        retrieval.key: holdout.retrieved_evidence(
+        retrieval.key: holdout_store.retrieved_evidence(
             conn, eval_id, spec.case_id, spec.records_version, retrieval.key
         )
         for retrieval in spec.retrievals
@@ -333,7 +336,7 @@ def store_predictions(
             "usage_json": pl.String,
         },
     )
-    holdout.save_predictions(conn, eval_id, predictions, runs)
+    holdout_store.save_predictions(conn, eval_id, predictions, runs)
     return {
         "variants": [r.name for r in ordered],
         "rows": predictions.height,
@@ -347,8 +350,8 @@ def variant_outcomes(
     """Per variant (in spec order), the per-record outcome rows."""
     spec = load_spec(conn, eval_id)
     tree = pinned_tree(conn, spec)
-    predictions = holdout.load_predictions(conn, eval_id)
-    labels = holdout.sample_labels(conn, eval_id, spec.case_id, spec.records_version)
+    predictions = holdout_store.load_predictions(conn, eval_id)
+    labels = holdout_store.sample_labels(conn, eval_id, spec.case_id, spec.records_version)
     outcomes = {}
     for variant in spec.variants:
         rows = predictions.filter(pl.col("variant") == variant.name)
@@ -432,7 +435,7 @@ def scores_stage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
         )
         level_rows += _level_rows(variant.name, position, figures.score)
     levels = pl.DataFrame(level_rows, schema=LEVEL_SCHEMA)
-    holdout.save_scores(
+    holdout_store.save_scores(
         conn,
         eval_id,
         pl.DataFrame(
@@ -468,9 +471,9 @@ def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[s
 
     # Numbered in order of first appearance over the records sorted by key: the order the
     # bootstrap numbers them in, so the ids in `eval rows` can be used as they are.
-    keys = sorted(holdout.load_sample(conn, eval_id).get_column("record_key").to_list())
+    keys = sorted(holdout_store.load_sample(conn, eval_id).get_column("record_key").to_list())
     return dict(
-        zip(keys, sample_clusters(keys, holdout.held_out_pairs(conn, eval_id)), strict=True)
+        zip(keys, sample_clusters(keys, holdout_store.held_out_pairs(conn, eval_id)), strict=True)
     )
 
 
@@ -479,8 +482,10 @@ def report_stage(
 ) -> tuple[dict[str, Any], str]:
     """Build, store and return the report (JSON) and its markdown summary."""
     spec, tree, outcomes = variant_outcomes(conn, eval_id)
-    runs = {row["variant"]: row for row in holdout.load_variant_runs(conn, eval_id).to_dicts()}
-    stored_scores = holdout.load_scores(conn, eval_id)
+    runs = {
+        row["variant"]: row for row in holdout_store.load_variant_runs(conn, eval_id).to_dicts()
+    }
+    stored_scores = holdout_store.load_scores(conn, eval_id)
     if stored_scores.height != len(spec.variants) or set(runs) != {v.name for v in spec.variants}:
         raise ConflictError("variant_scores is missing variants: re-materialise variant_scores")
     variants = []
@@ -517,12 +522,12 @@ def report_stage(
         )
         for variant in spec.variants[1:]
     )
-    sample_hash, sample_size = holdout.sample_summary(conn, eval_id)
-    excluded_records, group_members = holdout.leave_out_counts(conn, eval_id)
+    sample_hash, sample_size = holdout_store.sample_summary(conn, eval_id)
+    excluded_records, group_members = holdout_store.leave_out_counts(conn, eval_id)
     aa = aa_noise_floor(spec, outcomes, clusters) if spec.aa_twin is not None else None
     gap = None
     if spec.leakage_check:
-        gap = holdout.load_leakage_gap(conn, eval_id)
+        gap = holdout_store.load_leakage_gap(conn, eval_id)
         if gap is None:
             raise ConflictError(
                 "the evaluation asks for a leakage check but none is stored: materialise "
@@ -537,7 +542,7 @@ def report_stage(
         excluded_records=excluded_records,
         variants=tuple(variants),
         comparisons=comparisons,
-        retrievals=tuple(holdout.load_retrievals(conn, eval_id)),
+        retrievals=tuple(holdout_store.load_retrievals(conn, eval_id)),
         diagnostics=evaluation_diagnostics(
             {v.name: outcomes[v.name] for v in spec.variants},
             tree,
@@ -549,7 +554,7 @@ def report_stage(
     )
     report_json = report_to_json(report)
     markdown = report_markdown(report_json)
-    evaluations.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
+    evaluations_store.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
     return report_json, markdown
 
 
@@ -587,17 +592,17 @@ def leakage(conn: duckdb.DuckDBPyConnection, eval_id: str) -> Leakage:
     spec = load_spec(conn, eval_id)
     field_count = near_count = None
     if spec.grouping.mode == "field" and spec.grouping.field is not None:
-        field_count = holdout.evidence_sharing_group_field(
+        field_count = holdout_store.evidence_sharing_group_field(
             conn, eval_id, spec.case_id, spec.records_version, spec.grouping.field
         )
     if spec.grouping.mode == "nearDuplicate" and spec.grouping.threshold is not None:
         # The same float32 cut-off the search applies.
         cut = float(np.float32(spec.grouping.threshold - NEAR_DUPLICATE_TOLERANCE))
-        near_count = holdout.evidence_at_or_above(
+        near_count = holdout_store.evidence_at_or_above(
             conn, eval_id, cut, space=spec.grouping.retrieval.space
         )
     return Leakage(
-        on_leave_out_list=holdout.evidence_inside_leave_out(conn, eval_id),
+        on_leave_out_list=holdout_store.evidence_inside_leave_out(conn, eval_id),
         sharing_group_field=field_count,
         near_duplicates=near_count,
     )
@@ -607,6 +612,7 @@ def candidate_shortfall(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[
     """``(rows with fewer neighbours than requested, neighbours requested)``."""
     spec = load_spec(conn, eval_id)
     short = sum(
-        holdout.rows_short_of(conn, eval_id, spec.candidates_for(r), r.key) for r in spec.retrievals
+        holdout_store.rows_short_of(conn, eval_id, spec.candidates_for(r), r.key)
+        for r in spec.retrievals
     )
     return short, spec.max_candidates

@@ -31,7 +31,7 @@ from eval_pipelines.stages.holdout import (
     pinned_tree,
     variant_outcomes,
 )
-from eval_pipelines.storage import holdout
+from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import transaction
 
 
@@ -47,10 +47,10 @@ def leakage_gap_stage(
             return {"requested": False}
     spec, records, handle = _records_and_index(open_warehouse, eval_id, index_dir)
     with open_warehouse(read_only=True) as conn:
-        sample = holdout.load_sample(conn, eval_id).get_column("record_key").to_list()
+        sample = holdout_store.load_sample(conn, eval_id).get_column("record_key").to_list()
         (task, *_) = classify_tasks(conn, eval_id)
         tree = pinned_tree(conn, spec)
-        labels = holdout.sample_labels(conn, eval_id, spec.case_id, spec.records_version)
+        labels = holdout_store.sample_labels(conn, eval_id, spec.case_id, spec.records_version)
         _, outcome_tree, outcomes = variant_outcomes(conn, eval_id)
         clusters = evaluation_clusters(conn, eval_id)
     keys = records.get_column("record_key").to_list()
@@ -94,7 +94,7 @@ def leakage_gap_stage(
         "levels": paired_levels_to_json(levels),
     }
     with open_warehouse() as conn, transaction(conn):
-        holdout.save_leakage_gap(conn, eval_id, payload)
+        holdout_store.save_leakage_gap(conn, eval_id, payload)
     summary: dict[str, Any] = {"requested": True}
     readings = {"better": "grouping lowered it", "worse": "grouping raised it"}
     for depth in map(str, spec.target_depth):

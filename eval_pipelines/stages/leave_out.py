@@ -23,7 +23,8 @@ from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.holdout.spec import HoldoutSpec, Retrieval
 from eval_pipelines.stages.holdout import OpenWarehouse, load_spec
 from eval_pipelines.stages.text_index import IndexHandle, records_index
-from eval_pipelines.storage import cases, holdout
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import transaction
 
 if TYPE_CHECKING:
@@ -181,13 +182,13 @@ def plan_retrieval(
     validate_shards(shards)
     with open_warehouse(read_only=True) as conn:
         spec = load_spec(conn, eval_id)
-        records = cases.load_records(
+        records = cases_store.load_records(
             conn,
             spec.case_id,
             spec.records_version,
             columns=("record_key", "metadata") if _groups_by_field(spec) else ("record_key",),
         )
-        sample = holdout.load_sample(conn, eval_id)
+        sample = holdout_store.load_sample(conn, eval_id)
     positions = _positions(eval_id, records.get_column("record_key"), sample)
     groups, logs = _groups_before_shards(
         open_warehouse, spec, records, positions, index_dir=index_dir, threads=threads
@@ -364,7 +365,7 @@ def store_leave_out(
         logs += more_logs
     logs = one_row_per_retrieval(logs)
     with open_warehouse() as conn:
-        record_keys = cases.load_records(
+        record_keys = cases_store.load_records(
             conn, spec.case_id, spec.records_version, columns=("record_key",)
         )
         result = leave_out_frames(
@@ -375,8 +376,8 @@ def store_leave_out(
             candidates=candidates,
         )
         with transaction(conn):
-            holdout.save_leave_out(conn, plan.eval_id, result.excluded, result.candidates)
-            holdout.save_retrievals(conn, plan.eval_id, logs)
+            holdout_store.save_leave_out(conn, plan.eval_id, result.excluded, result.candidates)
+            holdout_store.save_retrievals(conn, plan.eval_id, logs)
     return {
         "grouping": spec.grouping.mode,
         "excluded_records": result.excluded_records,

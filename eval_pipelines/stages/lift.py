@@ -46,8 +46,8 @@ from eval_pipelines.core.lift.logs import (
     validate_log,
 )
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
-from eval_pipelines.storage import evaluations
-from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import transaction
 
 ARM_ORDER = ("treated", "lever_holdout", "holdout", "pre_lever", "imported")
@@ -118,7 +118,7 @@ def day_cells(events: pl.DataFrame) -> pl.DataFrame:
 def refresh_days(conn: duckdb.DuckDBPyConnection, days: Iterable[date]) -> None:
     """Recount the cells of ``days`` from the stored rows (inside a transaction)."""
     for day in days:
-        storage.replace_day_cells(conn, day, day_cells(storage.events(conn, day=day)))
+        lift_store.replace_day_cells(conn, day, day_cells(lift_store.events(conn, day=day)))
 
 
 @dataclass(frozen=True)
@@ -165,17 +165,17 @@ def ingest_file(
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
     with transaction(conn):
-        stored = storage.stored_requests(conn, events.get_column("request_id"))
+        stored = lift_store.stored_requests(conn, events.get_column("request_id"))
         matched = match_stored(events, _stored_content(stored))
         if matched.conflicts.height:
             raise conflict_error(matched.conflicts, path, kind=SUFFIXES[path.suffix.lower()])
         fresh, resolved = matched.fresh, matched.resolved
         file_id = read.file_id
         if resolved.height:
-            storage.delete_unresolved(conn, resolved.get_column("request_id"))
+            lift_store.delete_unresolved(conn, resolved.get_column("request_id"))
         written = pl.concat([fresh, resolved]) if resolved.height else fresh
         if written.height:
-            storage.insert_file(conn, file_id, str(path), written)
+            lift_store.insert_file(conn, file_id, str(path), written)
             refresh_days(conn, sorted(set(written.get_column("day").to_list())))
     return Ingested(
         file_id,
@@ -195,7 +195,7 @@ def ingest_file(
 
 def day_summary(conn: duckdb.DuckDBPyConnection, day: date) -> dict[str, Any]:
     """What one day's partition holds: rows per arm and epoch, censored share."""
-    events = storage.events(conn, day=day)
+    events = lift_store.events(conn, day=day)
     arms = dict(events.group_by("exposure_arm").len().iter_rows()) if events.height else {}
     censored = int(events.get_column("outcome").is_null().sum()) if events.height else 0
     return {
@@ -232,7 +232,7 @@ def _scopes(events: pl.DataFrame) -> list[Scope]:
 def _current_epoch(conn: duckdb.DuckDBPyConnection, events: pl.DataFrame, workspace_id: str) -> str:
     """The workspace's epoch now: its settings' (``lift settings``), else the epoch of its
     latest row."""
-    stored = storage.settings(conn, workspace_id)
+    stored = lift_store.settings(conn, workspace_id)
     if stored is not None:
         return stored.epoch
     rows = events.filter(pl.col("workspace_id") == workspace_id).sort("ts")
@@ -242,7 +242,7 @@ def _current_epoch(conn: duckdb.DuckDBPyConnection, events: pl.DataFrame, worksp
 def _split_of(conn: duckdb.DuckDBPyConnection, scope: Scope) -> LiftConfig | None:
     """The split the scope's rows were assigned under: the workspace's settings, when they are
     of the scope's epoch (the checks that need the split do not run otherwise)."""
-    stored = storage.settings(conn, scope.workspace_id)
+    stored = lift_store.settings(conn, scope.workspace_id)
     if stored is None or stored.epoch != scope.epoch or stored.lever is None:
         return None
     return LiftConfig(
@@ -364,12 +364,12 @@ def _claim(
     now: datetime,
     screenings: list[tuple[str, dict[str, Any]]],
     case_id: str | None,
-) -> storage.Claim:
+) -> lift_store.Claim:
     treated = rows.filter(pl.col("exposure_arm") == "treated")
     candidates = treated.get_column("candidate").drop_nulls()
     candidate = str(candidates.mode().sort()[0]) if len(candidates) else None
     claim_id = f"{scope.label}/{candidate or 'lever'}"
-    existing = storage.claim(conn, claim_id)
+    existing = lift_store.claim(conn, claim_id)
     bound = (
         Baseline(existing.baseline_head or "", existing.app_config or "", scope.epoch)
         if existing is not None
@@ -408,7 +408,7 @@ def _claim(
     offline, offline_note = offline_screening(screenings, candidate, case_id)
     difference = result.difference
     interval = result.sequence  # the always-valid interval the verdict reads
-    return storage.Claim(
+    return lift_store.Claim(
         claim_id=claim_id,
         workspace_id=scope.workspace_id,
         claim_type=scope.claim_type,
@@ -435,7 +435,7 @@ def _claim(
     )
 
 
-def _with_later_audit(settled: storage.Claim, result: LiftResult) -> storage.Claim:
+def _with_later_audit(settled: lift_store.Claim, result: LiftResult) -> lift_store.Claim:
     """A settled claim, with the outcome audit read since (``auditSinceSettled``) when it was
     settled unaudited and its scope is audited now: the status does not change, but a bias
     found later is not silent."""
@@ -448,10 +448,10 @@ def _with_later_audit(settled: storage.Claim, result: LiftResult) -> storage.Cla
 
 def build_report(
     conn: duckdb.DuckDBPyConnection, *, seed: int = 0, n_resamples: int = 2000
-) -> tuple[dict[str, Any], list[storage.Claim]]:
+) -> tuple[dict[str, Any], list[lift_store.Claim]]:
     """Every scope's lift (per workspace, claim type and epoch), with its rollup cells; the
     ledger updated (inside the caller's transaction). Mixed artifacts are left out."""
-    events = storage.events(conn)
+    events = lift_store.events(conn)
     mixed = mixed_artifacts(events)
     # Mixed within its (workspace, epoch) only: the same key elsewhere is another artifact.
     unmixed = events.join(mixed.select(MIXED_SCOPE), on=list(MIXED_SCOPE), how="anti")
@@ -462,11 +462,11 @@ def build_report(
     eligible = unmixed.filter(~pl.col("request_id").is_in(conflicting.implode()))
     # The outcome audit: each audited request's independently established outcome beside its
     # logged one (null where not audited).
-    audited = storage.audits(conn).select("request_id", "audited_outcome")
+    audited = lift_store.audits(conn).select("request_id", "audited_outcome")
     eligible = eligible.join(audited, on="request_id", how="left")
     now = datetime.now(UTC).replace(tzinfo=None)
-    screenings = evaluations.reports_newest_first(conn, "holdout")  # read once per report
-    claims: list[storage.Claim] = []
+    screenings = evaluations_store.reports_newest_first(conn, "holdout")  # read once per report
+    claims: list[lift_store.Claim] = []
     scopes_json: list[dict[str, Any]] = []
     for scope in _scopes(eligible):
         rows = eligible.filter(
@@ -484,9 +484,9 @@ def build_report(
             config=_split_of(conn, scope),
         )
         current_epoch = _current_epoch(conn, eligible, scope.workspace_id)
-        case_id = storage.workspace_case(conn, scope.workspace_id)
+        case_id = lift_store.workspace_case(conn, scope.workspace_id)
         claim = _claim(conn, scope, result, rows, current_epoch, now, screenings, case_id)
-        storage.save_claim(conn, claim)
+        lift_store.save_claim(conn, claim)
         claims.append(claim)
         cells = [c.to_json() for c in rollup(rows, epoch=scope.epoch)]
         scopes_json.append({"scope": scope.label, "claimId": claim.claim_id, "cells": cells})
@@ -502,7 +502,7 @@ def build_report(
     return report, claims
 
 
-def claim_json(claim: storage.Claim) -> dict[str, Any]:
+def claim_json(claim: lift_store.Claim) -> dict[str, Any]:
     """A ledger row as the CLI and API show it: scope, interval and n always together."""
     return {
         "claimId": claim.claim_id,
@@ -854,9 +854,9 @@ def ingest_audit(
     with transaction(conn):
         ids = read.rows.get_column("request_id")
         fresh, skipped = check_audit(
-            read, storage.stored_requests(conn, ids), storage.audits(conn, ids)
+            read, lift_store.stored_requests(conn, ids), lift_store.audits(conn, ids)
         )
-        storage.insert_audits(conn, str(path), fresh)
+        lift_store.insert_audits(conn, str(path), fresh)
     return AuditIngested(str(path), read.rows.height, fresh.height, skipped, read.unfilled)
 
 
@@ -871,7 +871,7 @@ def audit_sample_rows(
     """The epoch (the workspace's current one unless given) and its blinded audit sample."""
     from eval_pipelines.core.lift.audit import audit_sample
 
-    events = storage.events(conn, workspace_id=workspace_id)
+    events = lift_store.events(conn, workspace_id=workspace_id)
     if events.height == 0:
         raise InputError(
             "--workspace", workspace_id, "no request of this workspace is stored (ingest its logs)"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
-from eval_pipelines.storage import cases
+from eval_pipelines.storage import cases as cases_store
 
 if TYPE_CHECKING:
     from eval_pipelines.core.text.inverted_index import SegmentedIndex
@@ -173,7 +173,7 @@ def records_index(
     def texts() -> list[str]:
         with open_warehouse(read_only=True) as conn:
             return (
-                cases.load_records(conn, case_id, records_version, columns=("text",))
+                cases_store.load_records(conn, case_id, records_version, columns=("text",))
                 .get_column("text")
                 .to_list()
             )

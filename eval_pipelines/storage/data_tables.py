@@ -22,7 +22,7 @@ import polars as pl
 from eval_pipelines.core.errors import InputError, NotFoundError
 from eval_pipelines.core.evaluate.source import Source
 from eval_pipelines.core.evaluate.table_schema import table_columns, table_version
-from eval_pipelines.storage import cases
+from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage.frames import INCOMING
 
 TABLE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -238,7 +238,7 @@ def save_table(
     """
     check_table_name(name)
     links = dict(sorted((links or {}).items()))
-    if cases.case_exists(conn, name):
+    if cases_store.case_exists(conn, name):
         raise InputError(
             "table",
             name,
@@ -323,8 +323,8 @@ def _case_source(conn: duckdb.DuckDBPyConnection, case_id: str) -> Source:
     one order every load of that version shares. A metadata column named like one of the
     three is left out (the case's own column wins).
     """
-    case = cases.load_case(conn, case_id)
-    records = cases.load_records(conn, case_id, case.records_version)
+    case = cases_store.load_case(conn, case_id)
+    records = cases_store.load_records(conn, case_id, case.records_version)
     metadata_columns = [c for c in case.metadata_columns if c not in CASE_COLUMNS]
     parsed = [json.loads(text) for text in records.get_column("metadata").to_list()]
     metadata = pl.DataFrame(
@@ -356,7 +356,7 @@ def read_source(conn: duckdb.DuckDBPyConnection, name: str) -> Source:
             key=info.key,
             links=dict(info.links),
         )
-    if cases.case_exists(conn, name):
+    if cases_store.case_exists(conn, name):
         return _case_source(conn, name)
     raise NotFoundError(
         f"no table or case named {name!r}; `eval-pipelines table list` lists tables, "

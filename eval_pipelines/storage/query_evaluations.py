@@ -14,7 +14,8 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.core.errors import NotFoundError
-from eval_pipelines.storage import cases, data_tables
+from eval_pipelines.storage import cases as cases_store
+from eval_pipelines.storage import data_tables as data_tables_store
 
 
 def _now() -> datetime:
@@ -75,10 +76,10 @@ class StoredResult:
 def pin_source(conn: duckdb.DuckDBPyConnection, name: str) -> PinnedSource:
     """The current version of the table or case ``name`` (a loaded data table first, as a
     query resolves it); :class:`NotFoundError` when neither exists."""
-    if data_tables.table_exists(conn, name):
-        return PinnedSource(name, "table", data_tables.head_version(conn, name))
-    if cases.case_exists(conn, name):
-        return PinnedSource(name, "case", cases.load_case(conn, name).records_version)
+    if data_tables_store.table_exists(conn, name):
+        return PinnedSource(name, "table", data_tables_store.head_version(conn, name))
+    if cases_store.case_exists(conn, name):
+        return PinnedSource(name, "case", cases_store.load_case(conn, name).records_version)
     raise NotFoundError(
         f"no table or case named {name!r}; `eval-pipelines table list` lists tables, "
         "`case list` cases"

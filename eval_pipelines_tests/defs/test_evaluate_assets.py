@@ -23,7 +23,7 @@ from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.partitions import QUERY_EVALUATIONS
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import evaluate as stage
-from eval_pipelines.storage import query_evaluations
+from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.warehouse import connect, transaction
 from eval_pipelines_tests.test_api_evaluate import (
     ESTIMATE,
@@ -43,8 +43,8 @@ def register(query: dict[str, Any], folds: int | None = None) -> str:
     with connect(settings.warehouse_path()) as conn, transaction(conn):
         pinned = stage.pin_sources(conn, parsed)
         eval_id = stage.evaluation_id(parsed.document, pinned, folds)
-        query_evaluations.insert_query(
-            conn, query_evaluations.new_query(eval_id, parsed.document, folds, pinned)
+        query_evaluations_store.insert_query(
+            conn, query_evaluations_store.new_query(eval_id, parsed.document, folds, pinned)
         )
     return eval_id
 
@@ -135,7 +135,7 @@ def test_a_query_partition_materialises_its_result_with_plotted_metrics(workdir:
         (row,) = stored_rows(eval_id)
         assert row == (eval_id, result.run_id)
     with connect(settings.warehouse_path(), read_only=True) as conn:
-        stored = query_evaluations.find_result(conn, eval_id)
+        stored = query_evaluations_store.find_result(conn, eval_id)
     assert stored is not None and stored.result == oracle.result
 
 

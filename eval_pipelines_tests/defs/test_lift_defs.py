@@ -24,7 +24,7 @@ from eval_pipelines.defs.lift import (
 )
 from eval_pipelines.defs.partitions import LIFT_DAYS
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.storage import lift as storage
+from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import connect
 from eval_pipelines_tests.lift_traffic import write_log
 
@@ -60,7 +60,7 @@ def test_a_day_of_logs_materialises_with_rows_per_arm(ingested: Path) -> None:
         (event,) = result.get_asset_materialization_events()
         meta = event.materialization.metadata
     with connect(settings.warehouse_path(), read_only=True) as conn:
-        day = storage.events(conn, day=date(2026, 11, 24))
+        day = lift_store.events(conn, day=date(2026, 11, 24))
     assert meta["rows"].value == day.height
     for arm in ("treated", "lever_holdout", "holdout"):
         expected = day.filter(exposure_arm=arm).height
@@ -210,13 +210,13 @@ def test_the_report_publishes_settings_stored_before_assignment_read_a_copy(
     """A warehouse whose settings were saved before `lift settings` published them for
     assignment gets the copy at its next report, so `lift assign` stops opening the file."""
     with connect(settings.warehouse_path(), create=True) as conn:
-        storage.save_settings(conn, storage.Settings("ws", 0.2, "e4", "memo-v2", 0.5))
-    copy = storage.settings_file(settings.warehouse_path())
+        lift_store.save_settings(conn, lift_store.Settings("ws", 0.2, "e4", "memo-v2", 0.5))
+    copy = lift_store.settings_file(settings.warehouse_path())
     assert not copy.exists()
     with dg.instance_for_test() as instance:
         assert dg.materialize([lift_report], instance=instance, resources=RESOURCES).success
-    assert storage.published_settings(settings.warehouse_path()) == {
-        "ws": storage.Settings("ws", 0.2, "e4", "memo-v2", 0.5)
+    assert lift_store.published_settings(settings.warehouse_path()) == {
+        "ws": lift_store.Settings("ws", 0.2, "e4", "memo-v2", 0.5)
     }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from eval_pipelines.api import golden, workflows
 from eval_pipelines.stages.golden import gate_decision, run_golden_sets
-from eval_pipelines.storage import golden as golden_storage
+from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage.warehouse import connect, transaction
 from eval_pipelines_tests.golden_demo import (
     GOLDEN,
@@ -47,11 +47,11 @@ def test_not_run_then_passed(revision: str) -> None:
 def test_a_run_whose_cases_scored_another_revision_is_refused_as_mixed(revision: str) -> None:
     (outcome,) = run_golden_sets(_open, revision)
     with _open() as conn, transaction(conn):
-        results = golden_storage.results_of_run(conn, outcome.golden_run_id)
+        results = golden_store.results_of_run(conn, outcome.golden_run_id)
         conn.execute("DELETE FROM golden_results WHERE golden_run_id = ?", [outcome.golden_run_id])
         # One case's output came from another revision (as a merged or resumed run would).
         mixed = [replace(results[0], revision="0123456789ab"), *results[1:]]
-        golden_storage.finish_run(
+        golden_store.finish_run(
             conn,
             outcome.golden_run_id,
             [("gate", r) for r in mixed],
@@ -88,8 +88,8 @@ def test_a_threshold_below_one_lets_a_partial_score_pass(revision: str, workdir:
     worse = workflows.save_workflow(WORKFLOW, broken_variant(workdir))["revision"]
     golden.create_set("lenient", workflow=WORKFLOW, threshold=0.9, gate=True)
     with _open() as conn, transaction(conn):
-        for case in golden_storage.list_cases(conn, "gate"):
-            golden_storage.add_case(conn, replace(case, set_name="lenient"))
+        for case in golden_store.list_cases(conn, "gate"):
+            golden_store.add_case(conn, replace(case, set_name="lenient"))
     run_golden_sets(_open, worse)
     with _open(read_only=True) as conn:
         gate = gate_decision(conn, worse)

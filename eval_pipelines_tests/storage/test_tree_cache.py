@@ -10,7 +10,7 @@ import polars as pl
 
 from eval_pipelines import api
 from eval_pipelines.core.tree import tree_from_parent_links
-from eval_pipelines.storage import cases
+from eval_pipelines.storage import cases as cases_store
 
 RECORDS = pl.DataFrame(
     {
@@ -43,7 +43,7 @@ def _warehouse_with_tree(folder: Path, kinds: list[str]) -> tuple[Path, str]:
         warehouse=warehouse,
     )
     with duckdb.connect(str(warehouse), read_only=True) as conn:
-        version = cases.load_case(conn, "c").tree_version
+        version = cases_store.load_case(conn, "c").tree_version
     return warehouse, version
 
 
@@ -56,14 +56,14 @@ def test_the_cache_returns_the_built_tree_and_tells_kinds_apart(workdir: Path) -
     assert first_version == other_version
 
     with duckdb.connect(str(first), read_only=True) as conn:
-        loaded = cases.load_tree(conn, "c", first_version)
-        again = cases.load_tree(conn, "c", first_version)
+        loaded = cases_store.load_tree(conn, "c", first_version)
+        again = cases_store.load_tree(conn, "c", first_version)
     assert again is loaded
     assert loaded == tree_from_parent_links(_tree(first_kinds))
     assert [level.name for level in loaded.levels] == ["chapter", "category", "code"]
 
     with duckdb.connect(str(other), read_only=True) as conn:
-        from_other = cases.load_tree(conn, "c", other_version)
+        from_other = cases_store.load_tree(conn, "c", other_version)
     assert [level.name for level in from_other.levels] == ["part", "group", "leaf"]
     assert from_other.paths == loaded.paths
 
@@ -81,5 +81,5 @@ def test_a_tree_without_kinds_reads_level_n_after_storage(workdir: Path) -> None
     )
     assert [lv["name"] for lv in created["levels"]] == ["level 1", "level 2", "level 3"]
     with duckdb.connect(str(warehouse), read_only=True) as conn:
-        loaded = cases.load_tree(conn, "c", cases.load_case(conn, "c").tree_version)
+        loaded = cases_store.load_tree(conn, "c", cases_store.load_case(conn, "c").tree_version)
     assert [level.name for level in loaded.levels] == ["level 1", "level 2", "level 3"]
