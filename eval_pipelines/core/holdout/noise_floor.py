@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.holdout.spec import HoldoutSpec
+from eval_pipelines.core.holdout.warnings import ReportWarning
 from eval_pipelines.core.stats.aa import aa_check
 
 
@@ -65,7 +66,7 @@ def aa_noise_floor(
 RECALL_WARNING_BELOW = 0.95
 
 
-def approximate_retrieval_warnings(retrievals: list[dict[str, Any]]) -> list[dict[str, str]]:
+def approximate_retrieval_warnings(retrievals: list[dict[str, Any]]) -> list[ReportWarning]:
     """Warnings for retrievals by the approximate index: recall below 0.95 against exact
     search, and near-duplicate groups that an approximate search may have left incomplete."""
     warnings = []
@@ -75,20 +76,20 @@ def approximate_retrieval_warnings(retrievals: list[dict[str, Any]]) -> list[dic
         recall = row.get("recallAtK")
         if recall is not None and recall < RECALL_WARNING_BELOW:
             warnings.append(
-                {
-                    "code": "approximate_recall_low",
-                    "message": f"{row['retrieval']} found {recall:.3f} of the exact top-"
+                ReportWarning(
+                    "approximate_recall_low",
+                    f"{row['retrieval']} found {recall:.3f} of the exact top-"
                     f"{row['recallK']} on {row['recallProbeQueries']} probe queries (below "
                     f"{RECALL_WARNING_BELOW}): its variants saw less evidence than exact search",
-                }
+                )
             )
         if "grouping" in row["purpose"]:
             warnings.append(
-                {
-                    "code": "approximate_grouping",
-                    "message": "near-duplicates were found with the approximate index: a group "
+                ReportWarning(
+                    "approximate_grouping",
+                    "near-duplicates were found with the approximate index: a group "
                     "can miss members the exact search would hold out; use backend exact for "
                     "grouping when the leave-out must be complete",
-                }
+                )
             )
     return warnings

@@ -12,6 +12,7 @@ from eval_pipelines.core.holdout.compare import PairedLevel
 from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
 from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
 from eval_pipelines.core.holdout.spec import AA_TWIN, ClassifyConfig, HoldoutSpec
+from eval_pipelines.core.holdout.warnings import ReportWarning
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
 from eval_pipelines.core.stats.multiple import holm
 from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE
@@ -57,12 +58,6 @@ class Comparison:
     baseline: str
     candidate: str
     levels: tuple[PairedLevel, ...]
-
-
-@dataclass(frozen=True)
-class ReportWarning:
-    code: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -187,10 +182,7 @@ def build_report(
     if aa_check is not None and not aa_check["passed"]:
         warnings.append(ReportWarning("aa_check_failed", aa_check["summary"]))
     warnings += _warnings(spec, sample_size, variants)
-    warnings += [
-        ReportWarning(w["code"], w["message"])
-        for w in approximate_retrieval_warnings(list(retrievals or ()))
-    ]
+    warnings += approximate_retrieval_warnings(list(retrievals or ()))
     return HoldoutReport(
         spec=spec,
         levels=levels,

@@ -55,3 +55,21 @@ def test_a_failed_aa_check_is_a_prompt_to_look_not_proof() -> None:
     assert summary.startswith("A/A check failed: the baseline against itself read a difference")
     assert "noisier than its intervals say" not in summary
     assert "about 7.5% of checks" in summary and "a prompt to look, not proof" in summary
+
+
+def test_an_approximate_retrieval_earns_typed_warnings_and_an_exact_one_none() -> None:
+    from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
+    from eval_pipelines.core.holdout.warnings import ReportWarning
+
+    approximate = {
+        "backend": "pynndescent",
+        "retrieval": "evidence",
+        "purpose": ["evidence", "grouping"],
+        "recallAtK": 0.9,
+        "recallK": 10,
+        "recallProbeQueries": 200,
+    }
+    warnings = approximate_retrieval_warnings([approximate, {**approximate, "backend": "exact"}])
+    assert [type(w) for w in warnings] == [ReportWarning, ReportWarning]
+    assert [w.code for w in warnings] == ["approximate_recall_low", "approximate_grouping"]
+    assert "found 0.900 of the exact top-10 on 200 probe queries" in warnings[0].message
