@@ -21,10 +21,10 @@ from eval_pipelines.defs.lift import (
 )
 from eval_pipelines.defs.resources import WarehouseResource
 
-# The engine is run configuration (see eval_pipelines.defs.executors and the README's "Beyond
-# one machine"): in process unless a run asks otherwise. On 2 cores a whole evaluation runs in
-# ~5 s in one process against ~30 s with a process per step (measured here; most of it is
-# process start-up), so only a run that asks for `multiprocess` or `dask` pays for processes.
+# The engine is run configuration (see eval_pipelines.defs.executors and docs/operations.md):
+# in process unless a run asks otherwise. A process per step costs several times the steps'
+# own work in start-up (docs/benchmarks.md), so only a run that asks for `multiprocess` or
+# `dask` pays for processes.
 # Steps stay separate either way (one per variant, each with its own logs and retries).
 EXECUTOR = engine_executor
 

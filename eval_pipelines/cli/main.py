@@ -108,8 +108,8 @@ def _quiet_broken_pipe() -> int:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         # Run as the program: at exit, Python's last garbage collections would walk every
-        # object this process made (seconds after an evaluation ran here; measured in
-        # docs/benchmarks.md); the process is ending, so nothing needs collecting.
+        # object this process made (docs/benchmarks.md gives the cost after an evaluation);
+        # the process is ending, so nothing needs collecting.
         atexit.register(gc.freeze)
     args = build_parser().parse_args(argv)
     # Notices such as "waiting 40 s for the warehouse lock" go to stderr as one line each.

@@ -1,4 +1,4 @@
-"""Progress of long work as lines on stderr (issue 19, item 27), for a person at a terminal::
+"""Progress of long work as lines on stderr, for a person at a terminal::
 
     [eval holdout] evidence_index 1/14 steps, 12.4 s: text index of 130,525 records: segm...
 

@@ -44,7 +44,8 @@ def _not_blank(data: Any) -> pl.LazyFrame:
 
 
 def _records_schema() -> Any:
-    # pandera takes 0.6 s to import; only loading a case needs it, not every CLI command.
+    # pandera is slow to import (docs/benchmarks.md); only loading a case needs it, not every
+    # CLI command.
     import pandera.polars as pa
 
     not_blank = pa.Check(_not_blank, name="not_blank", error="must not be empty or blank")

@@ -147,8 +147,8 @@ def executor_run_config(
     if engine == "in_process":
         config = {}
     elif engine == "multiprocess":
-        # Forkserver: each step's process forks from one that has imported the definitions
-        # (~1-4 s a step on 2 cores against 2-8 s for spawn, measured here).
+        # Forkserver: each step's process forks from one that has imported the definitions,
+        # instead of importing them again (docs/benchmarks.md, "Figures behind code choices").
         config = {"max_concurrent": workers, "start_method": {"forkserver": {}}}
     elif address is not None:
         config = {"address": address}

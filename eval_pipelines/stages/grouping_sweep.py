@@ -1,4 +1,4 @@
-"""Near-duplicate threshold sweep (issue 7 item 5): how much evidence each nearDuplicate
+"""Near-duplicate threshold sweep: how much evidence each nearDuplicate
 threshold holds out, and what the baseline scores per tree level with it, on one seeded sample.
 
 A calibration tool, computed directly (no Dagster run, nothing written to the warehouse): the

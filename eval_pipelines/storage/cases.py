@@ -245,7 +245,8 @@ def record_keys(conn: duckdb.DuckDBPyConnection, case_id: str, records_version: 
 # Trees built in this process, by (case, tree version, fingerprint of the stored nodes). The
 # version hashes codes and parent links; the fingerprint adds what it leaves out (kinds name the
 # levels), so a tree is rebuilt if another warehouse holds the same version with other kinds.
-# The steps of one in-process run load the same tree three times (0.2-0.3 s each at 98k nodes).
+# The steps of one in-process run load the same tree three times, each a noticeable share of a
+# small run at the demo's 98k nodes (docs/benchmarks.md, "Figures behind code choices").
 _TREES: OrderedDict[tuple[str, str, str, int, int], CodeTree] = OrderedDict()
 _TREES_KEPT = 4
 

@@ -509,17 +509,13 @@ def measure_recall(
 
 # Cost model of choose_backend, fitted by
 #   .venv/bin/python benchmarks/dense.py --sizes 30k,60k,130k,260k,520k,1m
-# on the 2-core benchmark machine (LSA-256 vectors of the demo records, jittered copies
-# beyond 130k; 5,000 queries, k=20, 2 threads; other jobs were running, load 3-5). Seconds,
-# with s = n_docs / 1e5 and q = n_queries:
+# (the measurements and the crossover they give are in docs/benchmarks.md). Seconds, with
+# s = n_docs / 1e5 and q = n_queries:
 #   exact:        _EXACT_PER_QUERY * q * s ** _EXACT_EXPONENT
-#                 (measured 0.94 / 2.3 / 20.3 s at 30k / 130k / 1M)
 #   pynndescent:  _BUILD * s ** _BUILD_EXPONENT + _QUERY_EACH * q * s ** _QUERY_EXPONENT
-#                 (build 3.8 / 12.9 / 158 s, then 0.14 / 0.41 / 0.32 s of queries)
-# For 5,000 queries the build alone costs 4-11x the exact search at every size, and grows
-# faster (n^1.08 against n^0.90), so the index pays only from about 33k queries at 100k
-# records (45k at 1M). The fit leaves out the 20-50 s that every process building an index
-# spends compiling NN-descent (see warmup.py).
+# The build grows faster than the exact search, so the index pays only for many queries. The
+# fit leaves out the time every process building an index spends compiling NN-descent (see
+# warmup.py).
 _EXACT_PER_QUERY = 4.6e-4
 _EXACT_EXPONENT = 0.90
 _BUILD = 13.2

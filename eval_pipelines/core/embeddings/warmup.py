@@ -1,13 +1,10 @@
 """Compile and cache the dense-search kernels and pynndescent once (``make install``).
 
-What this buys, measured by ``benchmarks/dense.py --jit`` on the 2-core benchmark machine
-(shared, load 2-6): from an empty cache this warm-up takes 93-178 s (about 90 s of CPU;
-pynndescent's import and search functions dominate). Afterwards a new process loads an index
-of the 130,525 demo vectors and runs 5,000 queries in 3-7 s in all, nothing compiled. Building
-an index still compiles pynndescent's NN-descent in every process (about 22 s of CPU, 30-80 s
-of wall time under that load), because those kernels take the distance function as an
-argument and call ``numba.get_num_threads()``, which numba cannot cache; builds are therefore
-cached on disk per embedding set.
+What this buys (measured by ``benchmarks/dense.py --jit``; figures in docs/benchmarks.md): a
+new process loads an index and runs its queries with nothing compiled. Building an index still
+compiles pynndescent's NN-descent in every process, because those kernels take the distance
+function as an argument and call ``numba.get_num_threads()``, which numba cannot cache; builds
+are therefore cached on disk per embedding set.
 """
 
 from __future__ import annotations

@@ -151,8 +151,9 @@ class NaiveBayes:
 def fit_temperature(scores: np.ndarray, truth: np.ndarray) -> float:
     """The temperature tau minimising the mean negative log likelihood of ``truth`` under
     ``softmax(scores / tau)`` (bounded search in [0.05, 20])."""
-    # Imported here: scipy.optimize takes 0.2 s to import, and every process that loads the
-    # definitions imports this module, holdout runs included, which never fit a temperature.
+    # Imported here: scipy.optimize is slow to import (docs/benchmarks.md), and every process
+    # that loads the definitions imports this module, holdout runs included, which never fit
+    # a temperature.
     from scipy import optimize
 
     eps = float(np.finfo(np.float64).eps)

@@ -1,4 +1,4 @@
-"""The A/A noise floor: the baseline against itself on random halves (issue 7, item 3).
+"""The A/A noise floor: the baseline against itself on random halves.
 
 Two pieces. :func:`unpaired_difference` compares the accuracy of two *disjoint* record sets
 with a two-sample cluster bootstrap. :func:`aa_check` uses it to split one evaluation's
@@ -37,7 +37,7 @@ INTERVALS = ("percentile", "expanded")
 #: The issue's A/A rule: a check with more than this share of false positives fails.
 MAX_FALSE_POSITIVE_RATE = 0.10
 
-#: Seeded random halves per A/A check (issue 7).
+#: Seeded random halves per A/A check.
 SPLITS = 20
 
 

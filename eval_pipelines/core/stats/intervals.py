@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 # scipy.special.ndtri is the normal quantile scipy.stats.norm.ppf calls, without importing
-# scipy.stats (0.2-0.4 s).
+# scipy.stats (slow to import, docs/benchmarks.md).
 from scipy import special
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # scipy.special, not scipy.stats: the binomial tail without importing all of scipy.stats
-# (0.2-0.4 s), which every evaluation's run would otherwise pay for one function.
+# (slow to import, docs/benchmarks.md), which every evaluation's run would pay for one function.
 from scipy import special
 
-# Up to this many discordant pairs the binomial tail is summed exactly in integers (about
-# 10 ms at the limit) and rounded once; above it, the regularised incomplete beta function
-# (relative error below 1e-13) takes over.
+# Up to this many discordant pairs the binomial tail is summed exactly in integers (cheap at
+# the limit, docs/benchmarks.md) and rounded once; above it, the regularised incomplete beta
+# function (relative error below 1e-13) takes over.
 EXACT_TAIL_PAIRS = 10_000
 
 

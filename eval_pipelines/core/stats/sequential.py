@@ -1,10 +1,10 @@
 """Always-valid intervals: a confidence sequence that may be read at every look.
 
 A fixed-sample 95% interval read every day and acted on the first day it excludes zero
-confirms a null effect far more often than 2.5% of the time (issue 19: 8.0% over a week of
-daily reports). A confidence sequence covers the true value at every sample size at once,
-with probability at least ``1 - alpha``, so any number of looks, and stopping at any of them,
-keeps the false-confirmation rate at its stated level.
+confirms a null effect far more often than 2.5% of the time (docs/lift.md gives the rate
+measured over a week of daily reports). A confidence sequence covers the true value at every
+sample size at once, with probability at least ``1 - alpha``, so any number of looks, and
+stopping at any of them, keeps the false-confirmation rate at its stated level.
 
 This is the asymptotic confidence sequence of Waudby-Smith et al. [1]_ built on the two-sided
 normal-mixture boundary of Howard et al. [2]_, the one GrowthBook's sequential engine uses

@@ -40,7 +40,7 @@ def verdict(difference: HasInterval) -> str:
     References
     ----------
     .. [1] The superiority rule of specification 004 ("the lower bound of the confidence
-           interval above zero") and issue 7, item 2.
+           interval above zero").
     """
     interval = difference.interval
     if interval is None:
