@@ -8,8 +8,7 @@ of time and measures its recall@20 against the exact search on a seeded probe.
 
 import dagster as dg
 
-from eval_pipelines.core.errors import NotFoundError
-from eval_pipelines.defs.families import AssetFamily, refusal
+from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.partitions import cases
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages.embedding_index import ann_index_stage
@@ -39,7 +38,7 @@ def embedding_ann_index(
             index_dir=warehouse.index_dir_path(),
             threads=warehouse.thread_count(),
         )
-    except NotFoundError as error:
+    except REFUSALS as error:
         raise refusal(error) from None
     meta["path"] = dg.MetadataValue.path(meta["path"])
     return dg.MaterializeResult(metadata=meta)

@@ -7,6 +7,9 @@ from typing import Any
 
 import dagster as dg
 
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.storage.warehouse import WarehouseUnavailable
+
 OWNERS = ["team:eval-pipelines"]
 KINDS = frozenset({"duckdb", "python"})
 # Jobs the CLI runs in its own process (`evaluate`, `lift ingest`, `lift report`) answer on the
@@ -34,8 +37,14 @@ class AssetFamily:
         }
 
 
+# What a stage refuses rather than fails on: bad or missing input, including a warehouse that
+# does not exist yet (a partition added in the UI before any case was loaded).
+REFUSALS = (InputError, ConflictError, NotFoundError, WarehouseUnavailable)
+
+
 def refusal(error: Exception, metadata: dict[str, Any] | None = None) -> dg.Failure:
-    """A refusal reads as one clear sentence in the UI, not a stack trace, and is not retried."""
+    """A refusal reads as one clear sentence in the UI and is not retried (Dagster still lists
+    its own step frames under it, as for every step failure; no error chain follows)."""
     return dg.Failure(description=str(error), allow_retries=False, metadata=metadata)
 
 

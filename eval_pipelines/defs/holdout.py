@@ -15,9 +15,8 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.core.errors import ConflictError, NotFoundError
 from eval_pipelines.core.stats import INSUFFICIENT
-from eval_pipelines.defs.families import AssetFamily, refusal, shown
+from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import (
     CANDIDATES_SCHEMA,
     EVAL_REPORTS_SCHEMA,
@@ -64,7 +63,7 @@ def eval_spec(
     try:
         with warehouse.connect(read_only=True) as conn:
             spec = holdout.load_spec(conn, context.partition_key)
-    except (NotFoundError, ConflictError) as error:
+    except REFUSALS as error:
         raise _stage_failure(error) from None
     return dg.MaterializeResult(
         metadata={
@@ -133,7 +132,6 @@ def retrieval_shards(
     context: dg.OpExecutionContext, config: RetrievalShardsConfig, warehouse: WarehouseResource
 ) -> Iterator[dg.DynamicOutput[Any]]:
     """Fan out: the sample's positions, the groups decided up front and one step per shard."""
-    from eval_pipelines.core.errors import InputError
 
     try:
         plan = leave_out_stages.plan_retrieval(
@@ -143,7 +141,7 @@ def retrieval_shards(
             threads=warehouse.thread_count(),
             shards=config.shards,
         )
-    except (InputError, NotFoundError, ConflictError) as error:
+    except REFUSALS as error:
         raise _stage_failure(error) from None
     context.log.info(
         f"Exact TF-IDF search in {len(plan.ranges)} shard(s) of the records: {list(plan.ranges)}"
