@@ -115,11 +115,11 @@ def test_lift_runs_carry_their_origin_and_the_served_snapshot(
 
     log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
     ingested = lift.ingest(log)
-    assert ingested["new"] and len(ingested["days"]) >= 7
+    assert ingested.new and len(ingested.days) >= 7
     # Before: execute_in_process, recorded without an origin and with its own snapshot.
-    ingest_run = _check_reexecutable(ingested["runId"], "lift_ingest_job", served)
+    ingest_run = _check_reexecutable(ingested.run_id, "lift_ingest_job", served)
     assert ingest_run.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(log)
-    assert _executed_here(ingested["runId"])
+    assert _executed_here(ingested.run_id)
     report = lift.report()
-    _check_reexecutable(report["runId"], "lift_report_job", served)
-    assert _executed_here(report["runId"])
+    _check_reexecutable(report.run_id, "lift_report_job", served)
+    assert _executed_here(report.run_id)

@@ -148,6 +148,9 @@ class IngestConfig(dg.Config):
     # Set by the inbox sensor: the file may still be growing, so an unterminated last line
     # that is not JSON yet is left for the next tick instead of refusing the file.
     partial_tail: bool = False
+    # Set by ``api.lift.ingest``, which validated the file before launching the run: the
+    # digest of the bytes it validated. The same bytes are not validated again.
+    validated_digest: str | None = None
 
 
 @dg.op(pool=DUCKDB_POOL)
@@ -157,7 +160,11 @@ def ingest_lift_log(
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
-        read = stage.read_events(config.path, partial_tail=config.partial_tail)
+        read = stage.read_events(
+            config.path,
+            partial_tail=config.partial_tail,
+            validated_digest=config.validated_digest,
+        )
         # A lift-only set-up has no case, so maybe no warehouse yet: lift needs its schema.
         with warehouse.connect(create=True) as conn:
             ingested = stage.ingest_file(conn, config.path, read)
@@ -173,10 +180,8 @@ def ingest_lift_log(
             else ""
         )
     )
-    days = [day.isoformat() for day in summaries]
-    known = set(context.instance.get_dynamic_partitions(LIFT_DAYS))
-    if new_days := [day for day in days if day not in known]:
-        context.instance.add_dynamic_partitions(LIFT_DAYS, new_days)
+    if summaries:  # adding a day the instance has is a no-op (Dagster skips known keys)
+        context.instance.add_dynamic_partitions(LIFT_DAYS, [day.isoformat() for day in summaries])
     for day, summary in summaries.items():
         context.log_event(
             dg.AssetMaterialization(
