@@ -3,7 +3,7 @@
 query exits 2 with one line and stores nothing; the stored result answers a repeated query;
 ``--folds``; one ``--submit`` through the real run queue.
 
-The data and the engine oracle are those of :mod:`eval_pipelines_tests.test_api_evaluate`.
+The data and the engine oracle are those of :mod:`eval_pipelines_tests.test_api_queries`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines_tests.test_api_evaluate import (
+from eval_pipelines_tests.test_api_queries import (
     ESTIMATE,
     PREDICT,
     engine_answer,
@@ -104,7 +104,7 @@ def test_folds(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert swept == engine_answer(PREDICT, folds=5).result
     assert len(partition_keys()) == 1
     reason = refused(capsys, "evaluate", "--file", path, "--folds", "1")
-    assert reason.startswith("folds=1: ")
+    assert reason.startswith("--folds=1: ")  # the API names `folds`; the shell its flag
 
 
 def test_human_output_opens_with_the_headline(
@@ -174,7 +174,7 @@ def test_evaluations_list_and_show(workdir: Path, capsys: pytest.CaptureFixture[
 def test_show_names_the_version_of_every_table_read_links_included(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eval_pipelines_tests.test_api_evaluate import LINKED, load_linked
+    from eval_pipelines_tests.test_api_queries import LINKED, load_linked
 
     catalogue = load_linked(workdir)
     evaluate_json(capsys, "--file", write_query(workdir, LINKED))

@@ -15,8 +15,8 @@ import pytest
 from eval_pipelines import runs
 from eval_pipelines.instance import dagster_instance
 from eval_pipelines_tests.lift_traffic import write_log
-from eval_pipelines_tests.test_api_evaluate import PREDICT, load_products
 from eval_pipelines_tests.test_api_lift import lever_split
+from eval_pipelines_tests.test_api_queries import PREDICT, load_products
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 
@@ -102,8 +102,9 @@ def test_a_query_run_executes_here_from_the_served_job(
     from eval_pipelines import api
 
     load_products(workdir)
-    answer = api.evaluate(PREDICT)
-    run_id = answer["evaluation"]["runId"]
+    answer = api.run_query(PREDICT)
+    run_id = answer.evaluation.run_id
+    assert run_id is not None
     _check_reexecutable(run_id, "evaluate_query_job", served)
     assert _executed_here(run_id)
 
