@@ -27,7 +27,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
 
     config = lift.config_for(
-        args.workspace_id,
+        args.workspace,
         epoch=args.epoch,
         holdout_fraction=args.fraction,
         lever=args.lever,
@@ -35,7 +35,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
         warehouse=args.warehouse,
     )
     request: lift.LiftRequest = {
-        "workspace_id": args.workspace_id,
+        "workspace_id": args.workspace,
         "artifact_key": args.artifact,
         "trace_id": args.trace,
         "messages": _messages(args.messages),
@@ -58,7 +58,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
 
     settings = lift.set_settings(
-        args.workspace_id,
+        args.workspace,
         holdout_fraction=args.fraction,
         lever=args.lever,
         clear_lever=args.no_lever,
@@ -198,7 +198,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="the exposure arm of one request (deterministic: FNV-1a bucket of workspace and "
         "cluster key)",
     )
-    assign.add_argument("--workspace", dest="workspace_id", metavar="WORKSPACE", required=True)
+    assign.add_argument("--workspace", required=True)
     assign.add_argument("--artifact", default=None, help="artifact key (first precedence)")
     assign.add_argument("--trace", default=None, help="trace id")
     assign.add_argument(
@@ -215,7 +215,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     settings = lift.add_parser(
         "settings", help="a workspace's standing holdout and lever (a change starts an epoch)"
     )
-    settings.add_argument("--workspace", dest="workspace_id", metavar="WORKSPACE", required=True)
+    settings.add_argument("--workspace", required=True)
     settings.add_argument("--fraction", type=finite_float, default=None, help="0.05-0.30")
     settings.add_argument("--lever", default=None)
     settings.add_argument("--no-lever", action="store_true")
@@ -248,6 +248,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="the requests to audit (outcome established outside the logging path), "
         "deterministic, balanced per arm, blinded",
     )
+    # dest: the API's parameter, so a refusal naming `workspace_id` shows --workspace (as it
+    # always did here; assign and settings have always shown workspace_id).
     sample.add_argument("--workspace", dest="workspace_id", metavar="WORKSPACE", required=True)
     sample.add_argument(
         "--size", type=int, required=True, help="requests per arm (in each claim type)"
