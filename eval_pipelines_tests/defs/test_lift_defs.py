@@ -336,3 +336,28 @@ def test_a_file_whose_run_failed_without_refusing_it_is_tried_again(
         refused = tick(instance)
         assert not run(instance, refused, RESOURCES)
         assert tick(instance).run_key == refused.run_key  # a refusal waits for a new version
+
+
+def test_lift_assets_are_one_family_like_every_kinds() -> None:
+    """Lift's assets are declared as the other kinds' are (``defs.families.AssetFamily``): one
+    group, tag, owners and kinds, each description ending with how its partitions are made;
+    the day logs partitioned by day, the report over every day. Names unchanged."""
+    from eval_pipelines.definitions import defs
+    from eval_pipelines.defs import lift
+    from eval_pipelines.defs.families import KINDS, OWNERS
+    from eval_pipelines.defs.partitions import lift_days
+
+    assert isinstance(lift.FAMILY.how_to_create, str) and "lift ingest" in lift.FAMILY.how_to_create
+    graph = defs.resolve_asset_graph()
+    for key, partitions in (
+        (dg.AssetKey("lift_logs"), lift_days),
+        (dg.AssetKey("lift_report"), None),
+    ):
+        spec = graph.get(key)
+        assert spec.group_name == "live_lift" and spec.owners == OWNERS
+        assert spec.tags.get("evaluation_kind") == "lift" and set(spec.kinds) == set(KINDS)
+        assert spec.partitions_def == partitions
+        assert (spec.description or "").endswith("\n\n" + lift.FAMILY.how_to_create)
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"lift_ingest_job", "lift_report_job"}
+    assert defs.resolve_sensor_def("lift_log_sensor").job_name == "lift_ingest_job"
+    assert defs.resolve_schedule_def("daily_lift_report").job_name == "lift_report_job"
