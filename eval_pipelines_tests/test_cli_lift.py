@@ -440,6 +440,22 @@ def test_a_request_logged_unresolved_then_resolved_is_an_update(
     again = json.loads(out)
     assert (again["storedRows"], again["resolvedRows"], again["skippedRows"]) == (0, 0, n)
     assert again["unresolvedAfterResolvedRows"] == resolved and again["new"] is False
+    # The document's keys in the order `lift ingest --json` has always printed them.
+    assert list(again) == [
+        "days",
+        "fileId",
+        "mixedArtifacts",
+        "new",
+        "path",
+        "pendingLine",
+        "resolvedRows",
+        "rows",
+        "skippedRows",
+        "storedRows",
+        "supersededRows",
+        "unresolvedAfterResolvedRows",
+        "runId",
+    ]
     code, out, err = cli(capsys, "lift", "report", "--json")
     assert _cells(json.loads(out)) == _cells(report)
 

@@ -96,20 +96,22 @@ class WorkspaceSettings(JsonResult):
 @dataclass(frozen=True)
 class Ingested(JsonResult):
     """One log file ingested by run ``run_id`` (see :func:`ingest`): its rows and days, whether
-    anything was written (``new``), and per request how it was stored, skipped or resolved."""
+    anything was written (``new``), and per request how it was stored, skipped or resolved.
+    The fields are in the order ``lift ingest --json`` has always printed them (the run's
+    metadata document, whose keys Dagster sorts), ``run_id`` last."""
 
-    file_id: str
-    path: str
-    rows: int
     days: tuple[str, ...]
-    new: bool
-    stored_rows: int
-    skipped_rows: int
-    resolved_rows: int
-    unresolved_after_resolved_rows: int
-    superseded_rows: int
-    pending_line: int | None
+    file_id: str
     mixed_artifacts: int
+    new: bool
+    path: str
+    pending_line: int | None
+    resolved_rows: int
+    rows: int
+    skipped_rows: int
+    stored_rows: int
+    superseded_rows: int
+    unresolved_after_resolved_rows: int
     run_id: str
 
 
