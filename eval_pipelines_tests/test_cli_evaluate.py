@@ -171,6 +171,59 @@ def test_evaluations_list_and_show(workdir: Path, capsys: pytest.CaptureFixture[
     )
 
 
+def test_the_documents_list_and_show_print_keep_their_keys_in_order(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The typed results (api.queries) print the documents the dicts printed before, key for
+    key and in the same order: with a result, and for a query registered without one."""
+    from eval_pipelines_tests.defs.test_evaluate_assets import register
+
+    load_products(workdir)
+    evaluate_json(capsys, "--file", write_query(workdir, PREDICT))
+    (eval_id,) = partition_keys()
+    code, out, _ = cli(capsys, "evaluations", "show", eval_id, "--json")
+    shown = json.loads(out)
+    assert list(shown)[-1] == "evaluation" and list(shown)[:-1] == PREDICT["select"]
+    assert list(shown["evaluation"]) == [
+        "evalId",
+        "runId",
+        "folds",
+        "sources",
+        "metrics",
+        "elapsedSeconds",
+        "query",
+        "pinned",
+        "status",
+        "run",
+        "createdAt",
+    ]
+    assert list(shown["evaluation"]["run"]) == ["runId", "state", "dagsterStatus", "reason"]
+    waiting = register(ESTIMATE)  # stored as the API stores it before its run; no run yet
+    code, out, _ = cli(capsys, "evaluations", "show", waiting, "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert list(document) == ["evaluation"]
+    assert list(document["evaluation"]) == [
+        "evalId",
+        "folds",
+        "query",
+        "pinned",
+        "status",
+        "run",
+        "createdAt",
+    ]
+    assert document["evaluation"]["status"] == "no result" and document["evaluation"]["run"] is None
+    code, out, _ = cli(capsys, "evaluations", "show", waiting)
+    assert out == f"evaluation {waiting}: no result yet (no run)\n"
+    code, out, _ = cli(capsys, "evaluations", "list")
+    listed = json.loads(out)
+    assert [list(e) for e in listed] == [
+        ["evalId", "createdAt", "predict", "from", "folds", "status", "headline", "runId"],
+        ["evalId", "createdAt", "estimate", "from", "folds", "status", "headline", "runId"],
+    ]
+    assert listed[1]["headline"] is None and listed[1]["runId"] is None
+
+
 def test_show_names_the_version_of_every_table_read_links_included(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
