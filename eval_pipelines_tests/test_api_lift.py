@@ -22,7 +22,7 @@ def lever_split() -> LiftConfig:
     from eval_pipelines.api import lift
 
     settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    return dataclasses.replace(LEVER, epoch=settings["epoch"])
+    return dataclasses.replace(LEVER, epoch=settings.epoch)
 
 
 def _counts() -> dict[str, int]:
@@ -50,12 +50,12 @@ def test_a_change_of_split_starts_a_new_epoch(workdir: Path) -> None:
 
     # Settings equal to the defaults (e1, 10%, no lever) keep e1: nothing moved.
     same = lift.set_settings("other", holdout_fraction=0.10)
-    assert (same["epoch"], same["newEpoch"]) == ("e1", False)
+    assert (same.epoch, same.new_epoch) == ("e1", False)
     first = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    assert (first["epoch"], first["newEpoch"]) == ("e2", True)  # the lever split the traffic
-    assert lift.set_settings("ws", holdout_fraction=0.10)["epoch"] == "e2"  # unchanged
+    assert (first.epoch, first.new_epoch) == ("e2", True)  # the lever split the traffic
+    assert lift.set_settings("ws", holdout_fraction=0.10).epoch == "e2"  # unchanged
     second = lift.set_settings("ws", holdout_fraction=0.20)
-    assert (second["epoch"], second["newEpoch"]) == ("e3", True)
+    assert (second.epoch, second.new_epoch) == ("e3", True)
     assert lift.config_for("ws").epoch == "e3"
 
 
@@ -66,7 +66,7 @@ def test_the_first_settings_change_from_the_defaults_starts_a_new_epoch(workdir:
 
     assert lift.config_for("ws").epoch == "e1"  # what assignment stamps with the defaults
     first = lift.set_settings("ws", holdout_fraction=0.20)
-    assert (first["epoch"], first["newEpoch"]) == ("e2", True)
+    assert (first.epoch, first.new_epoch) == ("e2", True)
     assert lift.config_for("ws").epoch == "e2"
     assert lift.config_for("ws").holdout_fraction == 0.20
 
@@ -76,10 +76,10 @@ def test_a_known_true_lift_is_confirmed_with_its_interval_and_n(workdir: Path) -
 
     log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
     ingested = lift.ingest(log)
-    assert ingested["new"] and len(ingested["days"]) >= 7
-    assert lift.ingest(log)["new"] is False  # the same content again changes nothing
+    assert ingested.new and len(ingested.days) >= 7
+    assert lift.ingest(log).new is False  # the same content again changes nothing
     report = lift.report()
-    (claim,) = report["claims"]
+    (claim,) = report.report["claims"]
     assert claim["claimId"] == "ws/invoice_coding/e2/memo-v2"
     assert claim["verdict"] == "superior" and claim["status"] == "confirmed"
     low, high = claim["interval"]
@@ -87,16 +87,16 @@ def test_a_known_true_lift_is_confirmed_with_its_interval_and_n(workdir: Path) -
     assert claim["nTreated"] > 1000 and claim["nControl"] > 1000
     assert claim["aa"]["passed"] and claim["aa"]["splits"] == 20
     assert claim["mde"] is not None and claim["evidence"] == "live_confirmation"
-    assert "superior" in report["markdown"] and "[+0.0" in report["markdown"]
+    assert "superior" in report.markdown and "[+0.0" in report.markdown
     (row,) = lift.ledger()
-    assert row["interval"] == claim["interval"] and row["offline"] is None
+    assert row.to_json()["interval"] == claim["interval"] and row.offline is None
 
 
 def test_no_true_lift_is_not_claimed(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
     lift.ingest(write_log(workdir / "null.jsonl", LEVER, true_lift=0.0, seed=3))
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     assert claim["verdict"] in ("not_established", "inferior")
     assert claim["status"] == "open"
 
@@ -113,19 +113,45 @@ def test_a_bad_log_is_refused_whole(workdir: Path) -> None:
     with pytest.raises(InputError, match="line 6: exposure_arm='control'"):
         lift.ingest(log)
     assert not (workdir / "warehouse.duckdb").exists()  # refused before anything was opened
+    from eval_pipelines.instance import dagster_instance
+
+    assert dagster_instance().get_runs() == []  # and before a run was launched
+
+
+def test_a_log_is_validated_once_per_ingest(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API validates the file (in core, before anything is written); the run it launches
+    is given the validated bytes' digest and does not validate the same bytes again (it used
+    to: once in the API, once in the run)."""
+    from eval_pipelines.api import lift
+    from eval_pipelines.core.lift import logs
+    from eval_pipelines.stages import lift as lift_stage
+
+    calls: list[int] = []
+    real = logs.validate_log
+
+    def counted(frame: object, **options: object) -> object:
+        calls.append(1)
+        return real(frame, **options)  # type: ignore[arg-type]
+
+    # Every name the validator is reached by (the core module's and the stage's import).
+    monkeypatch.setattr(logs, "validate_log", counted)
+    monkeypatch.setattr(lift_stage, "validate_log", counted)
+    ingested = lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.0, days=2))
+    assert ingested.new and ingested.stored_rows == ingested.rows > 0
+    assert len(calls) == 1
 
 
 def test_an_open_confirmation_is_invalidated_when_the_epoch_changes(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
     lift.ingest(write_log(workdir / "e1.jsonl", LEVER, true_lift=0.0, seed=5, days=3))
-    (first,) = lift.report()["claims"]
+    (first,) = lift.report().report["claims"]
     assert first["status"] == "open"
     second = LiftConfig("ws", "e2", 0.20, lever="memo-v2")
     lift.ingest(
         write_log(workdir / "e2.jsonl", second, true_lift=0.0, seed=6, days=1, first_day=_day(26))
     )
-    claims = {c["epoch"]: c for c in lift.report()["claims"]}
+    claims = {c["epoch"]: c for c in lift.report().report["claims"]}
     assert claims["e1"]["status"] == "invalidated" and claims["e1"]["reason"] == "epoch_changed"
     assert claims["e2"]["status"] == "open"  # the two epochs are never pooled
 
@@ -145,7 +171,7 @@ def test_a_new_baseline_head_invalidates_an_open_confirmation(workdir: Path) -> 
         baseline_head="baseline-9e1c",
     )
     lift.ingest(later)
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
 
 
@@ -175,7 +201,7 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
     level = comparison["levels"][str(report["targetDepth"][0])]
     lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
     lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     offline = claim["offline"]
     assert offline["kind"] == "offline_screening" and offline["evalId"] == started["evalId"]
     assert offline["candidate"] == "memo-v2" and offline["baseline"] == "baseline"
@@ -186,13 +212,13 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
 def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
-    started = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")["epoch"]
+    started = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2").epoch
     assert started == "e2"  # the lever changed the defaults' split
     lever = LiftConfig("ws", started, 0.10, lever="memo-v2")
     lift.ingest(write_log(workdir / "e1.jsonl", lever, true_lift=0.08, seed=4))
-    (confirmed,) = lift.report()["claims"]
+    (confirmed,) = lift.report().report["claims"]
     assert confirmed["status"] == "confirmed"
-    epoch = lift.set_settings("ws", holdout_fraction=0.20)["epoch"]
+    epoch = lift.set_settings("ws", holdout_fraction=0.20).epoch
     assert epoch == "e3"
     # The new epoch's rows carry the same dates as the old ones: time alone cannot say which
     # epoch is current; the workspace's settings do.
@@ -200,7 +226,7 @@ def test_a_settled_claim_is_history_and_the_current_epoch_is_the_settings(workdi
     lift.ingest(
         write_log(workdir / "e2.jsonl", newer, true_lift=0.0, seed=9, days=2, request_prefix="e2-")
     )
-    claims = {c["epoch"]: c for c in lift.report()["claims"]}
+    claims = {c["epoch"]: c for c in lift.report().report["claims"]}
     assert claims["e2"] == {**confirmed, "updatedAt": claims["e2"]["updatedAt"]}
     assert claims["e2"]["updatedAt"] == confirmed["updatedAt"]  # settled: not re-read
     assert claims["e3"]["status"] == "open" and claims["e3"]["reason"] is None
@@ -224,14 +250,14 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
             workdir / "other.jsonl", other, true_lift=0.0, seed=5, days=2, request_prefix="other-"
         )
     )
-    claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
+    claims = {c["workspaceId"]: c for c in lift.report().report["claims"]}
     # No workspace said which case its traffic is: a variant name alone identifies nothing.
     assert claims["ws"]["offline"] is None and claims["other"]["offline"] is None
     assert "lift settings --case" in claims["other"]["offlineNote"]
 
     settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
-    assert settings["caseId"] == small_case and settings["newEpoch"] is False
-    claims = {c["workspaceId"]: c for c in lift.report()["claims"]}
+    assert settings.case_id == small_case and settings.new_epoch is False
+    claims = {c["workspaceId"]: c for c in lift.report().report["claims"]}
     offline = claims["ws"]["offline"]
     assert offline["kind"] == "offline_screening" and offline["evalId"] == first["evalId"]
     assert offline["caseId"] == small_case and offline["candidate"] == "memo-v2"
@@ -241,7 +267,7 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
     # A second screening of a different candidate under the same name: ambiguous, none shown.
     changed = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 3}}]
     api.start_holdout_eval(small_case, changed, sample_size=60, seed=4, wait=True)
-    (ws,) = [c for c in lift.report()["claims"] if c["workspaceId"] == "ws"]
+    (ws,) = [c for c in lift.report().report["claims"] if c["workspaceId"] == "ws"]
     assert ws["offline"] is None and "ambiguous" in ws["offlineNote"]
     assert "no offline screening" in claim_line(ws) and "ambiguous" in claim_line(ws)
 
@@ -268,18 +294,18 @@ def test_logs_whose_keys_are_not_the_assigned_ones_park_the_claim(workdir: Path)
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     lift.ingest(log)
     report = lift.report()
-    (claim,) = report["claims"]
+    (claim,) = report.report["claims"]
     assert claim["status"] == "parked" and claim["verdict"] == "parked"
     assert "assignment mismatch" in claim["reason"] and "single request" in claim["reason"]
     assert claim["checks"]["assignment"]["mismatchedRows"] > 0
-    assert "FAILED: the instrument is parked" in report["markdown"]
+    assert "FAILED: the instrument is parked" in report.markdown
 
 
 def test_a_reading_without_the_split_is_not_confirmed(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
     lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     assert claim["verdict"] == "superior" and claim["status"] == "open"
     assert claim["reason"].startswith("unchecked") and "lift settings" in claim["reason"]
     assert claim["checks"]["complete"] is False
@@ -300,18 +326,18 @@ def test_a_daily_look_does_not_confirm_a_null_lift_it_would_have_by_chance(workd
     first = workdir / "day1.jsonl"
     first.write_text("\n".join(by_day[days[0]]) + "\n")
     lift.ingest(first)
-    (day1,) = lift.report()["claims"]
+    (day1,) = lift.report().report["claims"]
     assert day1["status"] == "open", day1  # the one-look interval read superior here
     assert day1["verdict"] == "not_established"
     later = workdir / "days2-3.jsonl"
     later.write_text("\n".join(by_day[days[1]] + by_day[days[2]]) + "\n")
     lift.ingest(later)
-    (day3,) = lift.report()["claims"]
+    (day3,) = lift.report().report["claims"]
     assert day3["status"] == "open" and day3["nTreated"] > day1["nTreated"]  # re-read
     sequence = day3["interval"]
     assert sequence[0] < 0 < sequence[1]
     (row,) = lift.ledger()
-    assert row["interval"] == sequence and row["intervalKind"] == "always_valid"
+    assert row.to_json()["interval"] == sequence and row.interval_kind == "always_valid"
 
 
 def _row(i: int, workspace: str, arm: str, artifact: str, **changes: object) -> dict[str, object]:
@@ -345,10 +371,10 @@ def test_an_artifact_consistent_in_each_workspace_is_not_mixed(workdir: Path) ->
     rows += [_row(8, "ws-b", "treated", "split"), _row(9, "ws-b", "lever_holdout", "split")]
     log = workdir / "two.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert lift.ingest(log)["mixedArtifacts"] == 1
+    assert lift.ingest(log).mixed_artifacts == 1
     report = lift.report()
-    assert (report["mixedArtifacts"], report["rowsLeftOutAsMixed"]) == (1, 2)
-    claims = {c["workspaceId"]: c for c in report["claims"]}
+    assert (report.report["mixedArtifacts"], report.report["rowsLeftOutAsMixed"]) == (1, 2)
+    claims = {c["workspaceId"]: c for c in report.report["claims"]}
     assert (claims["ws-a"]["nTreated"], claims["ws-a"]["nControl"]) == (4, 4)
     assert (claims["ws-b"]["nTreated"], claims["ws-b"]["nControl"]) == (4, 4)
 
@@ -369,13 +395,13 @@ def test_a_deploy_and_rollback_between_two_reports_invalidates(workdir: Path) ->
     from eval_pipelines.api import lift
 
     lift.ingest(write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=2))
-    (opened,) = lift.report()["claims"]
+    (opened,) = lift.report().report["claims"]
     assert opened["status"] == "open" and opened["baseline"]["head"] == "baseline-7f3a"
     for name, day, head in (("b", 25, "deploy-h2"), ("c", 26, "baseline-7f3a")):
         log = write_log(workdir / f"{name}.jsonl", LEVER, true_lift=0.0, seed=day, days=1,
                         first_day=_day(day))  # fmt: skip
         lift.ingest(_with_head(log, head))
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
 
 
@@ -383,11 +409,11 @@ def test_a_head_change_in_treated_rows_only_invalidates(workdir: Path) -> None:
     from eval_pipelines.api import lift
 
     lift.ingest(write_log(workdir / "a.jsonl", LEVER, true_lift=0.0, seed=7, days=2))
-    assert lift.report()["claims"][0]["status"] == "open"
+    assert lift.report().report["claims"][0]["status"] == "open"
     later = write_log(workdir / "b.jsonl", LEVER, true_lift=0.0, seed=8, days=1,
                       first_day=_day(25))  # fmt: skip
     lift.ingest(_with_head(later, "deploy-h2", arm="treated"))
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
 
 
@@ -402,7 +428,7 @@ def test_a_head_that_changes_within_the_first_report_invalidates(workdir: Path) 
             row["baseline_head"] = "deploy-h2"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     lift.ingest(log)
-    (claim,) = lift.report()["claims"]
+    (claim,) = lift.report().report["claims"]
     assert (claim["status"], claim["reason"]) == ("invalidated", "stale_head")
 
 
@@ -430,7 +456,7 @@ def test_ingest_is_idempotent_per_request_id_whatever_the_file(workdir: Path) ->
     rows = [json.loads(line) for line in lines]
     n = len(rows)
     first = lift.ingest(log)
-    assert (first["new"], first["storedRows"], first["skippedRows"]) == (True, n, 0)
+    assert (first.new, first.stored_rows, first.skipped_rows) == (True, n, 0)
     parquet = workdir / "day.parquet"
     pl.DataFrame(rows).write_parquet(parquet)
     crlf = workdir / "crlf.jsonl"
@@ -446,16 +472,16 @@ def test_ingest_is_idempotent_per_request_id_whatever_the_file(workdir: Path) ->
     subset.write_text("".join(line + "\n" for line in lines[: n // 2]))
     for again in (parquet, crlf, shifted, subset):
         result = lift.ingest(again)
-        assert (result["new"], result["storedRows"], result["skippedRows"]) == (
+        assert (result.new, result.stored_rows, result.skipped_rows) == (
             False,
             0,
-            result["rows"],
+            result.rows,
         ), again
     extra = {**rows[0], "request_id": "req-new-1", "timestamp": "2026-11-23T23:59:00Z"}
     superset = workdir / "superset.jsonl"
     superset.write_text("".join(line + "\n" for line in [*lines, json.dumps(extra)]))
     result = lift.ingest(superset)
-    assert (result["new"], result["storedRows"], result["skippedRows"]) == (True, 1, n)
+    assert (result.new, result.stored_rows, result.skipped_rows) == (True, 1, n)
     assert _stored_rows() == (n + 1, n + 1)
 
 
@@ -494,7 +520,7 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
 
     log = write_log(workdir / "day.jsonl", LEVER, true_lift=0.0, days=2, seed=7)
     lift.ingest(log)
-    (before,) = lift.report()["claims"]
+    (before,) = lift.report().report["claims"]
     events = read_events(log).events
     treated = events.filter(
         (events.get_column("exposure_arm") == "treated")
@@ -505,9 +531,9 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
         flipped = treated.with_columns(outcome=~treated.get_column("outcome"))
         lift_store.insert_file(conn, "legacy-flip", str(log), flipped)
     report = lift.report()
-    (after,) = report["claims"]
-    assert report["conflictingRequests"] == 1
-    assert "1 request ids stored more than once with different content" in report["markdown"]
+    (after,) = report.report["claims"]
+    assert report.report["conflictingRequests"] == 1
+    assert "1 request ids stored more than once with different content" in report.markdown
     assert (after["nTreated"], after["nControl"]) == (before["nTreated"] - 1, before["nControl"])
 
 
@@ -518,7 +544,7 @@ def test_a_new_warehouse_does_not_inherit_the_settings_copy_of_a_removed_one(
     from eval_pipelines.api import lift
     from eval_pipelines.storage.warehouse import connect
 
-    assert lift.set_settings("ws", holdout_fraction=0.2)["epoch"] == "e2"
+    assert lift.set_settings("ws", holdout_fraction=0.2).epoch == "e2"
     assert lift.config_for("ws").epoch == "e2"  # read from the copy
     for path in workdir.glob("warehouse.duckdb*"):
         if not path.name.endswith(".json"):

@@ -3,7 +3,7 @@
 query exits 2 with one line and stores nothing; the stored result answers a repeated query;
 ``--folds``; one ``--submit`` through the real run queue.
 
-The data and the engine oracle are those of :mod:`eval_pipelines_tests.test_api_evaluate`.
+The data and the engine oracle are those of :mod:`eval_pipelines_tests.test_api_queries`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines_tests.test_api_evaluate import (
+from eval_pipelines_tests.test_api_queries import (
     ESTIMATE,
     PREDICT,
     engine_answer,
@@ -104,7 +104,7 @@ def test_folds(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert swept == engine_answer(PREDICT, folds=5).result
     assert len(partition_keys()) == 1
     reason = refused(capsys, "evaluate", "--file", path, "--folds", "1")
-    assert reason.startswith("folds=1: ")
+    assert reason.startswith("--folds=1: ")  # the API names `folds`; the shell its flag
 
 
 def test_human_output_opens_with_the_headline(
@@ -171,10 +171,63 @@ def test_evaluations_list_and_show(workdir: Path, capsys: pytest.CaptureFixture[
     )
 
 
+def test_the_documents_list_and_show_print_keep_their_keys_in_order(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The typed results (api.queries) print the documents the dicts printed before, key for
+    key and in the same order: with a result, and for a query registered without one."""
+    from eval_pipelines_tests.defs.test_evaluate_assets import register
+
+    load_products(workdir)
+    evaluate_json(capsys, "--file", write_query(workdir, PREDICT))
+    (eval_id,) = partition_keys()
+    code, out, _ = cli(capsys, "evaluations", "show", eval_id, "--json")
+    shown = json.loads(out)
+    assert list(shown)[-1] == "evaluation" and list(shown)[:-1] == PREDICT["select"]
+    assert list(shown["evaluation"]) == [
+        "evalId",
+        "runId",
+        "folds",
+        "sources",
+        "metrics",
+        "elapsedSeconds",
+        "query",
+        "pinned",
+        "status",
+        "run",
+        "createdAt",
+    ]
+    assert list(shown["evaluation"]["run"]) == ["runId", "state", "dagsterStatus", "reason"]
+    waiting = register(ESTIMATE)  # stored as the API stores it before its run; no run yet
+    code, out, _ = cli(capsys, "evaluations", "show", waiting, "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert list(document) == ["evaluation"]
+    assert list(document["evaluation"]) == [
+        "evalId",
+        "folds",
+        "query",
+        "pinned",
+        "status",
+        "run",
+        "createdAt",
+    ]
+    assert document["evaluation"]["status"] == "no result" and document["evaluation"]["run"] is None
+    code, out, _ = cli(capsys, "evaluations", "show", waiting)
+    assert out == f"evaluation {waiting}: no result yet (no run)\n"
+    code, out, _ = cli(capsys, "evaluations", "list")
+    listed = json.loads(out)
+    assert [list(e) for e in listed] == [
+        ["evalId", "createdAt", "predict", "from", "folds", "status", "headline", "runId"],
+        ["evalId", "createdAt", "estimate", "from", "folds", "status", "headline", "runId"],
+    ]
+    assert listed[1]["headline"] is None and listed[1]["runId"] is None
+
+
 def test_show_names_the_version_of_every_table_read_links_included(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eval_pipelines_tests.test_api_evaluate import LINKED, load_linked
+    from eval_pipelines_tests.test_api_queries import LINKED, load_linked
 
     catalogue = load_linked(workdir)
     evaluate_json(capsys, "--file", write_query(workdir, LINKED))

@@ -69,6 +69,8 @@ def test_refusals_are_one_line_with_exit_2(
     assert code == 2 and err.count("\n") == 1 and "holdout_fraction=0.4" in err
     code, _, err = cli(capsys, "lift", "assign", "--workspace", "ws")
     assert code == 2 and "nothing to key on" in err
+    code, _, err = cli(capsys, "lift", "assign", "--workspace", "")
+    assert code == 2 and err.startswith("error: workspace_id='': ")  # unchanged (issue 20)
     log = write_log(workdir / "bad.jsonl", LiftConfig("ws", "e1", lever="l"), true_lift=0.0, days=1)
     log.write_text(log.read_text().replace('"e1"', '""', 1))
     code, _, err = cli(capsys, "lift", "ingest", log)
@@ -438,6 +440,22 @@ def test_a_request_logged_unresolved_then_resolved_is_an_update(
     again = json.loads(out)
     assert (again["storedRows"], again["resolvedRows"], again["skippedRows"]) == (0, 0, n)
     assert again["unresolvedAfterResolvedRows"] == resolved and again["new"] is False
+    # The document's keys in the order `lift ingest --json` has always printed them.
+    assert list(again) == [
+        "days",
+        "fileId",
+        "mixedArtifacts",
+        "new",
+        "path",
+        "pendingLine",
+        "resolvedRows",
+        "rows",
+        "skippedRows",
+        "storedRows",
+        "supersededRows",
+        "unresolvedAfterResolvedRows",
+        "runId",
+    ]
     code, out, err = cli(capsys, "lift", "report", "--json")
     assert _cells(json.loads(out)) == _cells(report)
 

@@ -15,8 +15,8 @@ import pytest
 from eval_pipelines import runs
 from eval_pipelines.instance import dagster_instance
 from eval_pipelines_tests.lift_traffic import write_log
-from eval_pipelines_tests.test_api_evaluate import PREDICT, load_products
 from eval_pipelines_tests.test_api_lift import lever_split
+from eval_pipelines_tests.test_api_queries import PREDICT, load_products
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 
@@ -102,8 +102,9 @@ def test_a_query_run_executes_here_from_the_served_job(
     from eval_pipelines import api
 
     load_products(workdir)
-    answer = api.evaluate(PREDICT)
-    run_id = answer["evaluation"]["runId"]
+    answer = api.run_query(PREDICT)
+    run_id = answer.evaluation.run_id
+    assert run_id is not None
     _check_reexecutable(run_id, "evaluate_query_job", served)
     assert _executed_here(run_id)
 
@@ -115,11 +116,11 @@ def test_lift_runs_carry_their_origin_and_the_served_snapshot(
 
     log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
     ingested = lift.ingest(log)
-    assert ingested["new"] and len(ingested["days"]) >= 7
+    assert ingested.new and len(ingested.days) >= 7
     # Before: execute_in_process, recorded without an origin and with its own snapshot.
-    ingest_run = _check_reexecutable(ingested["runId"], "lift_ingest_job", served)
+    ingest_run = _check_reexecutable(ingested.run_id, "lift_ingest_job", served)
     assert ingest_run.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(log)
-    assert _executed_here(ingested["runId"])
+    assert _executed_here(ingested.run_id)
     report = lift.report()
-    _check_reexecutable(report["runId"], "lift_report_job", served)
-    assert _executed_here(report["runId"])
+    _check_reexecutable(report.run_id, "lift_report_job", served)
+    assert _executed_here(report.run_id)

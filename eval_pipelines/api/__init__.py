@@ -12,7 +12,6 @@ from eval_pipelines.api import embeddings, golden, grouping, lift, plan, workflo
 from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
 from eval_pipelines.api.cases import create_case, list_cases
 from eval_pipelines.api.compare import compare_holdout_evals, evaluate_memo_entry
-from eval_pipelines.api.evaluate import QueryRefused, evaluate, get_evaluation, list_evaluations
 from eval_pipelines.api.holdout import (
     TokenConfirmationNeeded,
     eval_rows,
@@ -25,6 +24,7 @@ from eval_pipelines.api.holdout import (
 )
 from eval_pipelines.api.lift import IngestRefused
 from eval_pipelines.api.memo import add_memo_entry, approve_memo_entry, list_memo_entries
+from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, run_query
 from eval_pipelines.api.tables import list_tables, load_table, show_table
 from eval_pipelines.api.workflows import ActivationRefused
 from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
@@ -58,18 +58,18 @@ __all__ = [
     "compare_holdout_evals",
     "create_case",
     "eval_rows",
-    "evaluate",
     "evaluate_memo_entry",
-    "get_evaluation",
     "get_holdout_eval",
+    "get_query",
     "list_cases",
     "list_evals",
-    "list_evaluations",
     "list_memo_entries",
+    "list_queries",
     "list_tables",
     "load_table",
     "prune_partitions",
     "rerun_holdout_eval",
+    "run_query",
     "show_table",
     "start_holdout_eval",
     "wait_for_eval",

@@ -8,9 +8,13 @@ is given). ``ingest`` and ``report`` run the Dagster jobs ``lift_ingest_job`` an
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+import duckdb
 
 from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
 from eval_pipelines.core.errors import InputError
@@ -21,14 +25,124 @@ from eval_pipelines.core.lift.assignment import (
     Request,
     assign,
 )
+from eval_pipelines.core.results import JsonResult
+from eval_pipelines.runs.model import RunState
+from eval_pipelines.stages.lift import AuditIngested, LedgerClaim
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 DEFAULT_EPOCH = "e1"
 
+__all__ = [
+    "ArmAssignment",
+    "AuditIngested",
+    "AuditSample",
+    "IngestRefused",
+    "Ingested",
+    "LedgerClaim",
+    "LiftReport",
+    "LiftRequest",
+    "WorkspaceSettings",
+    "assign_request",
+    "audit",
+    "audit_sample",
+    "config_for",
+    "ingest",
+    "ledger",
+    "report",
+    "set_settings",
+]
 
-def _open(warehouse: Path | str | None, *, read_only: bool = False, create: bool = False) -> Any:
+
+class LiftRequest(TypedDict, total=False):
+    """One request to assign: its workspace (default the config's), and what keys its cluster
+    (artifact key first, then trace id, then its first user message, then request id)."""
+
+    workspace_id: str
+    artifact_key: str | None
+    trace_id: str | None
+    messages: Sequence[Mapping[str, str]]
+    request_id: str | None
+
+
+@dataclass(frozen=True)
+class ArmAssignment(JsonResult):
+    """The arm of one request, with the split it was assigned under."""
+
+    arm: str
+    epoch: str
+    cluster: str
+    key_source: str
+    bucket: int
+    holdout_fraction: float
+    lever: str | None
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings(JsonResult):
+    """A workspace's settings after ``set_settings``; ``new_epoch``: whether the split changed
+    (and so the epoch)."""
+
+    workspace_id: str
+    holdout_fraction: float
+    epoch: str
+    lever: str | None
+    lever_holdout_share: float
+    case_id: str | None
+    new_epoch: bool
+
+
+@dataclass(frozen=True)
+class Ingested(JsonResult):
+    """One log file ingested by run ``run_id`` (see :func:`ingest`): its rows and days, whether
+    anything was written (``new``), and per request how it was stored, skipped or resolved.
+    The fields are in the order ``lift ingest --json`` has always printed them (the run's
+    metadata document, whose keys Dagster sorts), ``run_id`` last."""
+
+    days: tuple[str, ...]
+    file_id: str
+    mixed_artifacts: int
+    new: bool
+    path: str
+    pending_line: int | None
+    resolved_rows: int
+    rows: int
+    skipped_rows: int
+    stored_rows: int
+    superseded_rows: int
+    unresolved_after_resolved_rows: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class LiftReport(JsonResult):
+    """The lift report run ``run_id`` stored: ``report`` is the 004 report document (rows,
+    mixed and conflicting requests left out, ``claims``, ``scopes``), ``markdown`` its text.
+    Its JSON is the report document with ``markdown`` and ``runId`` beside its keys."""
+
+    report: dict[str, Any]
+    markdown: str
+    run_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report, "markdown": self.markdown, "runId": self.run_id}
+
+
+@dataclass(frozen=True)
+class AuditSample(JsonResult):
+    """The requests to audit of one workspace's epoch: ``rows`` are the audit file's rows
+    (``request_id``, ``workspace_id``, ``exposure_epoch``, ..., ``audited_outcome`` empty)."""
+
+    workspace_id: str
+    epoch: str
+    per_arm: int
+    rows: tuple[dict[str, Any], ...]
+
+
+def _open(
+    warehouse: Path | str | None, *, read_only: bool = False, create: bool = False
+) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
     return connect(
         resolve_warehouse(warehouse),
         read_only=read_only,
@@ -75,12 +189,14 @@ def config_for(
     )
 
 
-def assign_request(request: dict[str, Any], config: LiftConfig) -> dict[str, Any]:
+def assign_request(request: LiftRequest, config: LiftConfig) -> ArmAssignment:
     """The arm of one request (``{workspace_id, artifact_key?, trace_id?, messages?,
     request_id?}``, messages as ``[{role, content}]``)."""
     messages = request.get("messages") or []
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+    if not isinstance(messages, list | tuple) or not all(
+        isinstance(m, Mapping)
+        and isinstance(m.get("role"), str)
+        and isinstance(m.get("content"), str)
         for m in messages
     ):
         raise InputError("messages", messages, "must be a list of {role, content} strings")
@@ -94,15 +210,15 @@ def assign_request(request: dict[str, Any], config: LiftConfig) -> dict[str, Any
         ),
         config,
     )
-    return {
-        "arm": str(assigned.arm),
-        "epoch": assigned.epoch,
-        "cluster": assigned.cluster,
-        "keySource": assigned.key_source,
-        "bucket": assigned.bucket,
-        "holdoutFraction": config.holdout_fraction,
-        "lever": config.lever,
-    }
+    return ArmAssignment(
+        arm=str(assigned.arm),
+        epoch=assigned.epoch,
+        cluster=assigned.cluster,
+        key_source=assigned.key_source,
+        bucket=assigned.bucket,
+        holdout_fraction=config.holdout_fraction,
+        lever=config.lever,
+    )
 
 
 def _next_epoch(epoch: str) -> str:
@@ -119,7 +235,7 @@ def set_settings(
     lever_holdout_share: float | None = None,
     case: str | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> WorkspaceSettings:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
     (from the stored settings, or from the defaults assignment uses before any: e1, 10%, no
     lever, share 0.5) starts a new exposure epoch, so observations of two splits are never
@@ -142,11 +258,19 @@ def set_settings(
             conn, workspace_id, holdout_fraction, lever, clear_lever, lever_holdout_share, case
         )
         lift_store.publish_settings(conn, resolve_warehouse(warehouse))
-    return {**after.to_json(), "caseId": case_id, "newEpoch": changed}
+    return WorkspaceSettings(
+        workspace_id=after.workspace_id,
+        holdout_fraction=after.holdout_fraction,
+        epoch=after.epoch,
+        lever=after.lever,
+        lever_holdout_share=after.lever_holdout_share,
+        case_id=case_id,
+        new_epoch=changed,
+    )
 
 
 def _save_settings(
-    conn: Any,
+    conn: duckdb.DuckDBPyConnection,
     workspace_id: str,
     holdout_fraction: float | None,
     lever: str | None,
@@ -188,7 +312,7 @@ def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
         return cases_store.case_exists(conn, case_id)
 
 
-def _run(kind: str, run_config: dict[str, Any] | None = None) -> Any:
+def _run(kind: str, run_config: dict[str, Any] | None = None) -> RunState:
     """Launch the lift job and wait for it (executed in this process when a run slot is
     free), as every run is launched (:func:`eval_pipelines.runs.launch`); returns its state."""
     from eval_pipelines import runs
@@ -196,7 +320,7 @@ def _run(kind: str, run_config: dict[str, Any] | None = None) -> Any:
     return runs.launch(kind, None, wait=True, run_config=run_config)
 
 
-def _failure(state: Any) -> str:
+def _failure(state: RunState) -> str:
     return state.reason or "see the run in the UI"
 
 
@@ -225,7 +349,7 @@ def _refusal(run_id: str) -> str | None:
     return None
 
 
-def _ingested(run_id: str) -> dict[str, Any]:
+def _ingested(run_id: str) -> Ingested:
     """What the ingest step stored, as its output's metadata says (``defs.lift``)."""
     from dagster import DagsterEventType
 
@@ -238,35 +362,50 @@ def _ingested(run_id: str) -> dict[str, Any]:
         if data is not None and INGESTED in data.metadata:
             value = data.metadata[INGESTED].value
             assert isinstance(value, dict)
-            return value
+            return Ingested(
+                file_id=value["fileId"],
+                path=value["path"],
+                rows=value["rows"],
+                days=tuple(value["days"]),
+                new=value["new"],
+                stored_rows=value["storedRows"],
+                skipped_rows=value["skippedRows"],
+                resolved_rows=value["resolvedRows"],
+                unresolved_after_resolved_rows=value["unresolvedAfterResolvedRows"],
+                superseded_rows=value["supersededRows"],
+                pending_line=value["pendingLine"],
+                mixed_artifacts=value["mixedArtifacts"],
+                run_id=run_id,
+            )
     raise EvalFailed(f"ingest run {run_id} succeeded without saying what it stored")
 
 
-def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> Ingested:
     """Validate and store one log file (a run of ``lift_ingest_job``). A bad file is refused
-    whole, naming each bad line (InputError); nothing of it is kept. Idempotent per request
-    id: requests already stored with the same content are skipped (``skippedRows``); one
-    stored unresolved and logged here with its outcome is resolved (``resolvedRows``: the
-    new row replaces it); one stored with other content refuses the file
-    (:class:`IngestRefused`), naming both lines."""
-    from eval_pipelines.core.lift.logs import read_log, validate_log
-    from eval_pipelines.stages.lift import SUFFIXES
+    whole, naming each bad line (InputError), before anything is written; nothing of it is
+    kept. The file is validated once, here: the run is given the validated content's hash and
+    re-validates only a file that changed since. Idempotent per request id: requests already
+    stored with the same content are skipped (``skipped_rows``); one stored unresolved and
+    logged here with its outcome is resolved (``resolved_rows``: the new row replaces it); one
+    stored with other content refuses the file (:class:`IngestRefused`), naming both lines."""
+    from eval_pipelines.stages.lift import read_events
 
     require_run_warehouse(warehouse)
     source = Path(path).absolute()
-    validate_log(read_log(source), kind=SUFFIXES.get(source.suffix.lower(), "jsonl"))
+    validated = read_events(source)
     with _open(warehouse, create=True):
         pass  # the run opens the warehouse without creating it; a valid first log may
-    state = _run("lift_ingest", {"ops": {"ingest_lift_log": {"config": {"path": str(source)}}}})
+    config = {"path": str(source), "validated_digest": validated.file_id}
+    state = _run("lift_ingest", {"ops": {"ingest_lift_log": {"config": config}}})
     if state.state != "succeeded":
         refused = _refusal(state.run_id)
         if refused is not None:
             raise IngestRefused(refused)
         raise EvalFailed(f"ingest of {source} failed: {_failure(state)}")
-    return {**_ingested(state.run_id), "runId": state.run_id}
+    return _ingested(state.run_id)
 
 
-def report(*, warehouse: Path | str | None = None) -> dict[str, Any]:
+def report(*, warehouse: Path | str | None = None) -> LiftReport:
     """Recompute every scope's lift and the ledger (a run of ``lift_report_job``)."""
     require_run_warehouse(warehouse)
     state = _run("lift_report")
@@ -277,17 +416,17 @@ def report(*, warehouse: Path | str | None = None) -> dict[str, Any]:
     if stored is None:
         raise EvalFailed("the lift report run stored no report")
     content, markdown = stored
-    return {**content, "markdown": markdown, "runId": state.run_id}
+    return LiftReport(content, markdown, state.run_id)
 
 
-def ledger(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+def ledger(*, warehouse: Path | str | None = None) -> tuple[LedgerClaim, ...]:
     """Every claim with its scope, interval, n, status, and the offline difference beside it."""
-    from eval_pipelines.stages.lift import claim_json
+    from eval_pipelines.stages.lift import ledger_claim
 
     if not resolve_warehouse(warehouse).exists():
-        return []
+        return ()
     with _open(warehouse, read_only=True) as conn:
-        return [claim_json(c) for c in lift_store.claims(conn)]
+        return tuple(ledger_claim(c) for c in lift_store.claims(conn))
 
 
 def audit_sample(
@@ -297,38 +436,33 @@ def audit_sample(
     epoch: str | None = None,
     claim_type: str | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> AuditSample:
     """The requests to audit (``size`` per arm in each claim type, one per cluster, blinded:
-    no arm, no logged outcome) of the workspace's epoch (its current one unless given):
-    ``{"workspaceId", "epoch", "perArm", "rows": [...]}``, each row with an empty
+    no arm, no logged outcome) of the workspace's epoch (its current one unless given),
+    each row with an empty
     ``audited_outcome`` for a reviewer to fill in (:mod:`eval_pipelines.core.lift.audit`)."""
     from eval_pipelines.stages.lift import audit_sample_rows
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise InputError("--size", size, "must be a whole number of requests per arm, >= 1")
+        raise InputError("size", size, "must be a whole number of requests per arm, >= 1")
     if not resolve_warehouse(warehouse).exists():
         raise InputError(
-            "--workspace", workspace_id, "no request of this workspace is stored (no warehouse)"
+            "workspace_id", workspace_id, "no request of this workspace is stored (no warehouse)"
         )
     with _open(warehouse, read_only=True) as conn:
         chosen, rows = audit_sample_rows(
             conn, workspace_id, per_arm=size, epoch=epoch, claim_type=claim_type
         )
-    return {
-        "workspaceId": workspace_id,
-        "epoch": chosen,
-        "perArm": size,
-        "rows": rows.to_dicts(),
-    }
+    return AuditSample(workspace_id, chosen, size, tuple(rows.to_dicts()))
 
 
-def audit(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+def audit(path: Path | str, *, warehouse: Path | str | None = None) -> AuditIngested:
     """Ingest an audit file (the sample with ``audited_outcome`` filled in: true or false),
     whole or not at all. Refused (InputError naming the line, field, value and rule; nothing
     stored): a malformed file, an unknown request id, a request not in the treated or
     lever_holdout arm or not resolved, the same request twice with different outcomes, or an
     outcome other than one stored before. Idempotent: audits stored before with the same
-    outcome are skipped (``skippedRows``); rows not filled in are counted (``unfilledRows``)."""
+    outcome are skipped (``skipped``); rows not filled in are counted (``unfilled``)."""
     from eval_pipelines.core.lift.audit import read_audit_file
     from eval_pipelines.stages.lift import ingest_audit
 
@@ -344,12 +478,6 @@ def audit(path: Path | str, *, warehouse: Path | str | None = None) -> dict[str,
             "(nothing was stored)",
         )
     if read.rows.height == 0:
-        return {
-            "path": str(source),
-            "auditedRows": 0,
-            "storedRows": 0,
-            "skippedRows": 0,
-            "unfilledRows": read.unfilled,
-        }
+        return AuditIngested(str(source), 0, 0, 0, read.unfilled)
     with _open(warehouse) as conn:
-        return ingest_audit(conn, source, read).to_json()
+        return ingest_audit(conn, source, read)

@@ -5,31 +5,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipelines.cli.arguments import seconds
 from eval_pipelines.cli.output import print_json
 
+if TYPE_CHECKING:
+    from eval_pipelines.api.queries import QueryEvaluation
 
-def _read_document(path: str) -> dict[str, Any]:
+
+def _read_document(path: str) -> Mapping[str, object]:
     """The query from a file, or from stdin for ``-``."""
-    from eval_pipelines.api.evaluate import parse_query_text, read_query
-    from eval_pipelines.core.files import MAX_DOCUMENT_BYTES
+    from eval_pipelines.api.queries import parse_query_text
+    from eval_pipelines.core.files import MAX_DOCUMENT_BYTES, read_text
 
     if path != "-":
-        return read_query(Path(path))
+        # Read here, so that a refusal of the file names --file (the API names `query`).
+        text = read_text(Path(path), "--file", max_bytes=MAX_DOCUMENT_BYTES)
+        return parse_query_text(text, field="--file", value=str(Path(path)))
     # One character past the bound is enough to refuse it; the rest is never read.
     text = sys.stdin.read(MAX_DOCUMENT_BYTES + 1)
     return parse_query_text(text, field="--file", value="- (stdin)")
 
 
-def response_003(response: dict[str, Any]) -> dict[str, Any]:
-    """The response without what the API adds beside 003's keys."""
-    return {k: v for k, v in response.items() if k != "evaluation"}
-
-
-def _metric_lines(metrics: dict[str, Any]) -> list[str]:
+def _metric_lines(metrics: Mapping[str, Any]) -> list[str]:
     from eval_pipelines.stages.evaluate import format_value
 
     width = max((len(name) for name in metrics), default=0)
@@ -40,7 +41,7 @@ _NOT_METRICS = ("evaluation", "message", "truncated", "requested", "folds", "cov
 CASES_SHOWN = 3
 
 
-def _scalars(response: dict[str, Any]) -> dict[str, Any]:
+def _scalars(response: Mapping[str, Any]) -> dict[str, Any]:
     """The metrics the query selected, in its order."""
     return {
         k: v
@@ -49,7 +50,7 @@ def _scalars(response: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _case_lines(response: dict[str, Any]) -> list[str]:
+def _case_lines(response: Mapping[str, Any]) -> list[str]:
     lines = []
     for name in ("cases", "errorCases", "correctCases"):
         if name not in response:
@@ -65,7 +66,7 @@ def _case_lines(response: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _fold_lines(response: dict[str, Any]) -> list[str]:
+def _fold_lines(response: Mapping[str, Any]) -> list[str]:
     folds = response.get("folds")
     if not isinstance(folds, list):
         return []
@@ -85,13 +86,12 @@ def _fold_lines(response: dict[str, Any]) -> list[str]:
     return lines
 
 
-def report_text(response: dict[str, Any]) -> str:
+def report_text(response: Mapping[str, Any], evaluation: QueryEvaluation) -> str:
     """For people: the headline (model against baseline, with n), every scalar metric, the
-    message, and which evaluation and run it is."""
+    message, and which evaluation and run it is (``response`` is the 003 response)."""
     from eval_pipelines.stages.evaluate import headline
 
-    evaluation = response["evaluation"]
-    metrics = evaluation.get("metrics") or {}
+    metrics = evaluation.metrics or {}
     lines = [headline(metrics)]
     if response.get("truncated"):
         lines.append(
@@ -103,54 +103,55 @@ def report_text(response: dict[str, Any]) -> str:
     lines += _fold_lines(response)
     if response.get("message"):
         lines.append(f"message: {response['message']}")
-    how = "cached result" if evaluation.get("cached") else f"run {evaluation.get('runId')}"
-    folds = f", {evaluation['folds']}-fold sweep" if evaluation.get("folds") else ""
-    lines.append(f"evaluation {evaluation['evalId']} ({how}{folds})")
+    how = "cached result" if evaluation.cached else f"run {evaluation.run_id}"
+    folds = f", {evaluation.folds}-fold sweep" if evaluation.folds else ""
+    lines.append(f"evaluation {evaluation.eval_id} ({how}{folds})")
     return "\n".join(lines)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from eval_pipelines.api.evaluate import evaluate
+    from eval_pipelines.api.queries import run_query
 
-    response = evaluate(
+    answer = run_query(
         _read_document(args.file),
         folds=args.folds,
         wait=not args.submit,
         timeout=args.timeout,
         warehouse=args.warehouse,
     )
+    evaluation = answer.evaluation
     if args.json:
-        evaluation = response["evaluation"]
-        how = "cached" if evaluation["cached"] else f"run {evaluation['runId']}"
-        print(f"evaluation {evaluation['evalId']} ({how})", file=sys.stderr, flush=True)
-        print_json(response_003(response))
+        how = "cached" if evaluation.cached else f"run {evaluation.run_id}"
+        print(f"evaluation {evaluation.eval_id} ({how})", file=sys.stderr, flush=True)
+        print_json(answer.response)  # exactly the 003 response
     else:
-        print(report_text(response), flush=True)
+        print(report_text(answer.response, evaluation), flush=True)
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from eval_pipelines.api.evaluate import list_evaluations
+    from eval_pipelines.api.queries import list_queries
 
-    print_json(list_evaluations(warehouse=args.warehouse))
+    print_json([listed.to_json() for listed in list_queries(warehouse=args.warehouse)])
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from eval_pipelines.api.evaluate import get_evaluation
+    from eval_pipelines.api.queries import get_query
 
-    shown = get_evaluation(args.eval_id, warehouse=args.warehouse)
+    shown = get_query(args.eval_id, warehouse=args.warehouse)
+    evaluation = shown.evaluation
     if args.json:
-        print_json(shown)
-    elif "metrics" in shown["evaluation"]:
-        print(report_text(shown), flush=True)
-        for pinned in shown["evaluation"]["pinned"]:
+        print_json(shown.to_json())
+    elif shown.response is not None:
+        print(report_text(shown.response, evaluation), flush=True)
+        for pinned in evaluation.pinned:
             print(
                 f"pins {pinned['kind']} {pinned['name']!r} at version {pinned['version']}",
                 flush=True,
             )
     else:
-        run = shown["evaluation"]["run"]
+        run = evaluation.run
         state = f"newest run {run['runId']} {run['state']}" if run else "no run"
         print(f"evaluation {args.eval_id}: no result yet ({state})", flush=True)
     return 0

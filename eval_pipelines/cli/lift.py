@@ -34,7 +34,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
         lever_holdout_share=args.lever_share,
         warehouse=args.warehouse,
     )
-    request = {
+    request: lift.LiftRequest = {
         "workspace_id": args.workspace,
         "artifact_key": args.artifact,
         "trace_id": args.trace,
@@ -43,12 +43,12 @@ def cmd_assign(args: argparse.Namespace) -> int:
     }
     assigned = lift.assign_request(request, config)
     if args.json:
-        print_json(assigned)
+        print_json(assigned.to_json())
     else:
         print(
-            f"{assigned['arm']} (epoch {assigned['epoch']}, bucket {assigned['bucket']} of "
-            f"10000, holdout {assigned['holdoutFraction']:.0%}, keyed on {assigned['keySource']}: "
-            f"{assigned['cluster']})",
+            f"{assigned.arm} (epoch {assigned.epoch}, bucket {assigned.bucket} of "
+            f"10000, holdout {assigned.holdout_fraction:.0%}, keyed on {assigned.key_source}: "
+            f"{assigned.cluster})",
             flush=True,
         )
     return 0
@@ -67,18 +67,16 @@ def cmd_settings(args: argparse.Namespace) -> int:
         warehouse=args.warehouse,
     )
     if args.json:
-        print_json(settings)
+        print_json(settings.to_json())
     else:
         epoch = (
-            f"{settings['epoch']} (new: the split changed)"
-            if settings["newEpoch"]
-            else settings["epoch"]
+            f"{settings.epoch} (new: the split changed)" if settings.new_epoch else settings.epoch
         )
         print(
-            f"workspace {settings['workspaceId']}: holdout {settings['holdoutFraction']:.0%}, "
-            f"lever {settings['lever'] or 'none'} (lever_holdout share "
-            f"{settings['leverHoldoutShare']:.0%}), epoch {epoch}, case "
-            f"{settings['caseId'] or 'none (no offline screening is set beside its claims)'}",
+            f"workspace {settings.workspace_id}: holdout {settings.holdout_fraction:.0%}, "
+            f"lever {settings.lever or 'none'} (lever_holdout share "
+            f"{settings.lever_holdout_share:.0%}), epoch {epoch}, case "
+            f"{settings.case_id or 'none (no offline screening is set beside its claims)'}",
             flush=True,
         )
     return 0
@@ -87,31 +85,31 @@ def cmd_settings(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
 
-    ingested = lift.ingest(args.file, warehouse=args.warehouse)
+    ingested = lift.ingest(args.path, warehouse=args.warehouse)
     if args.json:
-        print_json(ingested)
+        print_json(ingested.to_json())
     else:
-        state = "ingested" if ingested["new"] else "already ingested (same content): unchanged"
-        days = ingested["days"]
+        state = "ingested" if ingested.new else "already ingested (same content): unchanged"
+        days = ingested.days
         span = f"{days[0]} .. {days[-1]}" if days else "no day"
-        unresolved = ingested["unresolvedAfterResolvedRows"]
+        unresolved = ingested.unresolved_after_resolved_rows
         late = (
             f" ({unresolved} of them unresolved, their outcome already stored)"
             if unresolved
             else ""
         )
-        superseded = ingested["supersededRows"]
+        superseded = ingested.superseded_rows
         in_file = (
             f"; {superseded} unresolved lines left out (the file also gives their outcome)"
             if superseded
             else ""
         )
         print(
-            f"{ingested['path']}: {state}; {ingested['rows']} rows over {len(days)} days "
-            f"({span}): {ingested['storedRows']} stored, {ingested['skippedRows']} already "
-            f"stored (same content): skipped{late}; {ingested['resolvedRows']} resolved "
+            f"{ingested.path}: {state}; {ingested.rows} rows over {len(days)} days "
+            f"({span}): {ingested.stored_rows} stored, {ingested.skipped_rows} already "
+            f"stored (same content): skipped{late}; {ingested.resolved_rows} resolved "
             f"(replacing their stored unresolved rows){in_file}; mixed artifacts "
-            f"{ingested['mixedArtifacts']} (left out of every lift)",
+            f"{ingested.mixed_artifacts} (left out of every lift)",
             flush=True,
         )
     return 0
@@ -122,9 +120,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     report = lift.report(warehouse=args.warehouse)
     if args.json:
-        print_json({k: v for k, v in report.items() if k != "markdown"})
+        print_json({**report.report, "runId": report.run_id})
     else:
-        print(report["markdown"], flush=True)
+        print(report.markdown, flush=True)
     return 0
 
 
@@ -134,12 +132,12 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
     rows = lift.ledger(warehouse=args.warehouse)
     if args.json:
-        print_json(rows)
+        print_json([row.to_json() for row in rows])
         return 0
     if not rows:
         print("the lift ledger is empty: ingest logs, then `eval-pipelines lift report`")
     for row in rows:
-        print(claim_line(row), flush=True)
+        print(claim_line(row.to_json()), flush=True)
     return 0
 
 
@@ -153,19 +151,19 @@ def cmd_audit_sample(args: argparse.Namespace) -> int:
     if out is not None and out.suffix.lower() not in (".jsonl", ".csv"):
         raise InputError("--out", str(out), "must end in .jsonl or .csv (the audit file's kind)")
     sample = lift.audit_sample(
-        args.workspace,
+        args.workspace_id,
         size=args.size,
         epoch=args.epoch,
         claim_type=args.claim_type,
         warehouse=args.warehouse,
     )
     if out is None:
-        print(sample_text(sample["rows"], kind="jsonl"), end="", flush=True)
+        print(sample_text(sample.rows, kind="jsonl"), end="", flush=True)
         return 0
-    out.write_text(sample_text(sample["rows"], kind=out.suffix.lower()[1:]), encoding="utf-8")
+    out.write_text(sample_text(sample.rows, kind=out.suffix.lower()[1:]), encoding="utf-8")
     print(
-        f"{out}: {len(sample['rows'])} requests to audit of workspace {sample['workspaceId']}, "
-        f"epoch {sample['epoch']} (up to {sample['perArm']} per arm in each claim type, one per "
+        f"{out}: {len(sample.rows)} requests to audit of workspace {sample.workspace_id}, "
+        f"epoch {sample.epoch} (up to {sample.per_arm} per arm in each claim type, one per "
         "cluster; arms and logged outcomes not shown): fill in audited_outcome (true or false), "
         "then `eval-pipelines lift audit FILE`",
         flush=True,
@@ -176,14 +174,14 @@ def cmd_audit_sample(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
 
-    ingested = lift.audit(args.file, warehouse=args.warehouse)
+    ingested = lift.audit(args.path, warehouse=args.warehouse)
     if args.json:
-        print_json(ingested)
+        print_json(ingested.to_json())
     else:
         print(
-            f"{ingested['path']}: {ingested['auditedRows']} audited rows: "
-            f"{ingested['storedRows']} stored, {ingested['skippedRows']} already stored (same "
-            f"outcome): skipped; {ingested['unfilledRows']} not filled in yet; the next "
+            f"{ingested.path}: {ingested.rows} audited rows: "
+            f"{ingested.stored} stored, {ingested.skipped} already stored (same "
+            f"outcome): skipped; {ingested.unfilled} not filled in yet; the next "
             "`lift report` reads them",
             flush=True,
         )
@@ -232,9 +230,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     settings.set_defaults(func=cmd_settings)
 
     ingest = lift.add_parser("ingest", help="validate and store one log file (whole or nothing)")
-    ingest.add_argument("file")
+    ingest.add_argument("path", metavar="file")
     ingest.add_argument("--json", action="store_true")
-    ingest.set_defaults(func=cmd_ingest)
+    # A refusal of the file has always named it --file.
+    ingest.set_defaults(func=cmd_ingest, api_flags={"path": "--file"})
 
     report = lift.add_parser("report", help="every scope's lift, after its A/A check")
     report.add_argument("--json", action="store_true")
@@ -249,7 +248,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="the requests to audit (outcome established outside the logging path), "
         "deterministic, balanced per arm, blinded",
     )
-    sample.add_argument("--workspace", required=True)
+    # dest: the API's parameter, so a refusal naming `workspace_id` shows --workspace (as it
+    # always did here; assign and settings have always shown workspace_id).
+    sample.add_argument("--workspace", dest="workspace_id", metavar="WORKSPACE", required=True)
     sample.add_argument(
         "--size", type=int, required=True, help="requests per arm (in each claim type)"
     )
@@ -263,6 +264,6 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     audit = lift.add_parser(
         "audit", help="ingest audited outcomes (whole or nothing; idempotent per request)"
     )
-    audit.add_argument("file")
+    audit.add_argument("path", metavar="file")
     audit.add_argument("--json", action="store_true")
-    audit.set_defaults(func=cmd_audit)
+    audit.set_defaults(func=cmd_audit, api_flags={"path": "--file"})

@@ -25,7 +25,7 @@ NOT_TRUNCATED = "evaluate_not_truncated"
 REFUSED = "refused"
 HOW_TO_CREATE = (
     "Partitions are query evaluations, created with `eval-pipelines evaluate --file "
-    "QUERY.json` (or `api.evaluate`), which stores the query and adds the partition. A "
+    "QUERY.json` (or `api.run_query`), which stores the query and adds the partition. A "
     "partition added in the Materialize dialog has no query: its run fails in "
     "`evaluate_query` and says so. Materialise existing partitions freely: the result is "
     "replaced, computed on the table versions the evaluation pins."

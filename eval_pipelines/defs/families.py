@@ -25,10 +25,13 @@ class AssetFamily:
     evaluation_kind: str
     how_to_create: str
 
-    def options(self, description: str, kinds: set[str] | None = None) -> dict[str, Any]:
-        """Keyword arguments of ``dg.asset`` for an asset of this family."""
+    def options(
+        self, description: str, kinds: set[str] | None = None, *, partitioned: bool = True
+    ) -> dict[str, Any]:
+        """Keyword arguments of ``dg.asset`` for an asset of this family (not ``partitioned``:
+        one asset over every partition, as lift's report reads every day)."""
         return {
-            "partitions_def": self.partitions_def,
+            "partitions_def": self.partitions_def if partitioned else None,
             "group_name": self.group_name,
             "kinds": set(kinds if kinds is not None else KINDS),
             "owners": OWNERS,

@@ -11,7 +11,7 @@ import dagster as dg
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.logs import SUFFIXES
-from eval_pipelines.defs.families import KINDS, OWNERS, QUIET_CONSOLE, refusal, shown
+from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
@@ -23,7 +23,13 @@ from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import transaction
 
 GROUP = "live_lift"
-TAGS = {"evaluation_kind": "lift"}
+HOW_TO_CREATE = (
+    "Partitions are days, each added when a log with rows of that day is ingested: "
+    "`eval-pipelines lift ingest FILE` (or `api.lift.ingest`), or a file dropped into the inbox "
+    "the `lift_log_sensor` watches. The report reads every day."
+)
+FAMILY = AssetFamily(lift_days, GROUP, "lift", HOW_TO_CREATE)
+_common = FAMILY.options
 LIFT_LOGS = dg.AssetKey("lift_logs")
 AA_GATE = "aa_gate"
 SENSOR_INTERVAL_SECONDS = 30
@@ -44,17 +50,13 @@ def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 @dg.asset(
-    partitions_def=lift_days,
-    group_name=GROUP,
-    kinds=set(KINDS),
-    owners=OWNERS,
-    tags=TAGS,
+    **_common(
+        "One day of ingested exposure/outcome logs: rows per arm, epochs and the censored "
+        "share; materialising a day recounts its cells (workspace x claim type x situation "
+        "class x arm x source, per epoch) from the stored rows."
+    ),
     pool=DUCKDB_POOL,
     metadata=table_metadata("lift_day_cells", LIFT_DAY_CELLS_SCHEMA),
-    description="One day of ingested exposure/outcome logs (`eval-pipelines lift ingest FILE`, "
-    "or a file dropped into the inbox the `lift_log_sensor` watches): rows per arm, epochs and "
-    "the censored share; materialising a day recounts its cells (workspace x claim type x "
-    "situation class x arm x source, per epoch) from the stored rows.",
 )
 def lift_logs(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
@@ -67,18 +69,16 @@ def lift_logs(
 
 
 @dg.asset(
-    group_name=GROUP,
-    kinds=set(KINDS),
-    owners=OWNERS,
-    tags=TAGS,
+    **_common(
+        "Every scope's live lift (treated against lever_holdout, per workspace, claim type and "
+        "exposure epoch; never pooled), read only after its A/A check; the lift ledger updated "
+        "(a changed baseline invalidates an open confirmation by name), the offline screening "
+        "of the same candidate beside each claim. Markdown report; numbers plotted per claim.",
+        partitioned=False,
+    ),
     pool=DUCKDB_POOL,
     deps=[LIFT_LOGS],
     metadata=table_metadata("lift_claims", LIFT_CLAIMS_SCHEMA),
-    description="Every scope's live lift (treated against lever_holdout, per workspace, claim "
-    "type and exposure epoch; never pooled), read only after its A/A check; the lift ledger "
-    "updated (a changed baseline invalidates an open confirmation by name), the offline "
-    "screening of the same candidate beside each claim. Markdown report; numbers plotted "
-    "per claim. Its rows come from `eval-pipelines lift ingest FILE` (or the inbox sensor).",
 )
 def lift_report(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
@@ -148,6 +148,9 @@ class IngestConfig(dg.Config):
     # Set by the inbox sensor: the file may still be growing, so an unterminated last line
     # that is not JSON yet is left for the next tick instead of refusing the file.
     partial_tail: bool = False
+    # Set by ``api.lift.ingest``, which validated the file before launching the run: the
+    # digest of the bytes it validated. The same bytes are not validated again.
+    validated_digest: str | None = None
 
 
 @dg.op(pool=DUCKDB_POOL)
@@ -157,7 +160,11 @@ def ingest_lift_log(
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
-        read = stage.read_events(config.path, partial_tail=config.partial_tail)
+        read = stage.read_events(
+            config.path,
+            partial_tail=config.partial_tail,
+            validated_digest=config.validated_digest,
+        )
         # A lift-only set-up has no case, so maybe no warehouse yet: lift needs its schema.
         with warehouse.connect(create=True) as conn:
             ingested = stage.ingest_file(conn, config.path, read)
@@ -173,10 +180,8 @@ def ingest_lift_log(
             else ""
         )
     )
-    days = [day.isoformat() for day in summaries]
-    known = set(context.instance.get_dynamic_partitions(LIFT_DAYS))
-    if new_days := [day for day in days if day not in known]:
-        context.instance.add_dynamic_partitions(LIFT_DAYS, new_days)
+    if summaries:  # adding a day the instance has is a no-op (Dagster skips known keys)
+        context.instance.add_dynamic_partitions(LIFT_DAYS, [day.isoformat() for day in summaries])
     for day, summary in summaries.items():
         context.log_event(
             dg.AssetMaterialization(

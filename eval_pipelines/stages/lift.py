@@ -44,8 +44,10 @@ from eval_pipelines.core.lift.logs import (
     read_log_tail,
     resolved_in_file,
     validate_log,
+    validated_log,
 )
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
+from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import transaction
@@ -131,13 +133,22 @@ class LogRead:
     pending_line: int | None = None
 
 
-def read_events(path: Path | str, *, partial_tail: bool = False) -> LogRead:
+def read_events(
+    path: Path | str, *, partial_tail: bool = False, validated_digest: str | None = None
+) -> LogRead:
     """The file's validated rows (InputError naming each bad line): read before the
     warehouse is opened, so a refused file writes nothing, not even an empty warehouse. The
-    bytes are read once, so a file growing meanwhile is read at one size."""
+    bytes are read once, so a file growing meanwhile is read at one size.
+
+    ``validated_digest`` is the digest (``file_id``) of content an earlier read validated
+    (``api.lift.ingest`` validates before it launches the run): bytes with that digest are
+    typed without being validated again; other bytes (the file changed since) are validated."""
     path = Path(path).absolute()
     read = read_log_tail(path, partial_tail=partial_tail)
-    events = validate_log(read.frame, kind=SUFFIXES[path.suffix.lower()])
+    if validated_digest is not None and read.digest == validated_digest:
+        events = validated_log(read.frame)
+    else:
+        events = validate_log(read.frame, kind=SUFFIXES[path.suffix.lower()])
     return LogRead(events, read.digest, read.pending_line)
 
 
@@ -314,7 +325,8 @@ def offline_screening(
         return None, "the claim names no candidate"
     if case_id is None:
         return None, (
-            "the workspace names no case (`lift settings --case`): a variant name alone does "
+            "the workspace names no case (`eval-pipelines lift settings --case`): a variant name "
+            "alone does "
             "not identify the candidate"
         )
     found: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
@@ -496,44 +508,87 @@ def build_report(
         "rowsLeftOutAsMixed": events.height - unmixed.height,
         "conflictingRequests": conflicting.len(),
         "rowsLeftOutAsConflicting": int(copies.get_column("len").sum()),
-        "claims": [claim_json(c) for c in claims],
+        "claims": [ledger_claim(c).to_json() for c in claims],
         "scopes": scopes_json,
     }
     return report, claims
 
 
-def claim_json(claim: lift_store.Claim) -> dict[str, Any]:
-    """A ledger row as the CLI and API show it: scope, interval and n always together."""
-    return {
-        "claimId": claim.claim_id,
-        "workspaceId": claim.workspace_id,
-        "claimType": claim.claim_type,
-        "epoch": claim.epoch,
-        "candidate": claim.candidate,
-        "evidence": claim.lift.get("evidence", evidence_name(LiveConfirmation)),
-        "status": claim.status,
-        "reason": claim.reason,
-        "verdict": claim.verdict,
-        "difference": claim.estimate,
-        "interval": [claim.low, claim.high] if claim.low is not None else None,
+@dataclass(frozen=True)
+class ClaimBaseline(JsonResult):
+    """The baseline a claim is bound to: its head and application config."""
+
+    head: str | None
+    app_config: str | None
+
+
+@dataclass(frozen=True)
+class LedgerClaim(JsonResult):
+    """A ledger row as the CLI and API show it: scope, interval and n always together.
+    ``aa``, ``checks``, ``audit``, ``audit_since_settled`` and ``offline`` are the 004 report's
+    documents of the claim (the A/A check, the checks before reading, the outcome audit, the
+    offline screening set beside it)."""
+
+    claim_id: str
+    workspace_id: str
+    claim_type: str
+    epoch: str
+    candidate: str | None
+    evidence: str
+    status: str
+    reason: str | None
+    verdict: str
+    difference: float | None
+    interval: tuple[float | None, float | None] | None
+    interval_kind: str
+    n_treated: int
+    n_control: int
+    clusters_treated: int
+    clusters_control: int
+    mde: float | None
+    aa: dict[str, Any]
+    checks: dict[str, Any] | None
+    audit: dict[str, Any] | None
+    audit_since_settled: dict[str, Any] | None
+    baseline: ClaimBaseline
+    offline: dict[str, Any] | None
+    offline_note: str | None
+    opened_at: str
+    updated_at: str
+
+
+def ledger_claim(claim: lift_store.Claim) -> LedgerClaim:
+    """A stored claim as its ledger row."""
+    return LedgerClaim(
+        claim_id=claim.claim_id,
+        workspace_id=claim.workspace_id,
+        claim_type=claim.claim_type,
+        epoch=claim.epoch,
+        candidate=claim.candidate,
+        evidence=claim.lift.get("evidence", evidence_name(LiveConfirmation)),
+        status=claim.status,
+        reason=claim.reason,
+        verdict=claim.verdict,
+        difference=claim.estimate,
+        interval=(claim.low, claim.high) if claim.low is not None else None,
         # A claim stored before the verdict read the always-valid interval holds a one-look one.
-        "intervalKind": "always_valid" if claim.lift.get("sequence") else "one_look",
-        "nTreated": claim.n_treated,
-        "nControl": claim.n_control,
-        "clustersTreated": claim.clusters_treated,
-        "clustersControl": claim.clusters_control,
-        "mde": claim.mde,
-        "aa": claim.aa,
-        "checks": claim.lift.get("checks"),
+        interval_kind="always_valid" if claim.lift.get("sequence") else "one_look",
+        n_treated=claim.n_treated,
+        n_control=claim.n_control,
+        clusters_treated=claim.clusters_treated,
+        clusters_control=claim.clusters_control,
+        mde=claim.mde,
+        aa=claim.aa,
+        checks=claim.lift.get("checks"),
         # A claim stored before the outcome audit existed was read unaudited.
-        "audit": (claim.lift.get("checks") or {}).get("audit"),
-        "auditSinceSettled": claim.lift.get("auditSinceSettled"),
-        "baseline": {"head": claim.baseline_head, "appConfig": claim.app_config},
-        "offline": claim.offline,
-        "offlineNote": claim.lift.get("offlineNote"),
-        "openedAt": claim.opened_at.isoformat(),
-        "updatedAt": claim.updated_at.isoformat(),
-    }
+        audit=(claim.lift.get("checks") or {}).get("audit"),
+        audit_since_settled=claim.lift.get("auditSinceSettled"),
+        baseline=ClaimBaseline(claim.baseline_head, claim.app_config),
+        offline=claim.offline,
+        offline_note=claim.lift.get("offlineNote"),
+        opened_at=claim.opened_at.isoformat(),
+        updated_at=claim.updated_at.isoformat(),
+    )
 
 
 def _signed(value: float | None) -> str:
@@ -541,8 +596,8 @@ def _signed(value: float | None) -> str:
 
 
 def claim_line(claim: dict[str, Any]) -> str:
-    """One ledger line (of a :func:`claim_json` row): the claim with its scope, interval and n
-    nearby (never a bare number)."""
+    """One ledger line (of a :class:`LedgerClaim`'s document): the claim with its scope,
+    interval and n nearby (never a bare number)."""
     low, high = claim["interval"] or (None, None)
     kind = (
         "always-valid 95%"
@@ -724,24 +779,15 @@ def _rate(rate: Any) -> str:
 
 
 @dataclass(frozen=True)
-class AuditIngested:
+class AuditIngested(JsonResult):
     """One audit file ingested: its audited rows, how many were stored (never audited
     before), skipped (audited before with the same outcome) and not filled in yet."""
 
     path: str
-    rows: int
-    stored: int
-    skipped: int
-    unfilled: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "auditedRows": self.rows,
-            "storedRows": self.stored,
-            "skippedRows": self.skipped,
-            "unfilledRows": self.unfilled,
-        }
+    rows: int = json_field("auditedRows")
+    stored: int = json_field("storedRows")
+    skipped: int = json_field("skippedRows")
+    unfilled: int = json_field("unfilledRows")
 
 
 _CONTRASTED = ("treated", "lever_holdout")
@@ -874,7 +920,9 @@ def audit_sample_rows(
     events = lift_store.events(conn, workspace_id=workspace_id)
     if events.height == 0:
         raise InputError(
-            "--workspace", workspace_id, "no request of this workspace is stored (ingest its logs)"
+            "workspace_id",
+            workspace_id,
+            "no request of this workspace is stored (ingest its logs)",
         )
     chosen = epoch or _current_epoch(conn, events, workspace_id)
     return chosen, audit_sample(

@@ -128,7 +128,7 @@ def load_query(conn: duckdb.DuckDBPyConnection, eval_id: str) -> StoredQuery:
     if found is None:
         raise NotFoundError(
             f"evalId={eval_id!r}: no such query evaluation (queries are registered by "
-            "`eval-pipelines evaluate --file QUERY.json` or api.evaluate)"
+            "`eval-pipelines evaluate --file QUERY.json` or api.run_query)"
         )
     return found
 

@@ -38,7 +38,7 @@ def lever_split() -> LiftConfig:
     from eval_pipelines.api import lift
 
     settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    return dataclasses.replace(LEVER, epoch=settings["epoch"])
+    return dataclasses.replace(LEVER, epoch=settings.epoch)
 
 
 @pytest.fixture
@@ -104,6 +104,32 @@ def test_the_ingest_job_refuses_a_bad_file_and_stores_nothing(workdir: Path) -> 
     assert files == (1,)
 
 
+def test_the_ingest_job_validates_a_file_that_changed_since_it_was_validated(
+    workdir: Path,
+) -> None:
+    """The API gives the run the digest of the bytes it validated; a file that no longer has
+    that digest (rewritten between the API's check and the run, or a run re-executed from the
+    UI later) is validated again, and refused when bad."""
+    from eval_pipelines.api import lift
+    from eval_pipelines.stages.lift import read_events
+
+    good = write_log(workdir / "good.jsonl", LEVER, true_lift=0.0, days=1)
+    lift.ingest(good)
+    digest = read_events(good).file_id
+    good.write_text(good.read_text().replace('"declared"', '"guessed"', 1))
+    with dg.instance_for_test() as instance:
+        config = {"path": str(good), "validated_digest": digest}
+        result = lift_ingest_job.execute_in_process(
+            instance=instance,
+            run_config={"ops": {"ingest_lift_log": {"config": config}}},
+            resources=RESOURCES,
+            raise_on_error=False,
+        )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "line 1: source='guessed'" in str(failure.step_failure_data.error.message)  # type: ignore[union-attr]
+
+
 def test_the_sensor_requests_one_ingest_per_dropped_file(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,9 +172,16 @@ def test_a_day_gets_its_partition_when_a_log_of_it_is_ingested(workdir: Path) ->
         )
         assert run.success
         assert sorted(instance.get_dynamic_partitions(LIFT_DAYS)) == days
-        # Again: the days are known, nothing is added twice.
+        # Again, and another file of the same days: the days are known (Dagster's
+        # add_dynamic_partitions skips known keys), nothing is added twice.
         assert lift_ingest_job.execute_in_process(
             instance=instance, run_config=config, resources=RESOURCES
+        ).success
+        other = workdir / "again.jsonl"  # new requests, the same days
+        other.write_text(log.read_text().replace('"request_id": "', '"request_id": "again-'))
+        again = {"ops": {"ingest_lift_log": {"config": {"path": str(other)}}}}
+        assert lift_ingest_job.execute_in_process(
+            instance=instance, run_config=again, resources=RESOURCES
         ).success
         assert sorted(instance.get_dynamic_partitions(LIFT_DAYS)) == days
         materialised = {
@@ -303,3 +336,28 @@ def test_a_file_whose_run_failed_without_refusing_it_is_tried_again(
         refused = tick(instance)
         assert not run(instance, refused, RESOURCES)
         assert tick(instance).run_key == refused.run_key  # a refusal waits for a new version
+
+
+def test_lift_assets_are_one_family_like_every_kinds() -> None:
+    """Lift's assets are declared as the other kinds' are (``defs.families.AssetFamily``): one
+    group, tag, owners and kinds, each description ending with how its partitions are made;
+    the day logs partitioned by day, the report over every day. Names unchanged."""
+    from eval_pipelines.definitions import defs
+    from eval_pipelines.defs import lift
+    from eval_pipelines.defs.families import KINDS, OWNERS
+    from eval_pipelines.defs.partitions import lift_days
+
+    assert isinstance(lift.FAMILY.how_to_create, str) and "lift ingest" in lift.FAMILY.how_to_create
+    graph = defs.resolve_asset_graph()
+    for key, partitions in (
+        (dg.AssetKey("lift_logs"), lift_days),
+        (dg.AssetKey("lift_report"), None),
+    ):
+        spec = graph.get(key)
+        assert spec.group_name == "live_lift" and spec.owners == OWNERS
+        assert spec.tags.get("evaluation_kind") == "lift" and set(spec.kinds) == set(KINDS)
+        assert spec.partitions_def == partitions
+        assert (spec.description or "").endswith("\n\n" + lift.FAMILY.how_to_create)
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"lift_ingest_job", "lift_report_job"}
+    assert defs.resolve_sensor_def("lift_log_sensor").job_name == "lift_ingest_job"
+    assert defs.resolve_schedule_def("daily_lift_report").job_name == "lift_report_job"

@@ -124,7 +124,7 @@ def audit_sample(
         Only this claim type; None takes each.
     """
     if isinstance(per_arm, bool) or not isinstance(per_arm, int) or per_arm < 1:
-        raise InputError("--size", per_arm, "must be a whole number of requests per arm, >= 1")
+        raise InputError("per_arm", per_arm, "must be a whole number of requests per arm, >= 1")
     experiment = events.filter(
         (pl.col("workspace_id") == workspace_id) & (pl.col("exposure_epoch") == epoch)
     )
@@ -143,7 +143,7 @@ def audit_sample(
             f", claim type {claim_type}" if claim_type is not None else ""
         )
         raise InputError(
-            "--workspace",
+            "workspace_id",
             workspace_id,
             f"no resolved treated or lever_holdout request is stored in {scope}: nothing to "
             "audit (ingest its logs first)",
@@ -200,7 +200,7 @@ def _records(path: Path, data: bytes) -> tuple[str, list[tuple[int, dict[Any, An
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         if reader.fieldnames is None:
-            raise InputError("--file", str(path), "the audit file has no header row")
+            raise InputError("path", str(path), "the audit file has no header row")
         return "csv", [(i + 2, dict(row)) for i, row in enumerate(reader)]
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -210,10 +210,10 @@ def _records(path: Path, data: bytes) -> tuple[str, list[tuple[int, dict[Any, An
             value = json.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(
-                "--file", str(path), f"line {number}: not valid JSON ({error.msg})"
+                "path", str(path), f"line {number}: not valid JSON ({error.msg})"
             ) from None
         if not isinstance(value, dict):
-            raise InputError("--file", str(path), f"line {number}: must be a JSON object")
+            raise InputError("path", str(path), f"line {number}: must be a JSON object")
         records.append((number, value))
     return "jsonl", records
 
@@ -243,10 +243,10 @@ def read_audit_file(path: Path | str) -> AuditFile:
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError("--file", str(path), "file does not exist")
+        raise InputError("path", str(path), "file does not exist")
     if path.stat().st_size > AUDIT_FILE_MAX_BYTES:
         raise InputError(
-            "--file", str(path), f"an audit file is at most {AUDIT_FILE_MAX_BYTES} bytes"
+            "path", str(path), f"an audit file is at most {AUDIT_FILE_MAX_BYTES} bytes"
         )
     kind, records = _records(path, path.read_bytes())
     label = "row" if kind == "csv" else "line"

@@ -96,7 +96,7 @@ def _jsonl(
     if partial_tail and _unterminated(data, lines, numbers):
         pending = numbers.pop()
     if not numbers:
-        raise InputError("--file", str(path), "the log has no rows (only blank lines)")
+        raise InputError("path", str(path), "the log has no rows (only blank lines)")
     body = b"\n".join(lines[n - 1] for n in numbers)
     try:
         frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
@@ -105,15 +105,15 @@ def _jsonl(
             try:
                 value = json.loads(lines[n - 1])
             except ValueError as bad:
-                raise InputError("--file", str(path), f"line {n}: not valid JSON ({bad})") from None
+                raise InputError("path", str(path), f"line {n}: not valid JSON ({bad})") from None
             if not isinstance(value, dict):
                 raise InputError(
-                    "--file", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"
+                    "path", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"
                 ) from None
         raise error
     if frame.height != len(numbers):
         raise InputError(
-            "--file",
+            "path",
             str(path),
             f"{len(numbers)} non-blank lines were read as {frame.height} rows; one JSON object "
             "per line",
@@ -154,15 +154,13 @@ def read_log_tail(path: Path | str, *, partial_tail: bool = False) -> LogFile:
     before it, and its line number (None when there is none)."""
     path = Path(path)
     if not path.is_file():
-        raise InputError("--file", str(path), "file does not exist")
+        raise InputError("path", str(path), "file does not exist")
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise InputError(
-            "--file", str(path), f"unsupported log type; use one of {sorted(SUFFIXES)}"
-        )
+        raise InputError("path", str(path), f"unsupported log type; use one of {sorted(SUFFIXES)}")
     if path.stat().st_size == 0:
-        raise InputError("--file", str(path), "the log is empty")
-    check_table_file(path, "--file")
+        raise InputError("path", str(path), "the log is empty")
+    check_table_file(path, "path")
     try:
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()[:16]
@@ -174,7 +172,7 @@ def read_log_tail(path: Path | str, *, partial_tail: bool = False) -> LogFile:
         raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputError("--file", str(path), f"could not be read as {kind}: {first}") from None
+        raise InputError("path", str(path), f"could not be read as {kind}: {first}") from None
 
 
 def _schema() -> Any:
@@ -354,6 +352,17 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
             f"{len(problems)} bad values",
             shown + (f"; and {more} more" if more > 0 else "") + " (nothing was ingested)",
         )
+    return _completed(typed)
+
+
+def validated_log(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a file :func:`validate_log` accepted (the same bytes: the caller compared
+    their digest), typed as it types them, without checking them again."""
+    return _completed(_coerce(frame)[0])
+
+
+def _completed(typed: pl.DataFrame) -> pl.DataFrame:
+    """Typed rows with every optional column, ``line`` and ``day``."""
     extra = [pl.lit(None, pl.String).alias(c) for c in OPTIONAL if c not in typed.columns]
     typed = typed.with_columns(*extra)
     if LINE_COLUMN in typed.columns:

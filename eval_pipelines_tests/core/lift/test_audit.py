@@ -163,7 +163,7 @@ def test_the_sample_is_deterministic_balanced_one_per_cluster_and_blinded():
     }
     assert picked.get_column("cluster").n_unique() == 200  # one request per cluster
     assert picked.get_column("outcome").null_count() == 0  # resolved only
-    with pytest.raises(InputError, match="--size"):
+    with pytest.raises(InputError, match="per_arm"):
         audit_sample(frame, workspace_id="w1", epoch="e1", per_arm=0)
     with pytest.raises(InputError, match="nothing to audit"):
         audit_sample(frame, workspace_id="w1", epoch="e9", per_arm=10)

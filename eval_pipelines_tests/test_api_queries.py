@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import duckdb
@@ -24,6 +24,9 @@ import polars as pl
 import pytest
 
 from eval_pipelines.core.errors import InputError, NotFoundError
+
+if TYPE_CHECKING:
+    from eval_pipelines.api.queries import QueryResult, StoredQueryResult
 
 CATEGORIES = ("tools", "food", "toys", "books")
 WORDS = {"tools": "hammer", "food": "bread", "toys": "puzzle", "books": "novel"}
@@ -116,8 +119,9 @@ def engine_answer(query: dict[str, Any], *, folds: int | None = None) -> Any:
     return run_folds(parsed, resolve, folds=folds)
 
 
-def without_evaluation(response: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in response.items() if k != "evaluation"}
+def without_evaluation(result: QueryResult | StoredQueryResult) -> dict[str, Any] | None:
+    """The 003 response, without what identifies it."""
+    return result.response
 
 
 def stored_counts() -> dict[str, int]:
@@ -155,43 +159,43 @@ def test_a_query_is_evaluated_by_a_dagster_run_and_answers_what_the_engine_answe
     from eval_pipelines import api
 
     version = load_products(workdir)
-    response = api.evaluate(PREDICT)
+    response = api.run_query(PREDICT)
     oracle = engine_answer(PREDICT)
     # Exactly 003's keys (the selected metrics), with the engine's values.
     assert without_evaluation(response) == oracle.result
     assert set(without_evaluation(response)) == set(PREDICT["select"])
-    assert response["n"] == 20 and response["testSamples"] == 20
-    assert response["trainSamples"] == 80  # hold-out: total - testSamples
+    assert response.response["n"] == 20 and response.response["testSamples"] == 20
+    assert response.response["trainSamples"] == 80  # hold-out: total - testSamples
     # By hand: 5 of the 20 test rows (i = 5 mod 20) carry the next category's word and the
     # model follows the word: 15/20. The four categories are equally common in training and in
     # the test rows, so the baseline is right on 5 of 20 whichever it names.
-    assert response["accuracy"] == 0.75
-    assert response["baseAccuracy"] == 0.25
-    evaluation = response["evaluation"]
-    assert re.fullmatch(r"q-[0-9a-f]{12}", evaluation["evalId"])
-    assert evaluation["cached"] is False
-    assert evaluation["folds"] is None
-    assert evaluation["sources"] == [
+    assert response.response["accuracy"] == 0.75
+    assert response.response["baseAccuracy"] == 0.25
+    evaluation = response.evaluation
+    assert re.fullmatch(r"q-[0-9a-f]{12}", evaluation.eval_id)
+    assert evaluation.cached is False
+    assert evaluation.folds is None
+    assert list(evaluation.sources or ()) == [
         {"name": "products", "kind": "table", "version": version, "rows": 100}
     ]
-    assert evaluation["metrics"] == oracle.metrics  # every scalar metric, whatever the select
+    assert evaluation.metrics == oracle.metrics  # every scalar metric, whatever the select
     assert set(oracle.metrics) > set(PREDICT["select"])
     (run,) = query_runs()
-    assert run.run_id == evaluation["runId"]
+    assert run.run_id == evaluation.run_id
     assert run.status == dg.DagsterRunStatus.SUCCESS
     assert run.job_name == "evaluate_query_job"
-    assert run.tags["dagster/partition"] == evaluation["evalId"]
-    assert partition_keys() == [evaluation["evalId"]]
+    assert run.tags["dagster/partition"] == evaluation.eval_id
+    assert partition_keys() == [evaluation.eval_id]
 
 
 def test_an_estimate_answers_what_the_engine_answers(workdir: Path) -> None:
     from eval_pipelines import api
 
     load_products(workdir)
-    response = api.evaluate(ESTIMATE)
+    response = api.run_query(ESTIMATE)
     assert without_evaluation(response) == engine_answer(ESTIMATE).result
     assert set(without_evaluation(response)) == set(ESTIMATE["select"])
-    assert response["mae"] < response["baselineMae"]
+    assert response.response["mae"] < response.response["baselineMae"]
 
 
 def test_the_same_query_on_the_same_data_is_answered_from_the_stored_result(
@@ -200,22 +204,22 @@ def test_the_same_query_on_the_same_data_is_answered_from_the_stored_result(
     from eval_pipelines import api
 
     load_products(workdir)
-    first = api.evaluate(PREDICT)
+    first = api.run_query(PREDICT)
     # The same document with its keys in another order, given as JSON text: the same query.
     reordered = json.dumps(dict(reversed(list(PREDICT.items()))))
-    again = api.evaluate(reordered)
-    assert again["evaluation"]["cached"] is True
-    assert again["evaluation"]["evalId"] == first["evaluation"]["evalId"]
-    assert again["evaluation"]["runId"] == first["evaluation"]["runId"]
+    again = api.run_query(reordered)
+    assert again.evaluation.cached is True
+    assert again.evaluation.eval_id == first.evaluation.eval_id
+    assert again.evaluation.run_id == first.evaluation.run_id
     assert without_evaluation(again) == without_evaluation(first)
     assert len(query_runs()) == 1  # no second run
 
     # New data (the table reloaded with other unit counts) is another evaluation, with a run
     # of its own, even for a query that reads none of the changed values.
     load_products(workdir, shift=1)
-    reloaded = api.evaluate(PREDICT)
-    assert reloaded["evaluation"]["evalId"] != first["evaluation"]["evalId"]
-    assert reloaded["evaluation"]["cached"] is False
+    reloaded = api.run_query(PREDICT)
+    assert reloaded.evaluation.eval_id != first.evaluation.eval_id
+    assert reloaded.evaluation.cached is False
     assert without_evaluation(reloaded) == without_evaluation(first)
     assert len(query_runs()) == 2
 
@@ -224,23 +228,23 @@ def test_folds_sweep_every_row_once_and_are_an_evaluation_of_their_own(workdir: 
     from eval_pipelines import api
 
     load_products(workdir)
-    single = api.evaluate(PREDICT)
-    swept = api.evaluate(PREDICT, folds=5)
-    assert swept["evaluation"]["evalId"] != single["evaluation"]["evalId"]
-    assert swept["evaluation"]["folds"] == 5
+    single = api.run_query(PREDICT)
+    swept = api.run_query(PREDICT, folds=5)
+    assert swept.evaluation.eval_id != single.evaluation.eval_id
+    assert swept.evaluation.folds == 5
     assert without_evaluation(swept) == engine_answer(PREDICT, folds=5).result
-    assert api.evaluate(PREDICT, folds=5)["evaluation"]["cached"] is True
+    assert api.run_query(PREDICT, folds=5).evaluation.cached is True
     with pytest.raises(InputError, match=r"^folds=1: "):
-        api.evaluate(PREDICT, folds=1)
+        api.run_query(PREDICT, folds=1)
     resubstitution = {**PREDICT, "testSource": {"limit": 10}}
     del resubstitution["test"]
     # A sweep of a query whose test is not the sweep's selector is refused before anything
     # is stored or launched.
     runs_before = len(query_runs())
     with pytest.raises(InputError, match=r"^test=\{'limit': 10\}: a 5-fold sweep runs test"):
-        api.evaluate(resubstitution, folds=5)
+        api.run_query(resubstitution, folds=5)
     with pytest.raises(InputError, match=r"^test=.*: a 4-fold sweep runs test"):
-        api.evaluate(PREDICT, folds=4)
+        api.run_query(PREDICT, folds=4)
     assert stored_counts() == {"query_evaluations": 2, "query_results": 2}
     assert len(query_runs()) == runs_before
 
@@ -251,16 +255,16 @@ def test_a_refused_query_stores_nothing(workdir: Path) -> None:
     load_products(workdir)
     no_test = {k: v for k, v in PREDICT.items() if k != "test"}
     with pytest.raises(InputError, match=r"^test=None: no test set"):
-        api.evaluate(no_test)
+        api.run_query(no_test)
     with pytest.raises(NotFoundError, match="no table or case named 'nowhere'"):
-        api.evaluate({**PREDICT, "evaluate": {**PREDICT["evaluate"], "from": "nowhere"}})
+        api.run_query({**PREDICT, "evaluate": {**PREDICT["evaluate"], "from": "nowhere"}})
     assert stored_counts() == {"query_evaluations": 0, "query_results": 0}
     assert query_runs() == [] and partition_keys() == []
 
     # A column the table lacks is refused against the data before a run is launched.
     unknown_column = {**PREDICT, "evaluate": {**PREDICT["evaluate"], "predict": "colour"}}
     with pytest.raises(InputError, match="no column 'colour'"):
-        api.evaluate(unknown_column)
+        api.run_query(unknown_column)
     assert stored_counts() == {"query_evaluations": 0, "query_results": 0}
     assert query_runs() == [] and partition_keys() == []
 
@@ -269,41 +273,41 @@ def test_a_truncated_result_says_so_and_is_not_served_from_the_store(workdir: Pa
     from eval_pipelines import api
 
     load_products(workdir, rows=HURRIED_ROWS)
-    first = api.evaluate(HURRIED)
-    assert first["truncated"] is True
-    assert first["requested"] == 1500
-    assert first["n"] < 1500
-    assert "time limit" in first["message"]
-    again = api.evaluate(HURRIED)
-    assert again["evaluation"]["cached"] is False
-    assert again["evaluation"]["evalId"] == first["evaluation"]["evalId"]
-    assert again["evaluation"]["runId"] != first["evaluation"]["runId"]
+    first = api.run_query(HURRIED)
+    assert first.response["truncated"] is True
+    assert first.response["requested"] == 1500
+    assert first.response["n"] < 1500
+    assert "time limit" in first.response["message"]
+    again = api.run_query(HURRIED)
+    assert again.evaluation.cached is False
+    assert again.evaluation.eval_id == first.evaluation.eval_id
+    assert again.evaluation.run_id != first.evaluation.run_id
     assert stored_counts() == {"query_evaluations": 1, "query_results": 1}  # replaced
 
 
 def test_get_and_list_evaluations(workdir: Path) -> None:
     from eval_pipelines import api
-    from eval_pipelines.api.evaluate import get_evaluation, list_evaluations
+    from eval_pipelines.api.queries import get_query, list_queries
 
     load_products(workdir)
-    predicted = api.evaluate(PREDICT)
-    estimated = api.evaluate(ESTIMATE, folds=5)
-    shown = get_evaluation(predicted["evaluation"]["evalId"])
+    predicted = api.run_query(PREDICT)
+    estimated = api.run_query(ESTIMATE, folds=5)
+    shown = get_query(predicted.evaluation.eval_id)
     assert without_evaluation(shown) == without_evaluation(predicted)
-    assert shown["evaluation"]["status"] == "complete"
-    assert shown["evaluation"]["query"] == PREDICT
-    assert shown["evaluation"]["run"]["state"] == "succeeded"
-    assert "cached" not in shown["evaluation"]
-    listed = list_evaluations()
-    assert [(e["evalId"], e["folds"], e["status"]) for e in listed] == [
-        (predicted["evaluation"]["evalId"], None, "complete"),
-        (estimated["evaluation"]["evalId"], 5, "complete"),
+    assert shown.evaluation.status == "complete"
+    assert shown.evaluation.query == PREDICT
+    assert shown.evaluation.run is not None and shown.evaluation.run["state"] == "succeeded"
+    assert shown.evaluation.cached is None and "cached" not in shown.evaluation.to_json()
+    listed = list_queries()
+    assert [(e.eval_id, e.folds, e.status) for e in listed] == [
+        (predicted.evaluation.eval_id, None, "complete"),
+        (estimated.evaluation.eval_id, 5, "complete"),
     ]
-    assert listed[0]["predict"] == "category" and listed[1]["estimate"] == "units"
-    assert listed[0]["headline"].startswith("accuracy ")
-    assert listed[1]["headline"].startswith("mae ")
+    assert listed[0].predict == "category" and listed[1].estimate == "units"
+    assert str(listed[0].headline).startswith("accuracy ")
+    assert str(listed[1].headline).startswith("mae ")
     with pytest.raises(NotFoundError, match="q-000000000000"):
-        get_evaluation("q-000000000000")
+        get_query("q-000000000000")
 
 
 def test_another_warehouse_than_the_run_reads_is_refused(workdir: Path) -> None:
@@ -313,7 +317,7 @@ def test_another_warehouse_than_the_run_reads_is_refused(workdir: Path) -> None:
     with pytest.raises(
         InputError, match=r"^warehouse=.*: the run reads .*EVAL_PIPELINES_WAREHOUSE"
     ) as refused:
-        api.evaluate(PREDICT, warehouse=workdir / "other.duckdb")
+        api.run_query(PREDICT, warehouse=workdir / "other.duckdb")
     # The value is shortened in the message when the path is long (pytest-xdist's tmp paths).
     assert str(refused.value.value).endswith("other.duckdb")
     assert stored_counts() == {"query_evaluations": 0, "query_results": 0}
@@ -362,25 +366,25 @@ def load_linked(folder: Path, *, constant: bool = False) -> str:
 
 def test_a_linked_table_reloaded_is_another_evaluation(workdir: Path) -> None:
     from eval_pipelines import api
-    from eval_pipelines.api.evaluate import get_evaluation
+    from eval_pipelines.api.queries import get_query
 
     first_version = load_linked(workdir)
-    first = api.evaluate(LINKED)
-    assert first["accuracy"] == 1.0  # the linked pet type decides every row
-    pinned = get_evaluation(first["evaluation"]["evalId"])["evaluation"]["pinned"]
+    first = api.run_query(LINKED)
+    assert first.response["accuracy"] == 1.0  # the linked pet type decides every row
+    pinned = get_query(first.evaluation.eval_id).evaluation.pinned
     assert {"name": "catalogue", "kind": "table", "version": first_version} in pinned
 
     # The catalogue reloaded with one pet type everywhere: the orders table is unchanged, but
     # the data the query reads is not, so the id is another and the answer is the current one.
     second_version = load_linked(workdir, constant=True)
     assert second_version != first_version
-    second = api.evaluate(LINKED)
-    assert second["evaluation"]["cached"] is False
-    assert second["evaluation"]["evalId"] != first["evaluation"]["evalId"]
+    second = api.run_query(LINKED)
+    assert second.evaluation.cached is False
+    assert second.evaluation.eval_id != first.evaluation.eval_id
     # No evidence left: every test row gets the majority channel (web, 10 of 15 test rows).
-    assert second["accuracy"] == pytest.approx(10 / 15)
-    shown = get_evaluation(second["evaluation"]["evalId"])["evaluation"]
-    assert {"name": "catalogue", "kind": "table", "version": second_version} in shown["pinned"]
+    assert second.response["accuracy"] == pytest.approx(10 / 15)
+    shown = get_query(second.evaluation.eval_id).evaluation
+    assert {"name": "catalogue", "kind": "table", "version": second_version} in shown.pinned
     assert {"name": "catalogue", "kind": "table", "version": second_version, "rows": 3} in (
-        shown["sources"]
+        shown.sources or ()
     )
