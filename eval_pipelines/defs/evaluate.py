@@ -9,9 +9,8 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal, shown
+from eval_pipelines.defs.families import QUIET_CONSOLE, REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
@@ -79,7 +78,7 @@ def evaluate_query(
     try:
         with warehouse.connect(read_only=True) as conn:
             stored, query = evaluate.load_pinned_query(conn, context.partition_key)
-    except (NotFoundError, ConflictError, InputError) as error:
+    except REFUSALS as error:
         raise _refusal(error) from None
     return dg.MaterializeResult(
         metadata={
@@ -113,7 +112,7 @@ def evaluate_result(
         outcome = evaluate.evaluate_stage(
             warehouse.connect, eval_id, run_id=context.run_id, log=context.log.info
         )
-    except (NotFoundError, ConflictError, InputError) as error:
+    except REFUSALS as error:
         raise _refusal(error) from None
     sources = [s.to_json() for s in outcome.sources]
     with warehouse.connect(read_only=True) as conn:

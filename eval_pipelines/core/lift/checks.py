@@ -449,7 +449,8 @@ def instrument_checks(
     share = p_value = None
     if config is not None and config.lever is not None and treated + control > 0:
         share = config.lever_holdout_share
-        # Imported here: scipy.stats costs every process that loads the definitions 0.2-0.4 s.
+        # Imported here: scipy.stats is slow to import (docs/benchmarks.md), and every process
+        # that loads the definitions would pay for it.
         from scipy import stats
 
         p_value = float(stats.binomtest(control, treated + control, share).pvalue)

@@ -176,7 +176,7 @@ def read_log_tail(path: Path | str, *, partial_tail: bool = False) -> LogFile:
 
 
 def _schema() -> Any:
-    # pandera takes 0.6 s to import: only ingest needs it.
+    # pandera is slow to import (docs/benchmarks.md): only ingest needs it.
     import pandera.polars as pa
 
     def not_blank(data: Any) -> pl.LazyFrame:
