@@ -70,13 +70,13 @@ def test_a_passing_revision_materialises_and_its_gate_passes(gated: str) -> None
         assert report["inv/n_values"].value == 33
         assert "line_items" not in {k.split("/")[-1] for k in report}  # no invented rows: a gap
     activated = workflows.activate_workflow(WORKFLOW, gated, by="ana")
-    assert activated["revision"] == gated
+    assert activated.revision == gated
 
 
 def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
     gated: str, workdir: Path
 ) -> None:
-    revision = workflows.save_workflow(WORKFLOW, broken_variant(workdir))["revision"]
+    revision = workflows.save_workflow(WORKFLOW, broken_variant(workdir)).revision
     with dg.instance_for_test() as instance:
         result = _materialize(instance, revision)
         gate = _gate(result)
@@ -131,8 +131,8 @@ def test_results_outlive_the_dagster_run_that_produced_them(gated: str) -> None:
         (report,) = golden.golden_runs_of(result.run_id)
         instance.delete_run(result.run_id)  # retention, or a manual deletion
         assert instance.get_run_by_id(result.run_id) is None
-    again = golden.run_report(report["goldenRunId"])
-    assert again["score"] == report["score"]
+    again = golden.run_report(report.golden_run_id)
+    assert again.score == report.score
     workflows.activate_workflow(WORKFLOW, gated, by="ana")  # the gate still sees the run
 
 
@@ -153,7 +153,7 @@ def test_a_document_two_sets_share_is_charged_once_in_the_run_s_totals(gated: st
     # document runs once (one step, one cost unit); the totals summed each set's own figure,
     # so the shared step was counted and charged twice: 4 steps and 4 units for 3 executed.
     golden.create_set("second", workflow=WORKFLOW)
-    golden.add_case(
+    golden.add_golden_case(
         "second", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
     )
     with dg.instance_for_test() as instance:
@@ -161,8 +161,8 @@ def test_a_document_two_sets_share_is_charged_once_in_the_run_s_totals(gated: st
         assert result.success
         first = _golden_run_metadata(result)
         # Each set is scored on its own, with the steps of its own documents...
-        runs = {r["set"]: r for r in golden.golden_runs_of(result.run_id)}
-        assert {name: r["charged"]["executedSteps"] for name, r in runs.items()} == {
+        runs = {r.set_name: r for r in golden.golden_runs_of(result.run_id)}
+        assert {name: r.charged.to_json()["executedSteps"] for name, r in runs.items()} == {
             "inv": 3,
             "second": 1,
         }

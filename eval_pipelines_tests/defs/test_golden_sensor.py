@@ -5,6 +5,7 @@ sensor requests are added the way the daemon adds them, before the next tick."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -79,14 +80,14 @@ def test_first_tick_gates_only_each_workflows_newest_revision(
     assert isinstance(result, dg.SensorResult)
     requested = {r.partition_key: r.run_key for r in result.run_requests or []}
     assert requested == {
-        new["revision"]: f"gate:{new['revision']}",
-        other["revision"]: f"gate:{other['revision']}",
+        new.revision: f"gate:{new.revision}",
+        other.revision: f"gate:{other.revision}",
     }
     # The older revision gets its partition (so the UI lists it) but no gating run.
     assert set(instance.get_dynamic_partitions(WORKFLOW_REVISIONS)) == {
-        old["revision"],
-        new["revision"],
-        other["revision"],
+        old.revision,
+        new.revision,
+        other.revision,
     }
 
 
@@ -103,10 +104,10 @@ def test_a_new_revision_is_gated_once_and_the_same_revision_again_never(
     second = _tick(instance, cursor)
     assert isinstance(second, dg.SensorResult)
     assert [(r.partition_key, r.run_key) for r in second.run_requests or []] == [
-        (saved["revision"], f"gate:{saved['revision']}")
+        (saved.revision, f"gate:{saved.revision}")
     ]
     again = workflows.save_workflow("invoices", _variant(workdir, "second"))
-    assert again == {**saved, "new": False}  # identical content: the same revision
+    assert again == dataclasses.replace(saved, new=False)  # identical content: the same revision
     assert isinstance(_tick(instance, second.cursor), dg.SkipReason)
 
 
@@ -226,7 +227,7 @@ def test_a_gating_run_that_fails_to_launch_is_requested_again_under_a_new_run_ke
     workdir: Path, folder: Path, instance: dg.DagsterInstance
 ) -> None:
     saved = workflows.save_workflow("invoices", _variant(workdir, "first"))
-    revision = saved["revision"]
+    revision = saved.revision
     first = _tick(instance, None)
     assert isinstance(first, dg.SensorResult)
     assert [r.run_key for r in first.run_requests or []] == [f"gate:{revision}"]
