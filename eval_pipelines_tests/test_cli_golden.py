@@ -466,6 +466,31 @@ def test_golden_run_through_the_queue_prints_the_report(
     assert activated["gateRuns"] == [match.group(1)]
 
 
+def test_golden_run_of_a_blocked_revision_exits_1_though_its_dagster_run_succeeded(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dagster as dg
+
+    from eval_pipelines.instance import dagster_instance
+
+    seed()
+    saved = cli_json(capsys, "workflow", "save", WORKFLOW, "--file", broken_variant(golden_home))
+    code, out, err = cli(capsys, "golden", "run", "inv")
+    # The exit code comes from the gate's decision, as before: 1 when a gating set fails.
+    assert code == 1, err
+    assert out.splitlines()[-1] == (
+        "  gate: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+    )
+    code, out, err = cli(capsys, "golden", "run", "inv", "--json")
+    assert code == 1, err
+    report = json.loads(out)
+    assert (report["revision"], report["gate"]["passed"]) == (saved["revision"], False)
+    # ...while the Dagster run that blocked it succeeded (before: it failed on its check).
+    run = dagster_instance().get_run_by_id(report["dagsterRunId"])
+    assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+    refused(capsys, "workflow", "activate", WORKFLOW, saved["revision"], "--by", "ana")
+
+
 def test_activate_is_refused_when_cases_were_added_after_the_passing_run(
     golden_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -608,8 +608,16 @@ def run_and_report(
         is_gate = golden_store.load_set(conn, set_name).gate
     gate = None
     if is_gate:
-        with _open(warehouse) as conn:
-            gate = golden_stage.gate_decision(conn, reports[0].revision)
+        from eval_pipelines.defs.golden import stored_gate_decision
+
+        # The decision the run's golden_report took (the check shows the same one); taken
+        # here only when the run ended before it.
+        stored = stored_gate_decision(dagster_instance(), started.run_id, reports[0].revision)
+        if stored is not None:
+            gate = stored[0]
+        else:
+            with _open(warehouse) as conn:
+                gate = golden_stage.gate_decision(conn, reports[0].revision)
     verdict = next((s for s in gate.sets if s.set_name == set_name), None) if gate else None
     return GoldenRunResult(
         **{f.name: getattr(reports[0], f.name) for f in dataclasses.fields(reports[0])},
