@@ -8,11 +8,12 @@ frozen result; ``to_json()`` is the document the CLI prints.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypedDict
 
 import duckdb
 
@@ -223,7 +224,18 @@ def _set_result(golden_set: golden_store.GoldenSet, created: bool) -> GoldenSetR
     )
 
 
-def _case_fields(case: golden_store.GoldenCase) -> dict[str, object]:
+class _CaseFields(TypedDict):
+    set_name: str
+    case_id: str
+    document_id: str
+    labels: Mapping[str, object]
+    key_columns: Mapping[str, tuple[str, ...]]
+    from_test_run: str | None
+    enabled: bool
+    authored_revision: str
+
+
+def _case_fields(case: golden_store.GoldenCase) -> _CaseFields:
     return {
         "set_name": case.set_name,
         "case_id": case.case_id,
@@ -237,13 +249,13 @@ def _case_fields(case: golden_store.GoldenCase) -> dict[str, object]:
 
 
 def _case_result(case: golden_store.GoldenCase) -> GoldenCaseResult:
-    return GoldenCaseResult(**_case_fields(case))  # type: ignore[arg-type]
+    return GoldenCaseResult(**_case_fields(case))
 
 
 def _added(
     case: golden_store.GoldenCase, unmapped: tuple[str, ...], added: bool
 ) -> AddedGoldenCaseResult:
-    return AddedGoldenCaseResult(**_case_fields(case), unmapped=unmapped, added=added)  # type: ignore[arg-type]
+    return AddedGoldenCaseResult(**_case_fields(case), unmapped=unmapped, added=added)
 
 
 def _report(scored: golden_stage.ScoredRun) -> GoldenReportResult:
@@ -311,7 +323,7 @@ def _store_case(
     *,
     schema: Schema,
     revision: str,
-    key_columns: Mapping[str, object] | None = None,
+    key_columns: Mapping[str, Sequence[str]] | None = None,
     from_test_run: str | None = None,
 ) -> golden_store.GoldenCase:
     """Store a new enabled golden case, remembering the scored node's structure (schema
@@ -321,7 +333,7 @@ def _store_case(
         golden_store.next_case_id(conn, set_name),
         document_id,
         labels,
-        {k: list(v) for k, v in (key_columns or {}).items()},  # type: ignore[call-overload]
+        {k: list(v) for k, v in (key_columns or {}).items()},
         from_test_run,
         schema.fingerprint(),
         revision,
@@ -484,7 +496,7 @@ def list_golden_cases(
         schema = workflows_store.load_revision(conn, newest).scored_node(golden_set.node_id).schema
         return tuple(
             ListedGoldenCaseResult(
-                **_case_fields(c),  # type: ignore[arg-type]
+                **_case_fields(c),
                 schema_drift=schema_drift(c.schema_fingerprint, schema),
             )
             for c in golden_store.list_cases(conn, set_name)
