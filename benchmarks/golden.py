@@ -78,7 +78,7 @@ def main() -> None:
         from eval_pipelines.stages.golden import run_golden_sets, score_run
         from eval_pipelines.storage.warehouse import connect
 
-        revision = workflows.save_workflow("invoices", WORKFLOW)["revision"]
+        revision = workflows.save_workflow("invoices", WORKFLOW).revision
         golden.create_set("bench", workflow="invoices", gate=True)
         rng = random.Random(7)
         started = time.perf_counter()
@@ -86,7 +86,7 @@ def main() -> None:
             text, labels = invoice(2000 + i, rng)
             path = work / f"inv-{i}.txt"
             path.write_text(text)
-            golden.add_case("bench", document=path, labels=labels)
+            golden.add_golden_case("bench", document=path, labels=labels)
         line("documents", args.documents)
         line("add_case_seconds_per_document", (time.perf_counter() - started) / args.documents)
 
@@ -109,7 +109,7 @@ def main() -> None:
         run("cached", revision)
         changed = work / "changed.yaml"
         changed.write_text(WORKFLOW.read_text().replace(r"Bill to:\s+(.+)", r"Bill to:\s*(.+)"))
-        run("changed_node", workflows.save_workflow("invoices", changed)["revision"])
+        run("changed_node", workflows.save_workflow("invoices", changed).revision)
         started = time.perf_counter()
         with open_warehouse(read_only=True) as conn:
             from eval_pipelines.stages.golden import gate_decision

@@ -65,7 +65,7 @@ def seed(set_name: str = "inv", *, gate: bool = True, file: Path = WORKFLOW_FILE
     saved = workflows.save_workflow(WORKFLOW, file, saved_by="tests")
     golden.create_set(set_name, workflow=WORKFLOW, gate=gate)
     for doc in DOCS:
-        golden.add_case(
+        golden.add_golden_case(
             set_name, document=GOLDEN / f"{doc}.txt", labels=GOLDEN / f"{doc}.labels.json"
         )
-    return str(saved["revision"])
+    return str(saved.revision)

@@ -32,14 +32,14 @@ def coding(small_case: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> s
         "coding", _workflow(workdir, strategy="nearest", grouping="none")
     )
     golden.create_set("coding-gate", workflow="coding", threshold=0.5, gate=True)
-    added = golden.add_records("coding-gate", sample_size=30, seed=3)
-    assert len(added["added"]) == 30
-    return str(saved["revision"])
+    added = golden.add_golden_cases_from_records("coding-gate", sample_size=30, seed=3)
+    assert len(added.added) == 30
+    return str(saved.revision)
 
 
 def test_the_revision_pins_the_case_versions_and_memo(coding: str) -> None:
     shown = workflows.show_workflow("coding")
-    pinned = shown["content"]["nodes"][0]["config"]["pinned"]
+    pinned = shown.content["nodes"][0]["config"]["pinned"]
     assert pinned["memoVersion"] == "empty"
     assert pinned["targetDepth"] == [3]
     assert set(pinned) == {
@@ -55,16 +55,16 @@ def test_records_are_scored_at_the_target_depth_with_their_own_record_held_out(
     coding: str,
 ) -> None:
     report = golden.run_and_report("coding-gate")
-    accuracy = report["score"]["fieldAccuracy"]
+    accuracy = report.score.to_json()["fieldAccuracy"]
     assert accuracy["n"] == 30  # one `code` value per record
     # Each label is a category (3 characters); were a record its own evidence, `nearest`
     # would return its own label and score 30/30.
-    labels = [case["items"][0]["expected"] for case in report["cases"].values()]
+    labels = [case.items[0].expected for case in report.cases.values()]
     assert all(len(label) == 3 for label in labels)
     assert accuracy["correct"] < 30
     again = golden.run_and_report("coding-gate")
-    assert again["charged"] == {"executedSteps": 0, "cachedSteps": 30, "costUnits": 0.0}
-    assert again["score"] == report["score"]
+    assert again.charged.to_json() == {"executedSteps": 0, "cachedSteps": 30, "costUnits": 0.0}
+    assert again.score == report.score
 
 
 def test_approving_a_memo_entry_makes_a_new_revision_the_gate_has_not_seen(
@@ -80,7 +80,7 @@ def test_approving_a_memo_entry_makes_a_new_revision_the_gate_has_not_seen(
     new_revision = approved["newWorkflowRevisions"]["coding"]
     assert new_revision != coding
     status = workflows.workflow_status("coding")
-    assert status["newestRevision"]["revision"] == new_revision
-    assert status["newestRevision"]["source"] == "memo-approval:m-flu"
-    assert status["gate"]["state"] == "blocked"
-    assert "has not been run against revision" in status["gate"]["reason"]
+    assert status.newest_revision.revision == new_revision
+    assert status.newest_revision.source == "memo-approval:m-flu"
+    assert status.gate.state == "blocked"
+    assert "has not been run against revision" in status.gate.reason

@@ -95,7 +95,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     )
     assert cli_json(capsys, *ledger) == []
 
-    passing = golden.run_and_report("inv")
+    passing = golden.run_and_report("inv").to_json()
     activated = cli_json(capsys, "workflow", "activate", WORKFLOW, good, "--by", "ana")
     assert activated["gateRuns"] == [passing["goldenRunId"]]
     entries = cli_json(capsys, *ledger)
@@ -113,7 +113,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
         f"set inv has not been run against revision {broken}"
     )
 
-    failing = golden.run_and_report("inv")
+    failing = golden.run_and_report("inv").to_json()
     assert failing["revision"] == broken
     # Only the 3 customer values miss ("Corrib" etc.): 30/33 = 0.90909..., shown as 0.909.
     assert failing["score"]["fieldAccuracy"] == {"correct": 30, "n": 33, "value": 30 / 33}
@@ -145,11 +145,11 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     other = cli_json(capsys, "workflow", "save", "other_invoices", "--file", WORKFLOW_FILE)
     reason = refused(capsys, "workflow", "activate", WORKFLOW, other["revision"], "--by", "ana")
     assert reason == (
-        f"revision={other['revision']!r}: is a revision of workflow 'other_invoices', "
+        f"REVISION={other['revision']!r}: is a revision of workflow 'other_invoices', "
         f"not of {WORKFLOW!r}"
     )
     reason = refused(capsys, "workflow", "activate", WORKFLOW, "deadbeef0000", "--by", "ana")
-    assert reason == "revision='deadbeef0000': no such revision (see 'workflow show NAME')"
+    assert reason == "REVISION='deadbeef0000': no such revision (see 'workflow show NAME')"
 
     assert cli_json(capsys, *ledger) == entries
 
@@ -159,11 +159,13 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
 ) -> None:
     from eval_pipelines.api import golden, workflows
 
-    seed_one = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)["revision"]
+    seed_one = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE).revision
     golden.create_set("inv", workflow=WORKFLOW, gate=True)
-    golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json")
+    golden.add_golden_case(
+        "inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
+    )
     golden.run_and_report("inv")  # results exist, so a delete would show
-    [document] = workflows.list_documents()
+    [document] = [d.to_json() for d in workflows.list_documents()]
     assert document["cases"] == 1
 
     # Relative paths (the test runs in its tmp folder) keep the messages short and exact.
@@ -189,7 +191,7 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
     cases = [
         (
             ["workflow", "save", WORKFLOW, "--file", "bad.yaml"],
-            "file='bad.yaml': is not valid YAML: expected the node content, but found '-' "
+            "--file='bad.yaml': is not valid YAML: expected the node content, but found '-' "
             "(line 3, column 3)",
         ),
         (
@@ -210,7 +212,7 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         ),
         (
             ["golden", "add-case", "inv", "--document", doc2, "--labels", "notjson.json"],
-            "labels='notjson.json': is not valid JSON: Expecting property name enclosed in "
+            "--labels='notjson.json': is not valid JSON: Expecting property name enclosed in "
             "double quotes (line 1)",
         ),
         (
@@ -220,20 +222,20 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         ),
         (
             ["golden", "create", "inv2", "--workflow", WORKFLOW, "--threshold", "0"],
-            "threshold=0.0: must be a number in (0, 1], e.g. 1.0 or 0.95",
+            "--threshold=0.0: must be a number in (0, 1], e.g. 1.0 or 0.95",
         ),
         (
             ["golden", "create", "inv2", "--workflow", WORKFLOW, "--threshold", "1.5"],
-            "threshold=1.5: must be a number in (0, 1], e.g. 1.0 or 0.95",
+            "--threshold=1.5: must be a number in (0, 1], e.g. 1.0 or 0.95",
         ),
         (
             ["golden", "run", "inv", "--revision", "deadbeef0000"],
-            "revision='deadbeef0000': no such revision (see 'workflow show NAME')",
+            "--revision='deadbeef0000': no such revision (see 'workflow show NAME')",
         ),
         (
             # Used to escape as a DuckDB BinderException ("LIMIT/OFFSET cannot be negative").
             ["golden", "trend", "inv", "--last", "-1"],
-            "last=-1: must be a whole number of runs, at least 1",
+            "--last=-1: must be a whole number of runs, at least 1",
         ),
         (
             ["document", "delete", document["documentId"]],
@@ -243,7 +245,7 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         ),
         (
             ["golden", "delete-case", "inv", "case-0001"],
-            "yes=False: deleting a case deletes its results from every past run; confirm "
+            "--yes=False: deleting a case deletes its results from every past run; confirm "
             "with --yes, or disable the case instead",
         ),
     ]
@@ -263,8 +265,8 @@ def test_bad_input_is_refused_with_one_line_and_writes_nothing(
         assert refused(capsys, *argv) == message, argv
         assert row_counts(warehouse) == before, argv
     # Nothing changed behind the counts either.
-    assert [c["enabled"] for c in golden.list_cases("inv")] == [True]
-    assert [r["newestRevision"] for r in workflows.list_workflows()] == [seed_one]
+    assert [c.enabled for c in golden.list_golden_cases("inv")] == [True]
+    assert [r.newest_revision for r in workflows.list_workflows()] == [seed_one]
 
 
 def test_add_run_seeds_a_case_from_the_approved_values(
@@ -316,7 +318,7 @@ def test_add_run_seeds_a_case_from_the_approved_values(
     assert (again["caseId"], again["added"]) == ("case-0001", False)
     assert len(cli_json(capsys, "golden", "cases", "reviewed")) == 1
 
-    report = golden.run_and_report("reviewed")
+    report = golden.run_and_report("reviewed").to_json()
     # 16 labels; the extraction reads "Corrib Print Studio", the approved label is "... Ltd".
     assert report["score"]["fieldAccuracy"] == {"correct": 15, "n": 16, "value": 15 / 16}
     misses = [i for i in report["cases"]["case-0001"]["items"] if not i["matched"]]
@@ -333,12 +335,12 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     from eval_pipelines.api import golden
 
     good = seed()
-    a = golden.run_and_report("inv")
+    a = golden.run_and_report("inv").to_json()
     # case-0001 sits out run B, so its change (passed -> absent) sorts by id before the
     # passed -> failed ones unless regressions really come first.
     assert cli_json(capsys, "golden", "disable-case", "inv", "case-0001")["enabled"] is False
     broken = cli_json(capsys, "workflow", "save", WORKFLOW, "--file", broken_variant(golden_home))
-    b = golden.run_and_report("inv")
+    b = golden.run_and_report("inv").to_json()
     assert b["revision"] == broken["revision"]
     # Cases 2 and 3: 10 + 7 = 17 values, 2 customers missed.
     assert b["score"]["fieldAccuracy"] == {"correct": 15, "n": 17, "value": 15 / 17}
@@ -395,7 +397,7 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     removed = cli_json(
         capsys, "workflow", "save", WORKFLOW, "--file", without_customer_variant(golden_home)
     )
-    c = golden.run_and_report("inv")
+    c = golden.run_and_report("inv").to_json()
     assert c["revision"] == removed["revision"]
 
     trend = cli_json(capsys, "golden", "trend", "inv", "--field", "customer", "--json")
@@ -421,7 +423,7 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
 
     code, _, err = cli(capsys, "golden", "trend", "inv", "--field", "custmer")
     assert code == 2
-    assert err.startswith("error: field='custmer': names no field of node invoice")
+    assert err.startswith("error: --field='custmer': names no field of node invoice")
 
     overall = cli_json(capsys, "golden", "trend", "inv", "--json")
     assert [(p["accuracy"], p["n"]) for p in overall["points"]] == [
@@ -464,13 +466,38 @@ def test_golden_run_through_the_queue_prints_the_report(
     assert activated["gateRuns"] == [match.group(1)]
 
 
+def test_golden_run_of_a_blocked_revision_exits_1_though_its_dagster_run_succeeded(
+    golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dagster as dg
+
+    from eval_pipelines.instance import dagster_instance
+
+    seed()
+    saved = cli_json(capsys, "workflow", "save", WORKFLOW, "--file", broken_variant(golden_home))
+    code, out, err = cli(capsys, "golden", "run", "inv")
+    # The exit code comes from the gate's decision, as before: 1 when a gating set fails.
+    assert code == 1, err
+    assert out.splitlines()[-1] == (
+        "  gate: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+    )
+    code, out, err = cli(capsys, "golden", "run", "inv", "--json")
+    assert code == 1, err
+    report = json.loads(out)
+    assert (report["revision"], report["gate"]["passed"]) == (saved["revision"], False)
+    # ...while the Dagster run that blocked it succeeded (before: it failed on its check).
+    run = dagster_instance().get_run_by_id(report["dagsterRunId"])
+    assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+    refused(capsys, "workflow", "activate", WORKFLOW, saved["revision"], "--by", "ana")
+
+
 def test_activate_is_refused_when_cases_were_added_after_the_passing_run(
     golden_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from eval_pipelines.api import golden
 
     revision = seed()
-    passing = golden.run_and_report("inv")
+    passing = golden.run_and_report("inv").to_json()
     assert passing["gate"]["passed"] is True
     letter = golden_home / "letter.txt"
     letter.write_text("Dear customer, thank you for your order.\n", encoding="utf-8")
@@ -493,14 +520,16 @@ def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
 ) -> None:
     from eval_pipelines.api import golden, workflows
 
-    revision = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE)["revision"]
+    revision = workflows.save_workflow(WORKFLOW, WORKFLOW_FILE).revision
     golden.create_set("inv", workflow=WORKFLOW, gate=True)
-    golden.add_case("inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json")
+    golden.add_golden_case(
+        "inv", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
+    )
     labels = json.loads((GOLDEN / "hlp-1003.labels.json").read_text(encoding="utf-8"))
-    golden.add_case(
+    golden.add_golden_case(
         "inv", document=GOLDEN / "hlp-1003.txt", labels={**labels, "customer": "Eyre Sq. Books"}
     )
-    run = golden.run_and_report("inv")
+    run = golden.run_and_report("inv").to_json()
     # 16 + 7 values, one wrong label: 22/23 = 0.95652..., which rounds to 0.957.
     assert run["score"]["fieldAccuracy"] == {"correct": 22, "n": 23, "value": 22 / 23}
     code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
@@ -522,7 +551,7 @@ def test_the_report_shows_schema_drift(
 
     seed()
     workflows.save_workflow(WORKFLOW, without_customer_variant(golden_home))
-    run = golden.run_and_report("inv")
+    run = golden.run_and_report("inv").to_json()
     assert run["schemaDrift"] == ["case-0001", "case-0002", "case-0003"]
     code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
     assert code == 0

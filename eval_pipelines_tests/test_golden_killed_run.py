@@ -46,7 +46,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
     revision = seed_with_hanging_case(golden_home, time_limit=600)
     started = golden.run_set("inv", revision=revision)
     instance = dagster_instance()
-    run_id = started["runId"]
+    run_id = started.run_id
     worker_pid, hung = submitted_run_stuck(instance, run_id)
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         (live,) = golden_store.runs_of_dagster_run(conn, run_id)
@@ -87,7 +87,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
         f"failed, left running: its Dagster run {run_id} ended FAILURE"
     ) in status["gate"]["reason"]
     (reported,) = golden.golden_runs_of(run_id)
-    assert (reported["status"], reported["reason"]) == ("failed", report["reason"])
+    assert (reported.status, reported.reason) == ("failed", report["reason"])
 
 
 def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kept(
@@ -108,7 +108,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
     assert live is not None
     # ``live`` is created, not started: not over, so its row must be kept.
     with connect(Path("warehouse.duckdb")) as conn, transaction(conn):
-        for name, dagster_run_id in (("g-gone", done["dagsterRunId"]), ("g-live", live.run_id)):
+        for name, dagster_run_id in (("g-gone", done.dagster_run_id), ("g-live", live.run_id)):
             golden_store.start_run(
                 conn,
                 golden_store.GoldenRun(
@@ -126,11 +126,11 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
                     1.0,
                 ),
             )
-    instance.delete_run(done["dagsterRunId"])
+    instance.delete_run(done.dagster_run_id)
 
-    assert golden.run_report("g-gone")["status"] == "failed"
+    assert golden.run_report("g-gone").status == "failed"
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         gone = golden_store.load_run(conn, "g-gone")
         kept = golden_store.load_run(conn, "g-live")
-    assert gone.reason == f"left running: its Dagster run {done['dagsterRunId']} no longer exists"
+    assert gone.reason == f"left running: its Dagster run {done.dagster_run_id} no longer exists"
     assert (kept.status, kept.reason) == ("running", None)

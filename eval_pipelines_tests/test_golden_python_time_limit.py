@@ -52,14 +52,14 @@ def seed(folder: Path, monkeypatch: pytest.MonkeyPatch, *, time_limit: float) ->
     write_user_module(code, monkeypatch, LOOPS_ON_ONE)
     workflow_file = folder / "fields.yaml"
     workflow_file.write_text(workflow_yaml(time_limit), encoding="utf-8")
-    revision = workflows.save_workflow("fields", workflow_file)["revision"]
+    revision = workflows.save_workflow("fields", workflow_file).revision
     golden.create_set("fields-gate", workflow="fields", gate=True)
     for number, extra in (("INV-1", ""), ("INV-2", ""), ("INV-3", "LOOP\n")):
         document = folder / f"{number}.txt"
         document.write_text(f"Invoice {number}\nBill to: Acme\n{extra}", encoding="utf-8")
         labels = folder / f"{number}.labels.json"
         labels.write_text(f'{{"number": "{number}", "customer": "Acme"}}', encoding="utf-8")
-        golden.add_case("fields-gate", document=document, labels=labels)
+        golden.add_golden_case("fields-gate", document=document, labels=labels)
     return str(revision)
 
 
@@ -72,29 +72,24 @@ def test_a_python_function_that_loops_forever_fails_its_case_after_the_time_limi
 
     report = golden.run_and_report("fields-gate")
 
-    assert (report["status"], report["revision"]) == ("completed", revision)
-    assert {c: s["status"] for c, s in report["cases"].items()} == {
+    assert (report.status, report.revision) == ("completed", revision)
+    assert {c: s.status for c, s in report.cases.items()} == {
         "case-0001": "passed",
         "case-0002": "passed",
         "case-0003": "errored",
     }
-    assert report["cases"]["case-0003"]["why"].startswith(
-        "no output: node fields: timed out after 2 s"
-    )
-    assert "user_fields:fields did not return" in report["cases"]["case-0003"]["why"]
+    assert report.cases["case-0003"].why.startswith("no output: node fields: timed out after 2 s")
+    assert "user_fields:fields did not return" in report.cases["case-0003"].why
     # The two other documents were scored in full (2 fields each); the gate blocks.
-    assert report["score"]["fieldAccuracy"] == {"correct": 4, "n": 4, "value": 1.0}
-    assert report["gate"]["passed"] is False
-    assert (
-        "1 case(s) produced no output (case-0003: node fields: timed out after 2 s"
-        in (report["gate"]["reason"])
+    assert report.score.to_json()["fieldAccuracy"] == {"correct": 4, "n": 4, "value": 1.0}
+    assert report.gate.passed is False
+    assert "1 case(s) produced no output (case-0003: node fields: timed out after 2 s" in (
+        report.gate.reason
     )
     # Not cached: the next run executes that step again, the two others come from cache.
     again = golden.run_and_report("fields-gate")
-    assert again["charged"] == {"executedSteps": 1, "cachedSteps": 2, "costUnits": 1.0}
-    assert again["cases"]["case-0003"]["why"].startswith(
-        "no output: node fields: timed out after 2 s"
-    )
+    assert again.charged.to_json() == {"executedSteps": 1, "cachedSteps": 2, "costUnits": 1.0}
+    assert again.cases["case-0003"].why.startswith("no output: node fields: timed out after 2 s")
 
 
 def test_the_limit_is_part_of_the_revision_only_when_given(

@@ -47,9 +47,9 @@ def seed_with_hanging_case(folder: Path, *, time_limit: float) -> str:
     seed("inv")
     document = folder / "hlp-1003-ref.txt"
     document.write_text((GOLDEN / "hlp-1003.txt").read_text(encoding="utf-8") + HANGS)
-    golden.add_case("inv", document=document, labels=GOLDEN / "hlp-1003.labels.json")
+    golden.add_golden_case("inv", document=document, labels=GOLDEN / "hlp-1003.labels.json")
     return str(
-        workflows.save_workflow(WORKFLOW, regex_variant(folder, time_limit=time_limit))["revision"]
+        workflows.save_workflow(WORKFLOW, regex_variant(folder, time_limit=time_limit)).revision
     )
 
 
@@ -62,30 +62,27 @@ def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_complet
 
     report = golden.run_and_report("inv")
 
-    assert (report["status"], report["revision"]) == ("completed", revision)
-    statuses = {c: s["status"] for c, s in report["cases"].items()}
+    assert (report.status, report.revision) == ("completed", revision)
+    statuses = {c: s.status for c, s in report.cases.items()}
     assert statuses == {
         "case-0001": "passed",
         "case-0002": "passed",
         "case-0003": "passed",
         "case-0004": "errored",
     }
-    assert report["cases"]["case-0004"]["why"].startswith(
-        "no output: node invoice: timed out after 2 s"
-    )
+    assert report.cases["case-0004"].why.startswith("no output: node invoice: timed out after 2 s")
     # The other three documents were scored in full (33 labelled values, counted by hand in
     # test_api_golden.py); the timed-out case is outside the scores, and the gate blocks it.
-    assert report["score"]["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
-    assert report["gate"]["passed"] is False
-    assert (
-        "1 case(s) produced no output (case-0004: node invoice: timed out after 2 s"
-        in (report["gate"]["reason"])
+    assert report.score.to_json()["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
+    assert report.gate.passed is False
+    assert "1 case(s) produced no output (case-0004: node invoice: timed out after 2 s" in (
+        report.gate.reason
     )
     # A time-out is not cached (a busy machine can time out a step that finishes next time):
     # the next run executes that step again and serves the three others from cache.
     again = golden.run_and_report("inv")
-    assert again["charged"] == {"executedSteps": 1, "cachedSteps": 3, "costUnits": 1.0}
-    assert "served from cache" not in again["cases"]["case-0004"]["why"]
+    assert again.charged.to_json() == {"executedSteps": 1, "cachedSteps": 3, "costUnits": 1.0}
+    assert "served from cache" not in again.cases["case-0004"].why
 
 
 def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_next_run_works(
@@ -123,9 +120,9 @@ def test_terminating_a_run_stuck_in_a_regex_cancels_it_stops_the_worker_and_the_
     from eval_pipelines.api import workflows
 
     fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))
-    after = golden.run_and_report("inv", revision=fast["revision"])
-    assert after["status"] == "completed"
-    assert after["cases"]["case-0004"]["status"] == "errored"
+    after = golden.run_and_report("inv", revision=fast.revision)
+    assert after.status == "completed"
+    assert after.cases["case-0004"].status == "errored"
 
 
 def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_next_run_runs(
@@ -141,7 +138,7 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     revision = seed_with_hanging_case(golden_home, time_limit=600)
     started = golden.run_set("inv", revision=revision)
     instance = dagster_instance()
-    run_id = started["runId"]
+    run_id = started.run_id
     worker_pid, hung = submitted_run_stuck(instance, run_id)
     assert instance.run_launcher.terminate(run_id)
     wait_for(
@@ -158,8 +155,6 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     assert stopped.status == "stopped"
     # The next submitted run, through the same dispatcher and code server, completes.
     fast = workflows.save_workflow(WORKFLOW, regex_variant(golden_home, time_limit=2))
-    after = golden.run_and_report("inv", revision=fast["revision"], timeout=300)
-    assert after["status"] == "completed"
-    assert after["cases"]["case-0004"]["why"].startswith(
-        "no output: node invoice: timed out after 2 s"
-    )
+    after = golden.run_and_report("inv", revision=fast.revision, timeout=300)
+    assert after.status == "completed"
+    assert after.cases["case-0004"].why.startswith("no output: node invoice: timed out after 2 s")

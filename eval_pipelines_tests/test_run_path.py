@@ -89,11 +89,11 @@ def test_a_golden_run_that_waits_executes_in_this_process(
 
     seed()
     report = golden.run_and_report("inv")
-    assert report["status"] == "completed"
-    _check_reexecutable(report["dagsterRunId"], "golden_gate", served)
+    assert report.status == "completed"
+    _check_reexecutable(report.dagster_run_id, "golden_gate", served)
     # Before: submitted, then dequeued by the dispatcher into a code server and a run worker
     # (a breakpoint() in a stage never stopped the command).
-    assert _executed_here(report["dagsterRunId"])
+    assert _executed_here(report.dagster_run_id)
 
 
 def test_a_query_run_executes_here_from_the_served_job(

@@ -1,28 +1,210 @@
-"""Python API: golden sets, their cases, golden runs, comparisons and trends (001)."""
+"""Python API: golden sets, their golden cases, golden runs, comparisons and trends (001).
+
+A *golden case* is one document of a golden set with the values it should produce (not a
+labelled dataset: that is a case of :mod:`eval_pipelines.api.cases`). Every function returns a
+frozen result; ``to_json()`` is the document the CLI prints.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+import duckdb
+
+from eval_pipelines.api._golden_state import close_abandoned_runs, sync_workflow_files
 from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
-from eval_pipelines.api.workflows import sync_workflow_files
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
+from eval_pipelines.core.golden.case import CaseScore
+from eval_pipelines.core.golden.compare import CaseChange, FieldDelta
+from eval_pipelines.core.golden.gate import SetGate
 from eval_pipelines.core.golden.labels import resolve_labels
-from eval_pipelines.core.golden.scoring import compare_runs, validate_threshold
+from eval_pipelines.core.golden.scoring import RunScore, compare_runs, validate_threshold
+from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import validate_name
 from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.schema import Schema
 from eval_pipelines.stages import golden as golden_stage
-from eval_pipelines.stages.golden_report import scored_run_json
+from eval_pipelines.stages.golden_report import case_why
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 
 
-def _open(warehouse: Path | str | None) -> Any:
+@dataclass(frozen=True, kw_only=True)
+class GoldenSetResult(JsonResult):
+    """A golden set; ``created`` is False when an identical set existed (a script re-run)."""
+
+    set_name: str = json_field("set")
+    workflow: str
+    node: str
+    threshold: float
+    gate: bool
+    created_at: str
+    created: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenCaseResult(JsonResult):
+    """A golden case: a document of the set and the values it should produce (``labels``,
+    keyed by field id), its tables' key columns, the test run it was seeded from."""
+
+    set_name: str = json_field("set")
+    case_id: str
+    document_id: str
+    labels: Mapping[str, object]
+    key_columns: Mapping[str, tuple[str, ...]]
+    from_test_run: str | None
+    enabled: bool
+    authored_revision: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListedGoldenCaseResult(GoldenCaseResult):
+    """A golden case with its schema-drift flag against the workflow's newest revision."""
+
+    schema_drift: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddedGoldenCaseResult(GoldenCaseResult):
+    """A golden case added (``added`` False: the same one existed), with the label keys that
+    map onto no field (``unmapped``, not labels)."""
+
+    unmapped: tuple[str, ...]
+    added: bool
+
+
+@dataclass(frozen=True)
+class RecordGoldenCaseResult(JsonResult):
+    """A golden case made from a labelled record of a classify workflow's case."""
+
+    case_id: str
+    record: str
+    labels: Mapping[str, object]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddedRecordsResult(JsonResult):
+    """The golden cases added from records; records already in the set are counted in
+    ``skipped_as_present``."""
+
+    set_name: str = json_field("set")
+    added: tuple[RecordGoldenCaseResult, ...]
+    skipped_as_present: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeletedGoldenCaseResult(JsonResult):
+    set_name: str = json_field("set")
+    case_id: str
+    deleted: bool
+    results_deleted: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenRunLaunchResult(JsonResult):
+    """The Dagster run of job ``golden_gate`` that runs the set, and its state."""
+
+    set_name: str = json_field("set")
+    revision: str
+    run_id: str
+    state: str
+
+
+@dataclass(frozen=True)
+class ChargedResult(JsonResult):
+    """What a golden run's steps charged (a cached step bills nothing)."""
+
+    executed_steps: int
+    cached_steps: int
+    cost_units: float
+
+
+@dataclass(frozen=True)
+class GoldenCaseScoreResult(CaseScore):
+    """A golden case's score in a run, with ``why`` it did not pass (None when it did)."""
+
+    why: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "why": self.why}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenReportResult(JsonResult):
+    """A golden run scored: ``score`` is the run's figures (the 001 score document in JSON),
+    ``cases`` each golden case's score by case id."""
+
+    golden_run_id: str
+    set_name: str = json_field("set")
+    workflow: str
+    revision: str
+    dagster_run_id: str | None
+    status: str
+    reason: str | None = json_field(omit_none=True, default=None)
+    started_at: str
+    finished_at: str | None
+    threshold: float
+    charged: ChargedResult
+    score: RunScore
+    mixed_revisions: tuple[str, ...]
+    schema_drift: tuple[str, ...]
+    cases: Mapping[str, GoldenCaseScoreResult]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenRunResult(GoldenReportResult):
+    """:func:`run_and_report`'s report, with this set's gate verdict (None unless the set is a
+    gate)."""
+
+    gate: SetGate | None = None
+
+
+@dataclass(frozen=True)
+class ComparedRunResult(JsonResult):
+    golden_run_id: str
+    revision: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenComparisonResult(JsonResult):
+    """Run ``b`` against run ``a`` of one set: deltas are ``b - a``."""
+
+    set_name: str = json_field("set")
+    a: ComparedRunResult
+    b: ComparedRunResult
+    field_accuracy_delta: float | None
+    pass_rate_delta: float | None
+    fields: tuple[FieldDelta, ...]
+    cases: tuple[CaseChange, ...]
+
+
+@dataclass(frozen=True)
+class TrendPointResult(JsonResult):
+    golden_run_id: str
+    revision: str
+    finished_at: str | None
+    accuracy: float | None
+    n: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenTrendResult(JsonResult):
+    """Accuracy over a set's last completed runs (``field`` None: overall)."""
+
+    set_name: str = json_field("set")
+    field: str | None
+    points: tuple[TrendPointResult, ...]
+
+
+def _open(warehouse: Path | str | None) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
     return connect(resolve_warehouse(warehouse), wait_seconds=CLI_WAIT_SECONDS)
 
 
@@ -30,17 +212,77 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def close_abandoned_runs(conn: Any) -> list[str]:
-    """Close the golden runs left ``running`` by a Dagster run that is over (its process
-    killed, say) as ``failed``, before anything reads them; returns the runs closed."""
+def _set_result(golden_set: golden_store.GoldenSet, created: bool) -> GoldenSetResult:
+    return GoldenSetResult(
+        set_name=golden_set.set_name,
+        workflow=golden_set.workflow,
+        node=golden_set.node_id,
+        threshold=golden_set.threshold,
+        gate=golden_set.gate,
+        created_at=golden_set.created_at.isoformat(timespec="seconds"),
+        created=created,
+    )
 
-    def ended(run_ids: list[str]) -> dict[str, str]:
-        from eval_pipelines import runs
-        from eval_pipelines.instance import dagster_instance
 
-        return runs.ended_runs(dagster_instance(), run_ids)
+class _CaseFields(TypedDict):
+    set_name: str
+    case_id: str
+    document_id: str
+    labels: Mapping[str, object]
+    key_columns: Mapping[str, tuple[str, ...]]
+    from_test_run: str | None
+    enabled: bool
+    authored_revision: str
 
-    return golden_stage.close_abandoned_runs(conn, ended)
+
+def _case_fields(case: golden_store.GoldenCase) -> _CaseFields:
+    return {
+        "set_name": case.set_name,
+        "case_id": case.case_id,
+        "document_id": case.document_id,
+        "labels": case.labels,
+        "key_columns": {k: tuple(v) for k, v in case.key_columns.items()},
+        "from_test_run": case.from_test_run,
+        "enabled": case.enabled,
+        "authored_revision": case.authored_revision,
+    }
+
+
+def _case_result(case: golden_store.GoldenCase) -> GoldenCaseResult:
+    return GoldenCaseResult(**_case_fields(case))
+
+
+def _added(
+    case: golden_store.GoldenCase, unmapped: tuple[str, ...], added: bool
+) -> AddedGoldenCaseResult:
+    return AddedGoldenCaseResult(**_case_fields(case), unmapped=unmapped, added=added)
+
+
+def _report(scored: golden_stage.ScoredRun) -> GoldenReportResult:
+    run = scored.run
+    return GoldenReportResult(
+        golden_run_id=run.golden_run_id,
+        set_name=run.set_name,
+        workflow=run.workflow,
+        revision=run.revision,
+        dagster_run_id=run.dagster_run_id,
+        status=run.status,
+        reason=run.reason or None,
+        started_at=run.started_at.isoformat(timespec="seconds"),
+        finished_at=run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
+        threshold=run.threshold,
+        charged=ChargedResult(run.executed_steps, run.cached_steps, run.cost_units),
+        score=scored.score,
+        mixed_revisions=scored.mixed_revisions,
+        schema_drift=scored.drifted,
+        cases={
+            case_id: GoldenCaseScoreResult(
+                **{f.name: getattr(case, f.name) for f in dataclasses.fields(case)},
+                why=case_why(case) if case.status != "passed" else None,
+            )
+            for case_id, case in scored.cases.items()
+        },
+    )
 
 
 def create_set(
@@ -48,12 +290,12 @@ def create_set(
     *,
     workflow: str,
     node: str | None = None,
-    threshold: Any = 1.0,
+    threshold: float = 1.0,
     gate: bool = False,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> GoldenSetResult:
     """A golden set scores one node of one workflow; ``gate`` makes it block activation."""
-    validate_name(set_name, "set")
+    validate_name(set_name, "set_name")
     limit = validate_threshold(threshold)
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
@@ -63,42 +305,29 @@ def create_set(
         if existing is not None:
             same = (existing.workflow, existing.node_id, existing.threshold, existing.gate)
             if same == (workflow, scored.id, limit, bool(gate)):
-                return {**existing.to_json(), "created": False}  # re-running a script
+                return _set_result(existing, False)  # re-running a script
             raise ConflictError(
                 f"set={set_name!r}: a golden set with this name and other settings exists "
                 f"({existing.to_json()})"
             )
         created = golden_store.GoldenSet(set_name, workflow, scored.id, limit, bool(gate), _now())
         golden_store.create_set(conn, created)
-    return {**created.to_json(), "created": True}
+    return _set_result(created, True)
 
 
-def _case_json(case: golden_store.GoldenCase, drift: bool | None = None) -> dict[str, Any]:
-    return {
-        "set": case.set_name,
-        "caseId": case.case_id,
-        "documentId": case.document_id,
-        "labels": case.labels,
-        "keyColumns": case.key_columns,
-        "fromTestRun": case.from_test_run,
-        "enabled": case.enabled,
-        "authoredRevision": case.authored_revision,
-        **({"schemaDrift": drift} if drift is not None else {}),
-    }
-
-
-def _add_case(
-    conn: Any,
+def _store_case(
+    conn: duckdb.DuckDBPyConnection,
     set_name: str,
     document_id: str,
-    labels: dict[str, Any],
+    labels: dict[str, object],
     *,
     schema: Schema,
     revision: str,
-    key_columns: dict[str, Any] | None = None,
+    key_columns: Mapping[str, Sequence[str]] | None = None,
     from_test_run: str | None = None,
 ) -> golden_store.GoldenCase:
-    """Store a new enabled case, remembering the scored node's structure (schema drift)."""
+    """Store a new enabled golden case, remembering the scored node's structure (schema
+    drift)."""
     case = golden_store.GoldenCase(
         set_name,
         golden_store.next_case_id(conn, set_name),
@@ -115,17 +344,18 @@ def _add_case(
     return case
 
 
-def add_case(
+def add_golden_case(
     set_name: str,
     *,
     document: Path | str,
-    labels: Path | str | dict[str, Any],
+    labels: Path | str | Mapping[str, object],
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
-    """Add a case: a document and the values it should produce (keyed by field id, or by a
-    field's current name). Values that map onto no field are reported back as unmapped."""
+) -> AddedGoldenCaseResult:
+    """Add a golden case: a document and the values it should produce (keyed by field id, or
+    by a field's current name). Values that map onto no field are reported back as
+    unmapped."""
     content, doc = read_document(Path(document))
-    raw = labels if isinstance(labels, dict) else read_json(labels, "labels")
+    raw = dict(labels) if isinstance(labels, Mapping) else read_json(labels, "labels")
     with _open(warehouse) as conn, transaction(conn):
         golden_set = golden_store.load_set(conn, set_name)
         workflow = workflows_store.load_revision(
@@ -142,9 +372,9 @@ def add_case(
             ):
                 # The same document with the same labels matched the same way: re-running a
                 # script adds nothing. Rows matched by key and by position score differently.
-                return {**_case_json(existing), "unmapped": list(resolved.unmapped), "added": False}
+                return _added(existing, tuple(resolved.unmapped), False)
         workflows_store.save_document(conn, content, doc)
-        case = _add_case(
+        case = _store_case(
             conn,
             set_name,
             doc.document_id,
@@ -153,20 +383,20 @@ def add_case(
             revision=workflow.revision,
             key_columns=dict(resolved.key_columns),
         )
-    return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
+    return _added(case, tuple(resolved.unmapped), True)
 
 
-def add_records(
+def add_golden_cases_from_records(
     set_name: str,
     *,
     records: list[str] | None = None,
     sample_size: int | None = None,
     seed: int = 7,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
-    """Cases of a classify workflow's set: labelled records of its case (named, or a seeded
-    sample), each labelled with its code at the target depth. Records already in the set
-    are not added twice."""
+) -> AddedRecordsResult:
+    """Golden cases of a classify workflow's set: labelled records of its case (named, or a
+    seeded sample), each labelled with its code at the target depth. Records already in the
+    set are not added twice."""
     from eval_pipelines.core.holdout.spec import validate_sample_size, validate_seed
     from eval_pipelines.stages.golden_classify import golden_records
 
@@ -180,7 +410,9 @@ def add_records(
         )
         if workflow.kind != "classify":
             raise InputError(
-                "set", set_name, "scores an extract workflow; add documents with add-case"
+                "set_name",
+                set_name,
+                "scores an extract workflow; add documents with add-case",
             )
         chosen = golden_records(conn, workflow, keys=records, sample_size=sample_size, seed=seed)
         schema = workflow.nodes[0].schema
@@ -190,7 +422,7 @@ def add_records(
             if document.document_id in present:
                 continue
             workflows_store.save_document(conn, content, document)
-            case = _add_case(
+            case = _store_case(
                 conn,
                 set_name,
                 document.document_id,
@@ -199,15 +431,18 @@ def add_records(
                 revision=workflow.revision,
             )
             present.add(document.document_id)
-            added.append({"caseId": case.case_id, "record": document.name, "labels": labels})
-    return {"set": set_name, "added": added, "skippedAsPresent": len(chosen) - len(added)}
+            added.append(RecordGoldenCaseResult(case.case_id, document.name, labels))
+    return AddedRecordsResult(
+        set_name=set_name, added=tuple(added), skipped_as_present=len(chosen) - len(added)
+    )
 
 
-def add_case_from_run(
+def add_golden_case_from_run(
     set_name: str, test_run_id: str, *, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    """Seed a case from an approved test run: the reviewed values become its labels (tables
-    matched by position: the approved table came from that document, in that order)."""
+) -> AddedGoldenCaseResult:
+    """Seed a golden case from an approved test run: the reviewed values become its labels
+    (tables matched by position: the approved table came from that document, in that
+    order)."""
     with _open(warehouse) as conn, transaction(conn):
         golden_set = golden_store.load_set(conn, set_name)
         run = workflows_store.load_test_run(conn, test_run_id)
@@ -218,25 +453,25 @@ def add_case_from_run(
             )
         if run.workflow != golden_set.workflow:
             raise InputError(
-                "run",
+                "test_run_id",
                 test_run_id,
                 f"is a run of workflow {run.workflow}, the set scores {golden_set.workflow}",
             )
         if run.approved_node != golden_set.node_id:
             raise InputError(
-                "run",
+                "test_run_id",
                 test_run_id,
                 f"approved node {run.approved_node}, the set scores {golden_set.node_id}",
             )
         for existing in golden_store.list_cases(conn, set_name):
             if existing.from_test_run == test_run_id:
                 # Seeding twice from one review would count that document twice.
-                return {**_case_json(existing), "unmapped": [], "added": False}
+                return _added(existing, (), False)
         workflows_store.load_document(conn, run.document_id)  # deleted since the run: refused
         workflow = workflows_store.load_revision(conn, run.revision)
         schema = workflow.scored_node(golden_set.node_id).schema
         resolved = resolve_labels(schema, run.approved_values, from_run=True)
-        case = _add_case(
+        case = _store_case(
             conn,
             set_name,
             run.document_id,
@@ -245,47 +480,55 @@ def add_case_from_run(
             revision=run.revision,
             from_test_run=test_run_id,
         )
-    return {**_case_json(case), "unmapped": list(resolved.unmapped), "added": True}
+    return _added(case, tuple(resolved.unmapped), True)
 
 
-def list_cases(set_name: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
-    """The set's cases, each with its schema-drift flag against the workflow's newest revision
-    (a warning, never a block; renames alone never raise it)."""
+def list_golden_cases(
+    set_name: str, *, warehouse: Path | str | None = None
+) -> tuple[ListedGoldenCaseResult, ...]:
+    """The set's golden cases, each with its schema-drift flag against the workflow's newest
+    revision (a warning, never a block; renames alone never raise it)."""
     from eval_pipelines.core.golden.scoring import schema_drift
 
     with _open(warehouse) as conn:
         golden_set = golden_store.load_set(conn, set_name)
         newest = workflows_store.revisions_of(conn, golden_set.workflow)[0].revision
         schema = workflows_store.load_revision(conn, newest).scored_node(golden_set.node_id).schema
-        return [
-            _case_json(c, schema_drift(c.schema_fingerprint, schema))
+        return tuple(
+            ListedGoldenCaseResult(
+                **_case_fields(c),
+                schema_drift=schema_drift(c.schema_fingerprint, schema),
+            )
             for c in golden_store.list_cases(conn, set_name)
-        ]
+        )
 
 
-def set_case_enabled(
+def set_golden_case_enabled(
     set_name: str, case_id: str, enabled: bool, *, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    """Disable a case (left out of the next runs, its labels kept) or enable it again."""
+) -> GoldenCaseResult:
+    """Disable a golden case (left out of the next runs, its labels kept) or enable it
+    again."""
     with _open(warehouse) as conn, transaction(conn):
         golden_store.set_case_enabled(conn, set_name, case_id, enabled)
-        return _case_json(golden_store.load_case(conn, set_name, case_id))
+        return _case_result(golden_store.load_case(conn, set_name, case_id))
 
 
-def delete_case(
+def delete_golden_case(
     set_name: str, case_id: str, *, yes: bool = False, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    """Delete a case and its results from every past run (``yes`` confirms)."""
+) -> DeletedGoldenCaseResult:
+    """Delete a golden case and its results from every past run (``yes`` confirms)."""
     if not yes:
         raise InputError(
             "yes",
             False,
-            "deleting a case deletes its results from every past run; confirm with --yes, "
+            "deleting a case deletes its results from every past run; confirm with `yes`, "
             "or disable the case instead",
         )
     with _open(warehouse) as conn, transaction(conn):
         removed = golden_store.delete_case(conn, set_name, case_id)
-    return {"set": set_name, "caseId": case_id, "deleted": True, "resultsDeleted": removed}
+    return DeletedGoldenCaseResult(
+        set_name=set_name, case_id=case_id, deleted=True, results_deleted=removed
+    )
 
 
 def run_set(
@@ -295,12 +538,12 @@ def run_set(
     wait: bool = False,
     timeout: float | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> GoldenRunLaunchResult:
     """Run the set against ``revision`` (default the workflow's newest) as a Dagster run of
     job ``golden_gate`` on the revision's partition, launched as every run is
     (:func:`eval_pipelines.runs.launch`: ``wait`` executes it in this process when a run slot
     is free, else waits up to ``timeout`` s for it; without ``wait`` it is submitted to the
-    queue). Returns ``{set, revision, runId, state}``."""
+    queue)."""
     if not isinstance(wait, bool):
         raise InputError("wait", wait, "must be true or false")
     # The run reads $EVAL_PIPELINES_WAREHOUSE: its results would land there, not here.
@@ -327,19 +570,21 @@ def run_set(
         tags={SETS_TAG: set_name, WORKFLOW_TAG: golden_set.workflow},
         timeout=timeout,
     )
-    return {"set": set_name, "revision": chosen, "runId": state.run_id, "state": state.state}
+    return GoldenRunLaunchResult(
+        set_name=set_name, revision=chosen, run_id=state.run_id, state=state.state
+    )
 
 
 def golden_runs_of(
     dagster_run_id: str, *, warehouse: Path | str | None = None
-) -> list[dict[str, Any]]:
+) -> tuple[GoldenReportResult, ...]:
     """The scored golden runs a Dagster run made (its reports)."""
     with _open(warehouse) as conn:
         close_abandoned_runs(conn)
-        return [
-            scored_run_json(golden_stage.score_run(conn, r.golden_run_id))
+        return tuple(
+            _report(golden_stage.score_run(conn, r.golden_run_id))
             for r in golden_store.runs_of_dagster_run(conn, dagster_run_id)
-        ]
+        )
 
 
 def run_and_report(
@@ -348,51 +593,61 @@ def run_and_report(
     revision: str | None = None,
     timeout: float = 1800,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> GoldenRunResult:
     """Run the set, wait (the run executes in this process when a run slot is free), and
     return its report (raises EvalFailed when the run failed without a result for the set)."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
     started = run_set(set_name, revision=revision, wait=True, timeout=timeout, warehouse=warehouse)
-    if started["state"] != "succeeded":
-        reports = golden_runs_of(started["runId"], warehouse=warehouse)
-        mine = [r for r in reports if r["set"] == set_name]
-        if not mine:
-            instance = dagster_instance()
-            run = instance.get_run_by_id(started["runId"])
-            assert run is not None
-            state = runs.run_state(instance, run).to_json()
-            raise EvalFailed(
-                f"golden run of {set_name} ({started['runId']}) {state['state']}: "
-                f"{state['reason'] or 'no reason recorded'}",
-                state,
-            )
     reports = [
-        r for r in golden_runs_of(started["runId"], warehouse=warehouse) if r["set"] == set_name
+        r for r in golden_runs_of(started.run_id, warehouse=warehouse) if r.set_name == set_name
     ]
+    if started.state != "succeeded" and not reports:
+        instance = dagster_instance()
+        run = instance.get_run_by_id(started.run_id)
+        assert run is not None
+        state = runs.run_state(instance, run).to_json()
+        raise EvalFailed(
+            f"golden run of {set_name} ({started.run_id}) {state['state']}: "
+            f"{state['reason'] or 'no reason recorded'}",
+            state,
+        )
     if not reports:
-        raise EvalFailed(f"golden run {started['runId']} wrote no result for {set_name}")
+        raise EvalFailed(f"golden run {started.run_id} wrote no result for {set_name}")
     with _open(warehouse) as conn:
         close_abandoned_runs(conn)
-        golden_set = golden_store.load_set(conn, set_name)
-        gate = golden_stage.gate_decision(conn, reports[0]["revision"]) if golden_set.gate else None
-    verdict = (
-        next((s.to_json() for s in gate.sets if s.set_name == set_name), None) if gate else None
+        is_gate = golden_store.load_set(conn, set_name).gate
+    gate = None
+    if is_gate:
+        from eval_pipelines.defs.golden import stored_gate_decision
+
+        # The decision the run's golden_report took (the check shows the same one); taken
+        # here only when the run ended before it.
+        stored = stored_gate_decision(dagster_instance(), started.run_id, reports[0].revision)
+        if stored is not None:
+            gate = stored[0]
+        else:
+            with _open(warehouse) as conn:
+                gate = golden_stage.gate_decision(conn, reports[0].revision)
+    verdict = next((s for s in gate.sets if s.set_name == set_name), None) if gate else None
+    return GoldenRunResult(
+        **{f.name: getattr(reports[0], f.name) for f in dataclasses.fields(reports[0])},
+        gate=verdict,
     )
-    return {**reports[0], "dagsterRunId": started["runId"], "gate": verdict}
 
 
-def run_report(golden_run_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+def run_report(golden_run_id: str, *, warehouse: Path | str | None = None) -> GoldenReportResult:
+    """A stored golden run's report, scored on its golden cases as they are now."""
     with _open(warehouse) as conn:
         close_abandoned_runs(conn)
-        return scored_run_json(golden_stage.score_run(conn, golden_run_id))
+        return _report(golden_stage.score_run(conn, golden_run_id))
 
 
 def compare_golden_runs(
     run_a: str, run_b: str, *, warehouse: Path | str | None = None
-) -> dict[str, Any]:
-    """Per-field deltas (largest regression first) and the cases whose result changed
+) -> GoldenComparisonResult:
+    """Per-field deltas (largest regression first) and the golden cases whose result changed
     (passed to failed first), keyed by case and field id; each side names its revision."""
     with _open(warehouse) as conn:
         close_abandoned_runs(conn)
@@ -406,15 +661,18 @@ def compare_golden_runs(
             "compare runs of one set",
         )
     result = compare_runs(a.score, a.cases, b.score, b.cases)
-    return {
-        "set": a.run.set_name,
-        "a": {"goldenRunId": run_a, "revision": a.run.revision},
-        "b": {"goldenRunId": run_b, "revision": b.run.revision},
-        **result.to_json(),
-    }
+    return GoldenComparisonResult(
+        set_name=a.run.set_name,
+        a=ComparedRunResult(run_a, a.run.revision),
+        b=ComparedRunResult(run_b, b.run.revision),
+        field_accuracy_delta=result.field_accuracy_delta,
+        pass_rate_delta=result.pass_rate_delta,
+        fields=result.fields,
+        cases=result.cases,
+    )
 
 
-def _field_keys(conn: Any, golden_set: golden_store.GoldenSet) -> set[str]:
+def _field_keys(conn: duckdb.DuckDBPyConnection, golden_set: golden_store.GoldenSet) -> set[str]:
     """Every field key (``field``, ``table.column``) the set's node had in any revision."""
     keys: set[str] = set()
     for row in workflows_store.revisions_of(conn, golden_set.workflow):
@@ -433,7 +691,7 @@ def trend(
     field: str | None = None,
     last: int = 10,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> GoldenTrendResult:
     """Accuracy over the set's last completed runs, overall or for one field; a run that did
     not score the field is a gap (``None``), never a zero."""
     if isinstance(last, bool) or not isinstance(last, int) or last < 1:
@@ -456,14 +714,12 @@ def trend(
             scored = golden_stage.score_run(conn, run.golden_run_id)
             value, n = golden_stage.field_accuracy(scored.score, field)
             points.append(
-                {
-                    "goldenRunId": run.golden_run_id,
-                    "revision": run.revision,
-                    "finishedAt": run.finished_at.isoformat(timespec="seconds")
-                    if run.finished_at
-                    else None,
-                    "accuracy": value,
-                    "n": n,
-                }
+                TrendPointResult(
+                    run.golden_run_id,
+                    run.revision,
+                    run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
+                    value,
+                    n,
+                )
             )
-    return {"set": set_name, "field": field, "points": points}
+    return GoldenTrendResult(set_name=set_name, field=field, points=tuple(points))

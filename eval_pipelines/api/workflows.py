@@ -1,57 +1,193 @@
 """Python API: workflows, their revisions, test runs, review and activation (001).
 
-Saving is never blocked; activation is, by the golden sets marked as gates.
+Saving is never blocked; activation is, by the golden sets marked as gates. Every function
+returns a frozen result; ``to_json()`` is the document the CLI prints.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
-from eval_pipelines import settings
+from eval_pipelines.api._golden_state import close_abandoned_runs, sync_workflow_files
 from eval_pipelines.api._shared import resolve_warehouse
-from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
+from eval_pipelines.core.golden.gate import Gate, SetGate
+from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.workflows.definition import Workflow, validate_name
 from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.execute import cache_keys, execute
-from eval_pipelines.core.workflows.files import load_workflow_file, scan_workflow_files
+from eval_pipelines.core.workflows.files import load_workflow_file
 from eval_pipelines.core.workflows.output import map_output
+from eval_pipelines.stages.golden import gate_decision
 from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+from eval_pipelines.storage.workflows import StoredDocument
 
 
 class ActivationRefused(ConflictError):
     """The gate refuses the revision; the message says why (the CLI exits 2)."""
 
 
-def sync_workflow_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """Save the committed files under ``data/workflows/`` whose content changed since they were
-    last read (what the sensor sees, so the CLI agrees with it without a daemon); returns the
-    revisions saved. Files that do not parse are skipped here (``workflow save`` reports
-    their error)."""
-    saved = []
-    for file in scan_workflow_files(settings.workflows_dir()):
-        workflow = file.workflow
-        if workflow is None:
-            continue
-        try:
-            workflow = pin_workflow(conn, workflow)
-        except (InputError, NotFoundError):
-            continue  # a classify workflow over a case not loaded yet
-        if workflows_store.file_revision(conn, str(file.path)) == workflow.revision:
-            continue
-        workflows_store.save_revision(conn, workflow, source=f"file:{file.path}", saved_by=None)
-        workflows_store.record_file_revision(conn, str(file.path), workflow.name, workflow.revision)
-        saved.append(workflow.revision)
-    return saved
+@dataclass(frozen=True)
+class SavedWorkflowResult(JsonResult):
+    """The revision a save made (``new`` False: identical content was saved before)."""
+
+    workflow: str
+    revision: str
+    kind: str
+    new: bool
 
 
-def _open(warehouse: Path | str | None, *, create: bool = False) -> Any:
+@dataclass(frozen=True)
+class WorkflowSummaryResult(JsonResult):
+    workflow: str
+    kind: str
+    revisions: int
+    newest_revision: str
+    active_revision: str | None
+
+
+@dataclass(frozen=True)
+class RevisionResult(JsonResult):
+    """A stored revision: where it came from, who saved it, when (ISO times)."""
+
+    revision: str
+    workflow: str
+    kind: str
+    source: str
+    saved_by: str | None
+    saved_at: str
+    last_saved_at: str
+
+    @classmethod
+    def of(cls, row: workflows_store.RevisionRow) -> RevisionResult:
+        return cls(
+            row.revision,
+            row.workflow,
+            row.kind,
+            row.source,
+            row.saved_by,
+            row.saved_at.isoformat(timespec="seconds"),
+            row.last_saved_at.isoformat(timespec="seconds"),
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowRevisionResult(RevisionResult):
+    """A revision with its content (the prepared workflow document) and the workflow's
+    revision history, newest first."""
+
+    content: Mapping[str, object]
+    history: tuple[RevisionResult, ...]
+
+
+@dataclass(frozen=True)
+class ActivationResult(JsonResult):
+    """A ledger entry: who activated which revision, on which gating runs; ``gate_decision``
+    is the gate's document as it was recorded then."""
+
+    workflow: str
+    revision: str
+    activated_by: str
+    activated_at: str
+    gate_runs: tuple[str, ...]
+    gate_decision: Mapping[str, object]
+
+    @classmethod
+    def of(cls, activation: workflows_store.Activation) -> ActivationResult:
+        return cls(
+            activation.workflow,
+            activation.revision,
+            activation.activated_by,
+            activation.activated_at.isoformat(timespec="seconds"),
+            tuple(activation.gate_runs),
+            activation.gate_decision,
+        )
+
+
+@dataclass(frozen=True)
+class ActivatedResult(ActivationResult):
+    """The activation made, with the gate decision it was made on."""
+
+    gate: Gate
+
+
+@dataclass(frozen=True)
+class WorkflowGateResult(JsonResult):
+    """The gate for one revision: ``state`` is ``passed`` or ``blocked``."""
+
+    revision: str
+    state: str
+    reason: str
+    sets: tuple[SetGate, ...]
+
+
+@dataclass(frozen=True)
+class WorkflowStatusResult(JsonResult):
+    workflow: str
+    active_revision: ActivationResult | None
+    newest_revision: RevisionResult
+    gate: WorkflowGateResult
+
+
+@dataclass(frozen=True)
+class TestRunResult(JsonResult):
+    """A test run over one document: each node's mapped output, what it charged."""
+
+    __test__ = False  # not a pytest test class
+
+    test_run_id: str
+    workflow: str
+    revision: str
+    document_id: str
+    outputs: Mapping[str, object]
+    error: str | None
+    executed_steps: int
+    cached_steps: int
+    cost_units: float
+
+
+@dataclass(frozen=True)
+class ApprovalResult(JsonResult):
+    """A reviewed result: the corrected values of one node, who approved them and when."""
+
+    node: str | None
+    by: str
+    at: str
+    values: Mapping[str, object] | None
+
+
+@dataclass(frozen=True)
+class ApprovedRunResult(JsonResult):
+    """A stored test run with its approval (None until approved)."""
+
+    test_run_id: str
+    workflow: str
+    revision: str
+    document_id: str
+    outputs: Mapping[str, object]
+    error: str | None
+    created_at: str
+    approved: ApprovalResult | None
+
+
+@dataclass(frozen=True)
+class DeletedDocumentResult(JsonResult):
+    document_id: str
+    deleted: bool
+
+
+def _open(
+    warehouse: Path | str | None, *, create: bool = False
+) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
     return connect(resolve_warehouse(warehouse), create=create, wait_seconds=CLI_WAIT_SECONDS)
 
 
@@ -61,10 +197,10 @@ def save_workflow(
     *,
     saved_by: str | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> SavedWorkflowResult:
     """Save the file's content as a revision of workflow ``name`` (a no-op when identical
-    content was saved before). Returns ``{workflow, revision, new}``."""
-    validate_name(name)
+    content was saved before)."""
+    validate_name(name, "name")
     parsed = load_workflow_file(Path(file), name=name)
     with _open(warehouse, create=parsed.kind == "extract") as conn, transaction(conn):
         workflow = pin_workflow(conn, parsed)
@@ -76,10 +212,11 @@ def save_workflow(
                 f"workflow {name} is a {kinds.pop()} workflow; use a new name",
             )
         new = workflows_store.save_revision(conn, workflow, source=f"cli:{file}", saved_by=saved_by)
-    return {"workflow": name, "revision": workflow.revision, "kind": workflow.kind, "new": new}
+    return SavedWorkflowResult(name, workflow.revision, workflow.kind, new)
 
 
-def list_workflows(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+def list_workflows(*, warehouse: Path | str | None = None) -> tuple[WorkflowSummaryResult, ...]:
+    """Every workflow with its newest and active revision."""
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         listing = []
@@ -87,20 +224,20 @@ def list_workflows(*, warehouse: Path | str | None = None) -> list[dict[str, Any
             revisions = workflows_store.revisions_of(conn, name)
             active = workflows_store.active_revision(conn, name)
             listing.append(
-                {
-                    "workflow": name,
-                    "kind": revisions[0].kind,
-                    "revisions": len(revisions),
-                    "newestRevision": revisions[0].revision,
-                    "activeRevision": active.revision if active else None,
-                }
+                WorkflowSummaryResult(
+                    name,
+                    revisions[0].kind,
+                    len(revisions),
+                    revisions[0].revision,
+                    active.revision if active else None,
+                )
             )
-    return listing
+    return tuple(listing)
 
 
 def show_workflow(
     name: str, *, revision: str | None = None, warehouse: Path | str | None = None
-) -> dict[str, Any]:
+) -> WorkflowRevisionResult:
     """A revision's content (the newest unless ``revision`` is given) and its history."""
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
@@ -111,36 +248,36 @@ def show_workflow(
             else revisions[0].revision
         )
         workflow = workflows_store.load_revision(conn, chosen)
-        row = workflows_store.revision_row(conn, chosen)
-    return {
-        **row.to_json(),
-        "content": workflow.content,
-        "history": [r.to_json() for r in revisions],
-    }
+        row = RevisionResult.of(workflows_store.revision_row(conn, chosen))
+    return WorkflowRevisionResult(
+        row.revision,
+        row.workflow,
+        row.kind,
+        row.source,
+        row.saved_by,
+        row.saved_at,
+        row.last_saved_at,
+        workflow.content,
+        tuple(RevisionResult.of(r) for r in revisions),
+    )
 
 
-def workflow_status(name: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+def workflow_status(name: str, *, warehouse: Path | str | None = None) -> WorkflowStatusResult:
     """Active revision, newest revision, and the gate's state for the newest with its reason."""
-    from eval_pipelines.api.golden import close_abandoned_runs
-    from eval_pipelines.stages.golden import gate_decision
-
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
         revisions = workflows_store.require_workflow(conn, name)
         active = workflows_store.active_revision(conn, name)
         gate = gate_decision(conn, revisions[0].revision)
-    return {
-        "workflow": name,
-        "activeRevision": active.to_json() if active else None,
-        "newestRevision": revisions[0].to_json(),
-        "gate": {
-            "revision": gate.revision,
-            "state": "passed" if gate.passed else "blocked",
-            "reason": gate.reason,
-            "sets": [s.to_json() for s in gate.sets],
-        },
-    }
+    return WorkflowStatusResult(
+        name,
+        ActivationResult.of(active) if active else None,
+        RevisionResult.of(revisions[0]),
+        WorkflowGateResult(
+            gate.revision, "passed" if gate.passed else "blocked", gate.reason, gate.sets
+        ),
+    )
 
 
 def _resolve_revision(conn: duckdb.DuckDBPyConnection, name: str, revision: str | None) -> Workflow:
@@ -159,15 +296,16 @@ def run_workflow(
     *,
     revision: str | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> TestRunResult:
     """A test run: the revision (default the newest) over one document; nothing is delivered
-    anywhere. The document is stored (a case can be made from the run once reviewed)."""
+    anywhere. The document is stored (a golden case can be made from the run once
+    reviewed)."""
     content, doc = read_document(Path(document))
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         workflow = _resolve_revision(conn, name, revision)
         if workflow.kind != "extract":
-            raise InputError("workflow", name, "test runs over a document need an extract workflow")
+            raise InputError("name", name, "test runs over a document need an extract workflow")
         cache = workflows_store.cached_steps(conn, cache_keys(workflow, doc.document_id))
     execution = execute(workflow, doc, cache)
     outputs = {
@@ -182,32 +320,55 @@ def run_workflow(
         workflows_store.save_test_run(
             conn, test_run_id, workflow, doc.document_id, outputs, execution.error
         )
-    return {
-        "testRunId": test_run_id,
-        "workflow": name,
-        "revision": workflow.revision,
-        "documentId": doc.document_id,
-        "outputs": outputs,
-        "error": execution.error,
-        "executedSteps": execution.executed_steps,
-        "cachedSteps": execution.cached_steps,
-        "costUnits": execution.cost_units,
-    }
+    return TestRunResult(
+        test_run_id,
+        name,
+        workflow.revision,
+        doc.document_id,
+        outputs,
+        execution.error,
+        execution.executed_steps,
+        execution.cached_steps,
+        execution.cost_units,
+    )
+
+
+def _approved(run: workflows_store.TestRun) -> ApprovedRunResult:
+    approval = (
+        None
+        if run.approved_by is None or run.approved_at is None
+        else ApprovalResult(
+            run.approved_node,
+            run.approved_by,
+            run.approved_at.isoformat(timespec="seconds"),
+            run.approved_values,
+        )
+    )
+    return ApprovedRunResult(
+        run.test_run_id,
+        run.workflow,
+        run.revision,
+        run.document_id,
+        run.outputs,
+        run.error,
+        run.created_at.isoformat(timespec="seconds"),
+        approval,
+    )
 
 
 def approve_run(
     test_run_id: str,
-    values: Path | str | dict[str, Any],
+    values: Path | str | Mapping[str, object],
     *,
     by: str,
     node: str | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> ApprovedRunResult:
     """Record a reviewed result: the corrected values of one node (keyed by field id, tables
     as lists of rows keyed by column id). A golden case can then be seeded from it."""
     if not isinstance(by, str) or not by.strip():
         raise InputError("by", by, "name the reviewer")
-    corrected = values if isinstance(values, dict) else read_json(values, "values")
+    corrected = dict(values) if isinstance(values, Mapping) else read_json(values, "values")
     if not isinstance(corrected, dict):
         raise InputError(
             "values", type(corrected).__name__, "must be a JSON object keyed by field id"
@@ -218,17 +379,14 @@ def approve_run(
         scored = workflow.scored_node(node)
         workflows_store.approve_test_run(conn, test_run_id, scored.id, corrected, by)
         approved = workflows_store.load_test_run(conn, test_run_id)
-    return approved.to_json()
+    return _approved(approved)
 
 
 def activate_workflow(
     name: str, revision: str, *, by: str, warehouse: Path | str | None = None
-) -> dict[str, Any]:
+) -> ActivatedResult:
     """Make ``revision`` the workflow's active revision, only if the gate passes for exactly
     that revision; the ledger records who, when and on which gating runs."""
-    from eval_pipelines.api.golden import close_abandoned_runs
-    from eval_pipelines.stages.golden import gate_decision
-
     if not isinstance(by, str) or not by.strip():
         raise InputError("by", by, "name who activates")
     with _open(warehouse) as conn, transaction(conn):
@@ -244,33 +402,47 @@ def activate_workflow(
         gate = gate_decision(conn, full)
         if not gate.passed:
             raise ActivationRefused(f"revision {full} of {name} cannot be activated: {gate.reason}")
-        activation = workflows_store.record_activation(
-            conn,
-            name,
-            full,
-            by,
-            [s.golden_run_id for s in gate.sets if s.golden_run_id],
-            gate.to_json(),
+        activation = ActivationResult.of(
+            workflows_store.record_activation(
+                conn,
+                name,
+                full,
+                by,
+                [s.golden_run_id for s in gate.sets if s.golden_run_id],
+                gate.to_json(),
+            )
         )
-    return {**activation.to_json(), "gate": gate.to_json()}
+    return ActivatedResult(
+        activation.workflow,
+        activation.revision,
+        activation.activated_by,
+        activation.activated_at,
+        activation.gate_runs,
+        activation.gate_decision,
+        gate,
+    )
 
 
 def activation_ledger(
     name: str | None = None, *, warehouse: Path | str | None = None
-) -> list[dict[str, Any]]:
+) -> tuple[ActivationResult, ...]:
+    """The activation ledger (of one workflow, or all), oldest first."""
     with _open(warehouse) as conn, transaction(conn):
         if name is not None:
             workflows_store.require_workflow(conn, name)
-        return [a.to_json() for a in workflows_store.activations(conn, name)]
+        return tuple(ActivationResult.of(a) for a in workflows_store.activations(conn, name))
 
 
-def list_documents(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+def list_documents(*, warehouse: Path | str | None = None) -> tuple[StoredDocument, ...]:
+    """The stored documents, each with how many golden cases use it."""
     with _open(warehouse) as conn:
-        return workflows_store.list_documents(conn)
+        return tuple(workflows_store.list_documents(conn))
 
 
-def delete_document(document_id: str, *, warehouse: Path | str | None = None) -> dict[str, Any]:
+def delete_document(
+    document_id: str, *, warehouse: Path | str | None = None
+) -> DeletedDocumentResult:
     """Delete a stored document; refused while a golden case references it."""
     with _open(warehouse) as conn, transaction(conn):
         workflows_store.delete_document(conn, document_id)
-    return {"documentId": document_id, "deleted": True}
+    return DeletedDocumentResult(document_id, True)

@@ -5,53 +5,55 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.output import print_json
+
+if TYPE_CHECKING:
+    from eval_pipelines.api.golden import GoldenReportResult
 
 
 def cmd_create(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    print_json(
-        golden.create_set(
-            args.set,
-            workflow=args.workflow,
-            node=args.node,
-            threshold=args.threshold,
-            gate=args.gate,
-            warehouse=args.warehouse,
-        )
+    created = golden.create_set(
+        args.set,
+        workflow=args.workflow,
+        node=args.node,
+        threshold=args.threshold,
+        gate=args.gate,
+        warehouse=args.warehouse,
     )
+    print_json(created.to_json())
     return 0
 
 
 def cmd_add_case(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    added = golden.add_case(
+    added = golden.add_golden_case(
         args.set, document=args.document, labels=args.labels, warehouse=args.warehouse
     )
-    _warn_unmapped(added)
-    print_json(added)
+    _warn_unmapped(added.unmapped)
+    print_json(added.to_json())
     return 0
 
 
 def cmd_add_run(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    added = golden.add_case_from_run(args.set, args.run_id, warehouse=args.warehouse)
-    _warn_unmapped(added)
-    print_json(added)
+    added = golden.add_golden_case_from_run(args.set, args.run_id, warehouse=args.warehouse)
+    _warn_unmapped(added.unmapped)
+    print_json(added.to_json())
     return 0
 
 
-def _warn_unmapped(added: dict[str, Any]) -> None:
-    if added["unmapped"]:
+def _warn_unmapped(unmapped: tuple[str, ...]) -> None:
+    if unmapped:
         print(
-            f"warning: {len(added['unmapped'])} value(s) map onto no field and are not "
-            f"labels: {', '.join(added['unmapped'])}",
+            f"warning: {len(unmapped)} value(s) map onto no field and are not "
+            f"labels: {', '.join(unmapped)}",
             file=sys.stderr,
         )
 
@@ -59,87 +61,87 @@ def _warn_unmapped(added: dict[str, Any]) -> None:
 def cmd_add_records(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    print_json(
-        golden.add_records(
-            args.set,
-            records=args.record or None,
-            sample_size=args.sample,
-            seed=args.seed,
-            warehouse=args.warehouse,
-        )
+    added = golden.add_golden_cases_from_records(
+        args.set,
+        records=args.records or None,
+        sample_size=args.sample_size,
+        seed=args.seed,
+        warehouse=args.warehouse,
     )
+    print_json(added.to_json())
     return 0
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    print_json(golden.list_cases(args.set, warehouse=args.warehouse))
+    print_json([c.to_json() for c in golden.list_golden_cases(args.set, warehouse=args.warehouse)])
     return 0
 
 
 def cmd_enable(args: argparse.Namespace, enabled: bool) -> int:
     from eval_pipelines.api import golden
 
-    print_json(golden.set_case_enabled(args.set, args.case_id, enabled, warehouse=args.warehouse))
+    case = golden.set_golden_case_enabled(args.set, args.case_id, enabled, warehouse=args.warehouse)
+    print_json(case.to_json())
     return 0
 
 
 def cmd_delete_case(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    print_json(golden.delete_case(args.set, args.case_id, yes=args.yes, warehouse=args.warehouse))
+    deleted = golden.delete_golden_case(
+        args.set, args.case_id, yes=args.yes, warehouse=args.warehouse
+    )
+    print_json(deleted.to_json())
     return 0
 
 
-def _report_lines(report: dict[str, Any]) -> list[str]:
-    score = report["score"]
-    accuracy = score["fieldAccuracy"]
-    rate = score["passRate"]
-    counts = score["counts"]
+def _report_lines(report: GoldenReportResult) -> list[str]:
+    score = report.score
 
     from eval_pipelines.core.golden.summary import format_share as fmt  # as the gate shows it
 
+    charged = report.charged
     lines = [
-        f"golden run {report['goldenRunId']}: set {report['set']} on revision "
-        f"{report['revision']} ({report['status']})",
-        *([f"  {report['reason']}"] if report.get("reason") else []),
-        f"  field accuracy {fmt(accuracy['value'])} ({accuracy['correct']}/{accuracy['n']}), "
-        f"threshold {report['threshold']}",
-        f"  document pass rate {fmt(rate['value'])} ({rate['passed']}/{rate['n']}); "
-        f"errored {counts['errored']}, skipped {counts['skipped']}",
-        f"  stale labels {score['stale']['labels']} on {score['stale']['fields']} field(s)",
+        f"golden run {report.golden_run_id}: set {report.set_name} on revision "
+        f"{report.revision} ({report.status})",
+        *([f"  {report.reason}"] if report.reason else []),
+        f"  field accuracy {fmt(score.field_accuracy)} ({score.field_correct}/"
+        f"{score.field_scored}), threshold {report.threshold}",
+        f"  document pass rate {fmt(score.pass_rate)} ({score.passed}/{score.pass_rate_n}); "
+        f"errored {score.errored}, skipped {score.skipped}",
+        f"  stale labels {score.stale_labels} on {score.stale_fields} field(s)",
         *(
             [
-                f"  schema drift (warning): {len(report['schemaDrift'])} case(s) written "
+                f"  schema drift (warning): {len(report.schema_drift)} case(s) written "
                 "against another structure of the scored node: "
-                f"{', '.join(report['schemaDrift'])} (re-seed them from a fresh approved review)"
+                f"{', '.join(report.schema_drift)} (re-seed them from a fresh approved review)"
             ]
-            if report["schemaDrift"]
+            if report.schema_drift
             else []
         ),
         *(
-            [f"  mixed revisions: cases {', '.join(report['mixedRevisions'])}"]
-            if report["mixedRevisions"]
+            [f"  mixed revisions: cases {', '.join(report.mixed_revisions)}"]
+            if report.mixed_revisions
             else []
         ),
-        f"  charged: {report['charged']['executedSteps']} steps executed, "
-        f"{report['charged']['cachedSteps']} cached, {report['charged']['costUnits']:g} cost units",
+        f"  charged: {charged.executed_steps} steps executed, "
+        f"{charged.cached_steps} cached, {charged.cost_units:g} cost units",
     ]
-    keys = [field["key"] for field in score["fields"]]
-    for field in score["fields"]:
-        note = " (stale, not scored)" if field.get("stale") else ""
-        if any(k.startswith(field["key"] + ".") for k in keys):
-            if field["scored"] == 0:
+    keys = [field.key for field in score.fields]
+    for field in score.fields:
+        note = " (stale, not scored)" if field.stale else ""
+        if any(k.startswith(field.key + ".") for k in keys):
+            if field.scored == 0:
                 continue  # no invented row
             note = " (invented rows: each one a miss)"
         lines.append(
-            f"    {field['key']:<32} {fmt(field['accuracy'])} "
-            f"({field['correct']}/{field['scored']}){note}"
+            f"    {field.key:<32} {fmt(field.accuracy)} ({field.correct}/{field.scored}){note}"
         )
-    for case_id, case in report["cases"].items():
-        if case["status"] != "passed":
-            lines.append(f"  {case_id}: {case['status']}: {case['why']}")
+    for case_id, case in report.cases.items():
+        if case.status != "passed":
+            lines.append(f"  {case_id}: {case.status}: {case.why}")
 
     return lines
 
@@ -151,15 +153,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.set, revision=args.revision, timeout=args.timeout, warehouse=args.warehouse
     )
     if args.json:
-        print_json(report)
+        print_json(report.to_json())
     else:
         print("\n".join(_report_lines(report)))
-    gate = report.get("gate")
+    gate = report.gate
     if gate is not None and not args.json:
-        print(f"  gate: {'passed' if gate['passed'] else 'blocked'}: {gate['reason']}")
-    # A gating set that does not pass is a failed check, as in the UI (exit 1, like a
-    # failed evaluation), so a script can stop on it.
-    return 1 if gate is not None and not gate["passed"] else 0
+        print(f"  gate: {'passed' if gate.passed else 'blocked'}: {gate.reason}")
+    # A gating set that does not pass exits 1 (like a failed evaluation), so a script can
+    # stop on it; read from the gate's decision, never from the run's success (a correctly
+    # blocked revision is a successful run whose activation_gate check failed).
+    return 1 if gate is not None and not gate.passed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -167,7 +170,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     report = golden.run_report(args.golden_run_id, warehouse=args.warehouse)
     if args.json:
-        print_json(report)
+        print_json(report.to_json())
     else:
         print("\n".join(_report_lines(report)))
     return 0
@@ -176,7 +179,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
 
-    print_json(golden.compare_golden_runs(args.run_a, args.run_b, warehouse=args.warehouse))
+    compared = golden.compare_golden_runs(args.run_a, args.run_b, warehouse=args.warehouse)
+    print_json(compared.to_json())
     return 0
 
 
@@ -186,22 +190,25 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
     trend = golden.trend(args.set, field=args.field, last=args.last, warehouse=args.warehouse)
     if args.json:
-        print_json(trend)
+        print_json(trend.to_json())
         return 0
-    print(f"set {trend['set']}, {trend['field'] or 'all fields'}: accuracy over the last runs")
-    for point in trend["points"]:
-        value = "gap (not scored)" if point["accuracy"] is None else format_share(point["accuracy"])
+    print(f"set {trend.set_name}, {trend.field or 'all fields'}: accuracy over the last runs")
+    for point in trend.points:
+        value = "gap (not scored)" if point.accuracy is None else format_share(point.accuracy)
         print(
-            f"  {point['finishedAt']}  {point['goldenRunId']}  rev {point['revision']}  "
-            f"{value}  n={point['n']}"
+            f"  {point.finished_at}  {point.golden_run_id}  rev {point.revision}  "
+            f"{value}  n={point.n}"
         )
     return 0
 
 
 def add_commands(groups: argparse._SubParsersAction) -> None:
-    golden = groups.add_parser(
+    group = groups.add_parser(
         "golden", help="golden sets: labelled documents a workflow is scored against"
-    ).add_subparsers(dest="command", required=True)
+    )
+    # The API's parameters for the positionals SET and RUN_ID.
+    group.set_defaults(api_flags={"set_name": "SET", "test_run_id": "RUN_ID"})
+    golden = group.add_subparsers(dest="command", required=True)
     create = golden.add_parser("create", help="create a golden set for one node of a workflow")
     create.add_argument("set")
     create.add_argument("--workflow", required=True)
@@ -224,8 +231,21 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "add-records", help="classify workflows: labelled records of the case as cases"
     )
     add_records.add_argument("set")
-    add_records.add_argument("--record", action="append", help="a record key (repeatable)")
-    add_records.add_argument("--sample", type=int, default=None, help="a seeded sample size")
+    add_records.add_argument(
+        "--record",
+        dest="records",
+        metavar="RECORD",
+        action="append",
+        help="a record key (repeatable)",
+    )
+    add_records.add_argument(
+        "--sample",
+        dest="sample_size",
+        metavar="SAMPLE",
+        type=int,
+        default=None,
+        help="a seeded sample size",
+    )
     add_records.add_argument("--seed", type=int, default=7)
     add_records.set_defaults(func=cmd_add_records)
     cases = golden.add_parser("cases", help="the set's cases with schema-drift flags")

@@ -15,21 +15,22 @@ def cmd_save(args: argparse.Namespace) -> int:
     saved = workflows.save_workflow(
         args.name, args.file, saved_by=args.by, warehouse=args.warehouse
     )
-    print_json(saved)
+    print_json(saved.to_json())
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(workflows.list_workflows(warehouse=args.warehouse))
+    print_json([w.to_json() for w in workflows.list_workflows(warehouse=args.warehouse)])
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(workflows.show_workflow(args.name, revision=args.revision, warehouse=args.warehouse))
+    shown = workflows.show_workflow(args.name, revision=args.revision, warehouse=args.warehouse)
+    print_json(shown.to_json())
     return 0
 
 
@@ -38,71 +39,71 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     status = workflows.workflow_status(args.name, warehouse=args.warehouse)
     if args.json:
-        print_json(status)
+        print_json(status.to_json())
         return 0
-    active = status["activeRevision"]
-    gate = status["gate"]
-    print(f"workflow {status['workflow']}")
+    active = status.active_revision
+    gate = status.gate
+    print(f"workflow {status.workflow}")
     print(
-        f"  active revision: {active['revision']} (by {active['activatedBy']}, "
-        f"{active['activatedAt']})"
+        f"  active revision: {active.revision} (by {active.activated_by}, {active.activated_at})"
         if active
         else "  active revision: none"
     )
-    print(f"  newest revision: {status['newestRevision']['revision']}")
-    print(f"  gate for {gate['revision']}: {gate['state']}: {gate['reason']}")
+    print(f"  newest revision: {status.newest_revision.revision}")
+    print(f"  gate for {gate.revision}: {gate.state}: {gate.reason}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(
-        workflows.run_workflow(
-            args.name, args.document, revision=args.revision, warehouse=args.warehouse
-        )
+    ran = workflows.run_workflow(
+        args.name, args.document, revision=args.revision, warehouse=args.warehouse
     )
+    print_json(ran.to_json())
     return 0
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(
-        workflows.approve_run(
-            args.run_id, args.values, by=args.by, node=args.node, warehouse=args.warehouse
-        )
+    approved = workflows.approve_run(
+        args.run_id, args.values, by=args.by, node=args.node, warehouse=args.warehouse
     )
+    print_json(approved.to_json())
     return 0
 
 
 def cmd_activate(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(
-        workflows.activate_workflow(args.name, args.revision, by=args.by, warehouse=args.warehouse)
+    activated = workflows.activate_workflow(
+        args.name, args.revision, by=args.by, warehouse=args.warehouse
     )
+    print_json(activated.to_json())
     return 0
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(workflows.activation_ledger(args.name, warehouse=args.warehouse))
+    print_json(
+        [a.to_json() for a in workflows.activation_ledger(args.name, warehouse=args.warehouse)]
+    )
     return 0
 
 
 def cmd_documents(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(workflows.list_documents(warehouse=args.warehouse))
+    print_json([d.to_json() for d in workflows.list_documents(warehouse=args.warehouse)])
     return 0
 
 
 def cmd_delete_document(args: argparse.Namespace) -> int:
     from eval_pipelines.api import workflows
 
-    print_json(workflows.delete_document(args.document_id, warehouse=args.warehouse))
+    print_json(workflows.delete_document(args.document_id, warehouse=args.warehouse).to_json())
     return 0
 
 

@@ -1,8 +1,9 @@
 """Golden-set assets, partitioned by workflow revision.
 
-``workflow_revision -> golden_run -> golden_report`` (+ the blocking ``activation_gate``
-check). A partition is one revision: the sensor adds it when a revision lands (saved with
-the CLI, or a changed file under ``data/workflows/``) and requests the gating run once.
+``workflow_revision -> golden_run -> golden_report`` (+ the ``activation_gate`` check, which
+fails with severity ERROR when the gate blocks, without failing the run). A partition is one
+revision: the sensor adds it when a revision lands (saved with the CLI, or a changed file
+under ``data/workflows/``) and requests the gating run once.
 """
 
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.golden.gate import Gate, gate_summary
 from eval_pipelines.defs.families import AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
 from eval_pipelines.defs.holdout_tables import table_metadata
@@ -21,6 +23,8 @@ from eval_pipelines.stages.golden_report import report_markdown, report_metadata
 from eval_pipelines.storage.workflows import revision_row
 
 SETS_TAG = "eval_pipelines/golden_sets"
+GATE_DECISION_KEY = "gate_decision"  # golden_report's metadata: the decision, for the check
+GATE_SUMMARY_KEY = "gate_summary"
 FILE_TAG = "eval_pipelines/workflow_file"
 WORKFLOW_TAG = "eval_pipelines/workflow"
 HOW_TO_CREATE = (
@@ -109,7 +113,8 @@ def golden_run(
 @dg.asset(
     **_common(
         "Field accuracy, document pass rate, per-field breakdown and stale labels of each "
-        "golden run this Dagster run made; the gating decision is the `activation_gate` check."
+        "golden run this Dagster run made, and the activation gate's decision for the "
+        "revision (taken here, once per run; the `activation_gate` check shows it)."
     ),
     deps=[golden_run],
 )
@@ -122,31 +127,69 @@ def golden_report(
             for run in golden.runs_for_dagster_run(conn, context.run_id, context.partition_key)
         ]
         gate = golden.gate_decision(conn, context.partition_key)
+    summary = gate_summary(gate)
+    # The run page says why: a blocked revision is a successful run whose check failed.
+    (context.log.info if gate.passed else context.log.warning)(f"{summary} ({gate.reason})")
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(report_markdown(scored, gate)),
             "gate": "passed" if gate.passed else "blocked",
+            GATE_SUMMARY_KEY: summary,
+            GATE_DECISION_KEY: dg.MetadataValue.json(gate.to_json()),
             **report_metadata(scored),
         }
     )
 
 
+def stored_gate_decision(
+    instance: dg.DagsterInstance, run_id: str, revision: str
+) -> tuple[Gate, str] | None:
+    """The gate decision (and its one-line summary) the ``golden_report`` of Dagster run
+    ``run_id`` took for ``revision``; None when that run did not materialise it."""
+    found = None
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        materialization = entry.asset_materialization
+        if (
+            materialization is not None
+            and materialization.asset_key == golden_report.key
+            and materialization.partition == revision
+            and GATE_DECISION_KEY in materialization.metadata
+        ):
+            metadata = materialization.metadata
+            summary = metadata.get(GATE_SUMMARY_KEY)
+            gate = Gate.from_json(metadata[GATE_DECISION_KEY].value)  # type: ignore[arg-type]
+            found = (gate, str(summary.value) if summary is not None else gate_summary(gate))
+    return found
+
+
 # Partitioned, so the UI shows each revision's own verdict (a preview feature in Dagster
-# 1.13, pinned exactly; the rule itself lives in `stages.golden.gate_decision`).
+# 1.13, pinned exactly; the rule itself lives in `core.golden.gate.decide_gate`). Not
+# blocking: a revision the gate correctly blocks is a successful run whose ERROR check
+# failed and says why (a blocking check failed the whole run with a raw
+# DagsterAssetCheckFailedError). Activation reads the gate itself, never the run's state.
 @partitioned_asset_check(
     asset=golden_report,
     name="activation_gate",
-    blocking=True,
+    blocking=False,
     partitions_def=workflow_revisions,
 )
 def activation_gate(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
 ) -> dg.AssetCheckResult:
     """Every set marked as a gate has a completed run against exactly this revision that
-    reached its threshold and did not mix revisions (the rule `workflow activate` applies)."""
-    with warehouse.connect(read_only=True) as conn:
-        gate = golden.gate_decision(conn, context.op_execution_context.partition_key)
+    reached its threshold and did not mix revisions (the rule `workflow activate` applies).
+    Reads the decision this run's `golden_report` took; decides only when the check runs
+    without it."""
+    revision = context.op_execution_context.partition_key
+    stored = stored_gate_decision(context.instance, context.op_execution_context.run_id, revision)
+    if stored is None:
+        with warehouse.connect(read_only=True) as conn:
+            gate = golden.gate_decision(conn, revision)
+        summary = gate_summary(gate)
+    else:
+        gate, summary = stored
     metadata: dict[str, Any] = {
+        "summary": summary,
         "reason": gate.reason,
         "workflow": gate.workflow,
         "revision": gate.revision,
@@ -159,7 +202,7 @@ def activation_gate(
     return dg.AssetCheckResult(
         passed=gate.passed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=gate.reason,
+        description=f"{summary} — {gate.reason}",
         metadata=metadata,
     )
 
@@ -172,5 +215,5 @@ golden_gate_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(*golden_assets),
     tags={KIND_TAG: "golden"},
     description="Run the workflow's golden sets against one revision, report, and decide the "
-    "activation gate (blocking check `activation_gate`).",
+    "activation gate (check `activation_gate`: fails, severity ERROR, when the gate blocks).",
 )

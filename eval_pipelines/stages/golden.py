@@ -379,7 +379,8 @@ def score_run(
 def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
     """The activation gate for exactly this revision: the evidence of every golden set marked
     ``--gate``, read here, judged by :func:`~eval_pipelines.core.golden.gate.decide_gate`
-    (where the rule lives; the asset check and ``workflow activate`` both call this)."""
+    (where the rule lives). The ``golden_report`` asset (once per gating run; the check reads
+    its stored decision), ``workflow activate`` and ``workflow status`` call this."""
     workflow = workflows_store.load_revision(conn, revision)
     evidence = [
         _gating_evidence(conn, golden_set, revision)

@@ -98,16 +98,16 @@ def golden_records(
     by_key = {row["record_key"]: row for row in records.iter_rows(named=True)}
     if keys is None:
         if sample_size is None:
-            raise InputError("records", None, "name record keys (--record) or a --sample size")
+            raise InputError("records", None, "name record keys (`records`) or a `sample_size`")
         keys = list(draw_sample(sorted(by_key), sample_size, seed=seed).keys)
     chosen = []
     for key in keys:
         row = by_key.get(key)
         if row is None:
-            raise InputError("record", key, f"no such record in case {case_id}")
+            raise InputError("records", key, f"no such record in case {case_id}")
         code = tree.ancestor_at(row["label_node"], depth)
         if code is None:
-            raise InputError("record", key, f"its label has no ancestor at depth {depth}")
+            raise InputError("records", key, f"its label has no ancestor at depth {depth}")
         content, document = record_document(key, row["text"])
         chosen.append((content, document, {"code": code}))
     return chosen

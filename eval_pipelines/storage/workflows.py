@@ -10,6 +10,7 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.workflows.definition import Workflow, workflow_from_content
 from eval_pipelines.core.workflows.execute import CachedStep, StepFailure
 from eval_pipelines.core.workflows.nodes import Document
@@ -252,21 +253,26 @@ def load_document(conn: duckdb.DuckDBPyConnection, document_id: str) -> Document
     return Document(row[0], row[1], row[2], row[3])
 
 
-def list_documents(conn: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class StoredDocument(JsonResult):
+    """A stored document and how many golden cases use it."""
+
+    document_id: str
+    name: str
+    media_type: str
+    bytes: int
+    added_at: str
+    cases: int
+
+
+def list_documents(conn: duckdb.DuckDBPyConnection) -> list[StoredDocument]:
     rows = conn.execute(
         "SELECT d.document_id, d.name, d.media_type, octet_length(d.content), d.added_at, "
         "count(c.case_id) FROM documents d LEFT JOIN golden_cases c USING (document_id) "
         "GROUP BY ALL ORDER BY d.added_at, d.document_id"
     ).fetchall()
     return [
-        {
-            "documentId": r[0],
-            "name": r[1],
-            "mediaType": r[2],
-            "bytes": r[3],
-            "addedAt": r[4].isoformat(timespec="seconds"),
-            "cases": r[5],
-        }
+        StoredDocument(r[0], r[1], r[2], r[3], r[4].isoformat(timespec="seconds"), r[5])
         for r in rows
     ]
 

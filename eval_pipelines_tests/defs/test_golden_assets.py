@@ -1,5 +1,6 @@
 """The golden assets as Dagster runs them: real materialisations of a revision's partition,
-the blocking ``activation_gate`` check with its reason, and the same rule at activation."""
+the ``activation_gate`` check (failed with severity ERROR and its reason when the gate blocks,
+the run itself a success), and the same rule at activation."""
 
 from __future__ import annotations
 
@@ -70,27 +71,82 @@ def test_a_passing_revision_materialises_and_its_gate_passes(gated: str) -> None
         assert report["inv/n_values"].value == 33
         assert "line_items" not in {k.split("/")[-1] for k in report}  # no invented rows: a gap
     activated = workflows.activate_workflow(WORKFLOW, gated, by="ana")
-    assert activated["revision"] == gated
+    assert activated.revision == gated
 
 
-def test_a_failing_revision_fails_the_blocking_check_with_its_reason(
+def test_a_blocked_revision_is_a_successful_run_whose_error_check_fails_and_says_why(
     gated: str, workdir: Path
 ) -> None:
-    revision = workflows.save_workflow(WORKFLOW, broken_variant(workdir))["revision"]
+    revision = workflows.save_workflow(WORKFLOW, broken_variant(workdir)).revision
     with dg.instance_for_test() as instance:
         result = _materialize(instance, revision)
+        # Before: the blocking check failed the run (DagsterAssetCheckFailedError, a red run
+        # that never said why). The gate blocking a revision is the run doing its job.
+        assert result.success
+        assert not any(e.is_step_failure for e in result.all_events)
         gate = _gate(result)
         assert not gate.passed
         assert gate.severity == dg.AssetCheckSeverity.ERROR
         # Customer names have two or three words: 3 of 33 values wrong -> 30/33 = 0.909.
-        assert (
-            gate.metadata["reason"].value
-            == "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
-        )
+        reason = "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        assert gate.metadata["reason"].value == reason
+        assert gate.metadata["summary"].value == "gate blocked: inv 30/33"
+        assert gate.description == f"gate blocked: inv 30/33 \u2014 {reason}"
+        # The run's own log says it too (the run page, not only the check's panel).
+        logged = [e.user_message for e in instance.all_logs(result.run_id)]
+        assert f"gate blocked: inv 30/33 ({reason})" in logged
     with pytest.raises(
         workflows.ActivationRefused, match=re.escape("scored 0.909 (30/33) below threshold 1.0")
     ):
         workflows.activate_workflow(WORKFLOW, revision, by="ana")
+
+
+def _count_gate_decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The revisions ``stages.golden.gate_decision`` is asked about (it still decides)."""
+    from eval_pipelines.stages import golden as golden_stage
+
+    asked: list[str] = []
+    decide = golden_stage.gate_decision
+
+    def counted(conn: object, revision: str) -> object:
+        asked.append(revision)
+        return decide(conn, revision)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(golden_stage, "gate_decision", counted)
+    return asked
+
+
+def test_the_gate_is_decided_once_per_run_and_the_check_reads_that_decision(
+    gated: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revision = workflows.save_workflow(WORKFLOW, broken_variant(workdir)).revision
+    asked = _count_gate_decisions(monkeypatch)
+    with dg.instance_for_test() as instance:
+        result = _materialize(instance, revision)
+        # Before: twice, in golden_report and again in the check.
+        assert asked == [revision]
+        report = next(
+            e.materialization.metadata
+            for e in result.get_asset_materialization_events()
+            if e.asset_key.path[-1] == "golden_report"
+        )
+        stored = report["gate_decision"].value
+        gate = _gate(result)
+        assert (stored["passed"], stored["reason"]) == (False, gate.metadata["reason"].value)
+        assert gate.metadata["sets"].value == stored["sets"]
+
+
+def test_golden_run_takes_the_gate_decision_of_its_run(
+    gated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.api import golden
+
+    asked = _count_gate_decisions(monkeypatch)
+    report = golden.run_and_report("inv")
+    # Before: three times (golden_report, the check, then run_and_report again).
+    assert asked == [gated]
+    assert report.gate is not None and report.gate.passed
+    assert report.gate.reason == "set inv: scored 1.000 (33/33) at or above threshold 1.0"
 
 
 def test_a_revision_from_a_committed_file_is_saved_by_its_run(gated: str, workdir: Path) -> None:
@@ -131,8 +187,8 @@ def test_results_outlive_the_dagster_run_that_produced_them(gated: str) -> None:
         (report,) = golden.golden_runs_of(result.run_id)
         instance.delete_run(result.run_id)  # retention, or a manual deletion
         assert instance.get_run_by_id(result.run_id) is None
-    again = golden.run_report(report["goldenRunId"])
-    assert again["score"] == report["score"]
+    again = golden.run_report(report.golden_run_id)
+    assert again.score == report.score
     workflows.activate_workflow(WORKFLOW, gated, by="ana")  # the gate still sees the run
 
 
@@ -153,7 +209,7 @@ def test_a_document_two_sets_share_is_charged_once_in_the_run_s_totals(gated: st
     # document runs once (one step, one cost unit); the totals summed each set's own figure,
     # so the shared step was counted and charged twice: 4 steps and 4 units for 3 executed.
     golden.create_set("second", workflow=WORKFLOW)
-    golden.add_case(
+    golden.add_golden_case(
         "second", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
     )
     with dg.instance_for_test() as instance:
@@ -161,8 +217,8 @@ def test_a_document_two_sets_share_is_charged_once_in_the_run_s_totals(gated: st
         assert result.success
         first = _golden_run_metadata(result)
         # Each set is scored on its own, with the steps of its own documents...
-        runs = {r["set"]: r for r in golden.golden_runs_of(result.run_id)}
-        assert {name: r["charged"]["executedSteps"] for name, r in runs.items()} == {
+        runs = {r.set_name: r for r in golden.golden_runs_of(result.run_id)}
+        assert {name: r.charged.to_json()["executedSteps"] for name, r in runs.items()} == {
             "inv": 3,
             "second": 1,
         }

@@ -5,6 +5,7 @@ sensor requests are added the way the daemon adds them, before the next tick."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -79,14 +80,14 @@ def test_first_tick_gates_only_each_workflows_newest_revision(
     assert isinstance(result, dg.SensorResult)
     requested = {r.partition_key: r.run_key for r in result.run_requests or []}
     assert requested == {
-        new["revision"]: f"gate:{new['revision']}",
-        other["revision"]: f"gate:{other['revision']}",
+        new.revision: f"gate:{new.revision}",
+        other.revision: f"gate:{other.revision}",
     }
     # The older revision gets its partition (so the UI lists it) but no gating run.
     assert set(instance.get_dynamic_partitions(WORKFLOW_REVISIONS)) == {
-        old["revision"],
-        new["revision"],
-        other["revision"],
+        old.revision,
+        new.revision,
+        other.revision,
     }
 
 
@@ -103,10 +104,10 @@ def test_a_new_revision_is_gated_once_and_the_same_revision_again_never(
     second = _tick(instance, cursor)
     assert isinstance(second, dg.SensorResult)
     assert [(r.partition_key, r.run_key) for r in second.run_requests or []] == [
-        (saved["revision"], f"gate:{saved['revision']}")
+        (saved.revision, f"gate:{saved.revision}")
     ]
     again = workflows.save_workflow("invoices", _variant(workdir, "second"))
-    assert again == {**saved, "new": False}  # identical content: the same revision
+    assert again == dataclasses.replace(saved, new=False)  # identical content: the same revision
     assert isinstance(_tick(instance, second.cursor), dg.SkipReason)
 
 
@@ -226,7 +227,7 @@ def test_a_gating_run_that_fails_to_launch_is_requested_again_under_a_new_run_ke
     workdir: Path, folder: Path, instance: dg.DagsterInstance
 ) -> None:
     saved = workflows.save_workflow("invoices", _variant(workdir, "first"))
-    revision = saved["revision"]
+    revision = saved.revision
     first = _tick(instance, None)
     assert isinstance(first, dg.SensorResult)
     assert [r.run_key for r in first.run_requests or []] == [f"gate:{revision}"]
@@ -250,3 +251,54 @@ def test_a_gating_run_that_fails_to_launch_is_requested_again_under_a_new_run_ke
     # Three attempts failed to launch: given up (the log says how to run it by hand).
     given_up = _tick(instance, third.cursor)
     assert isinstance(given_up, dg.SkipReason)
+
+
+def test_a_revision_the_gate_blocks_is_a_successful_sensor_run_with_a_failed_error_check(
+    golden_home: Path, instance: dg.DagsterInstance
+) -> None:
+    """The sensor's run of a revision that breaks a field: before, the blocking check failed
+    the run (a red mark on the sensor's run, a raw DagsterAssetCheckFailedError trace, the
+    reason only in the check's panel). Now the run succeeds and its ERROR check fails with
+    the reason."""
+    from eval_pipelines.definitions import defs
+    from eval_pipelines.runs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
+    from eval_pipelines.runs.tags import KIND_TAG
+    from eval_pipelines_tests.golden_demo import WORKFLOW, broken_variant, seed
+
+    seed()
+    first = _tick(instance, None)  # gates the seeded revision
+    assert isinstance(first, dg.SensorResult)
+    broken = workflows.save_workflow(WORKFLOW, broken_variant(golden_home)).revision
+    tick = _tick(instance, first.cursor)
+    assert isinstance(tick, dg.SensorResult)
+    (request,) = tick.run_requests or []
+    assert (request.partition_key, request.run_key) == (broken, f"gate:{broken}")
+    # What the daemon runs for the request: the served job, with the request's tags.
+    result = defs.resolve_job_def("golden_gate").execute_in_process(
+        instance=instance,
+        partition_key=request.partition_key,
+        tags={
+            **request.tags,
+            RUN_KEY_TAG: str(request.run_key),
+            SENSOR_NAME_TAG: "workflow_revision_sensor",
+        },
+        raise_on_error=False,
+    )
+    assert result.success
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.tags[KIND_TAG] == "golden"
+    (check,) = [
+        e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
+    assert not check.passed
+    assert check.severity == dg.AssetCheckSeverity.ERROR
+    assert check.description == (
+        "gate blocked: inv 30/33 \u2014 set inv: scored 0.909 (30/33) below threshold 1.0 "
+        "(misses: customer 0/3)"
+    )
+    # The run succeeded, the gate did not pass: activation is still refused.
+    with pytest.raises(workflows.ActivationRefused, match="scored 0.909"):
+        workflows.activate_workflow(WORKFLOW, broken, by="ana")

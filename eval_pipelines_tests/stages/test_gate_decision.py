@@ -85,7 +85,7 @@ def test_only_completed_runs_count_and_the_newest_decides(revision: str, workdir
 
 
 def test_a_threshold_below_one_lets_a_partial_score_pass(revision: str, workdir: Path) -> None:
-    worse = workflows.save_workflow(WORKFLOW, broken_variant(workdir))["revision"]
+    worse = workflows.save_workflow(WORKFLOW, broken_variant(workdir)).revision
     golden.create_set("lenient", workflow=WORKFLOW, threshold=0.9, gate=True)
     with _open() as conn, transaction(conn):
         for case in golden_store.list_cases(conn, "gate"):
@@ -141,7 +141,7 @@ def test_a_revision_that_extracts_nothing_from_a_golden_document_is_blocked(
     narrow = workflow_variant(
         workdir, "narrow", r"Invoice no\.\s+(HLP-\d+)", r"Invoice no\.\s+(HLP-1001)"
     )
-    worse = workflows.save_workflow(WORKFLOW, narrow)["revision"]
+    worse = workflows.save_workflow(WORKFLOW, narrow).revision
     (outcome,) = run_golden_sets(_open, worse)
     from eval_pipelines.stages.golden import score_run
 
@@ -186,10 +186,12 @@ def test_cases_added_while_the_run_ran_are_not_covered_and_block(
                 if doc == "hlp-1001":
                     labels = _invented_rows_labels(workdir)
                 document = GOLDEN / f"{doc}.txt"
-                added.append(golden.add_case("late", document=document, labels=labels)["caseId"])
+                added.append(
+                    golden.add_golden_case("late", document=document, labels=labels).case_id
+                )
 
     golden.create_set("late", workflow=WORKFLOW, gate=True)
-    golden.add_case(
+    golden.add_golden_case(
         "late", document=GOLDEN / "hlp-1001.txt", labels=GOLDEN / "hlp-1001.labels.json"
     )
     outcomes = run_golden_sets(_open, revision, log=log)
@@ -225,9 +227,11 @@ def test_cases_added_after_a_passing_run_block_until_the_set_is_rerun(
     run_golden_sets(_open, revision)
     with _open(read_only=True) as conn:
         assert gate_decision(conn, revision).passed
-    golden.add_case("gate", document=GOLDEN / "hlp-1001.txt", labels=_invented_rows_labels(workdir))
+    golden.add_golden_case(
+        "gate", document=GOLDEN / "hlp-1001.txt", labels=_invented_rows_labels(workdir)
+    )
     letter, letter_labels = _not_an_invoice(workdir)
-    golden.add_case("gate", document=letter, labels=letter_labels)
+    golden.add_golden_case("gate", document=letter, labels=letter_labels)
     with _open(read_only=True) as conn:
         gate = gate_decision(conn, revision)
     assert not gate.passed
@@ -244,16 +248,16 @@ def test_cases_added_after_a_passing_run_block_until_the_set_is_rerun(
 def test_a_case_enabled_again_since_the_run_blocks_and_one_disabled_since_is_left_out(
     revision: str,
 ) -> None:
-    golden.set_case_enabled("gate", "case-0003", False)
+    golden.set_golden_case_enabled("gate", "case-0003", False)
     (first,) = run_golden_sets(_open, revision)
     assert first.cases == 2
-    golden.set_case_enabled("gate", "case-0003", True)
+    golden.set_golden_case_enabled("gate", "case-0003", True)
     with _open(read_only=True) as conn:
         gate = gate_decision(conn, revision)
     assert not gate.passed
     assert "does not cover 1 of its 3 enabled case(s) (case-0003: added or enabled" in gate.reason
     (second,) = run_golden_sets(_open, revision)
-    golden.set_case_enabled("gate", "case-0001", False)
+    golden.set_golden_case_enabled("gate", "case-0001", False)
     with _open(read_only=True) as conn:
         gate = gate_decision(conn, revision)
     # The set as it is now: case-0002 and case-0003 (10 + 7 values); case-0001's result in

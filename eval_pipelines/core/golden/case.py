@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.golden.values import values_match
+from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.workflows.schema import Column, Field, Schema
 
 STATUSES = ("passed", "failed", "errored", "skipped", "disabled")
@@ -29,7 +30,7 @@ ITEM_KINDS = ("field", "cell", "missing_row_cell", "invented_row")
 
 
 @dataclass(frozen=True)
-class ScoredItem:
+class ScoredItem(JsonResult):
     """One scored comparison.
 
     Attributes
@@ -85,7 +86,7 @@ class ScoredItem:
 
 
 @dataclass(frozen=True)
-class CaseScore:
+class CaseScore(JsonResult):
     """One case's result.
 
     Attributes

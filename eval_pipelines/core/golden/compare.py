@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from eval_pipelines.core.golden.case import CaseScore
 from eval_pipelines.core.golden.summary import RunScore
+from eval_pipelines.core.results import JsonResult
 
 
 @dataclass(frozen=True)
-class FieldDelta:
+class FieldDelta(JsonResult):
     """One breakdown row on both sides; ``delta`` is ``b - a``, None unless both scored it."""
 
     key: str
@@ -21,19 +21,9 @@ class FieldDelta:
     scored_b: int
     delta: float | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "accuracyA": self.accuracy_a,
-            "accuracyB": self.accuracy_b,
-            "scoredA": self.scored_a,
-            "scoredB": self.scored_b,
-            "delta": self.delta,
-        }
-
 
 @dataclass(frozen=True)
-class CaseChange:
+class CaseChange(JsonResult):
     """A case whose status differs; a side the case is absent from reads None."""
 
     case_id: str
@@ -42,18 +32,9 @@ class CaseChange:
     accuracy_a: float | None
     accuracy_b: float | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "caseId": self.case_id,
-            "statusA": self.status_a,
-            "statusB": self.status_b,
-            "accuracyA": self.accuracy_a,
-            "accuracyB": self.accuracy_b,
-        }
-
 
 @dataclass(frozen=True)
-class CompareResult:
+class CompareResult(JsonResult):
     """Run ``b`` against run ``a``.
 
     Attributes
@@ -71,14 +52,6 @@ class CompareResult:
     pass_rate_delta: float | None
     fields: tuple[FieldDelta, ...]
     cases: tuple[CaseChange, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "fieldAccuracyDelta": self.field_accuracy_delta,
-            "passRateDelta": self.pass_rate_delta,
-            "fields": [f.to_json() for f in self.fields],
-            "cases": [c.to_json() for c in self.cases],
-        }
 
 
 def compare_runs(

@@ -9,24 +9,22 @@ itself, so the asset check, ``workflow activate`` and ``golden run`` judge with 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.golden.summary import RunScore, format_share
+from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.schema import Schema
 
 
 @dataclass(frozen=True)
-class GateDecision:
+class GateDecision(JsonResult):
     """Whether a run clears the gate, and why (the text the Activate action shows)."""
 
     passed: bool
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "reason": self.reason}
 
 
 def validate_threshold(threshold: Any) -> float:
@@ -110,30 +108,41 @@ class GatingEvidence:
     unfinished: str | None = None
 
 
-@dataclass(frozen=True)
-class SetGate:
-    """One gating set's verdict."""
+@dataclass(frozen=True, kw_only=True)
+class SetGate(JsonResult):
+    """One gating set's verdict. ``field_correct`` / ``field_scored`` are the values its run
+    got right out of those scored (None when it has no run); they are read by
+    :func:`gate_summary` and left out of the JSON document, which the activation ledger has
+    recorded without them since 001."""
 
-    set_name: str
+    set_name: str = json_field("set")
     passed: bool
     reason: str
     golden_run_id: str | None
     field_accuracy: float | None
     threshold: float
+    field_correct: int | None = None
+    field_scored: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "set": self.set_name,
-            "passed": self.passed,
-            "reason": self.reason,
-            "goldenRunId": self.golden_run_id,
-            "fieldAccuracy": self.field_accuracy,
-            "threshold": self.threshold,
-        }
+        document = super().to_json()
+        del document["fieldCorrect"], document["fieldScored"]
+        return document
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> SetGate:
+        return cls(
+            set_name=document["set"],
+            passed=document["passed"],
+            reason=document["reason"],
+            golden_run_id=document["goldenRunId"],
+            field_accuracy=document["fieldAccuracy"],
+            threshold=document["threshold"],
+        )
 
 
 @dataclass(frozen=True)
-class Gate:
+class Gate(JsonResult):
     """Whether a revision may be activated, and why (one line per gating set)."""
 
     workflow: str
@@ -142,14 +151,35 @@ class Gate:
     reason: str
     sets: tuple[SetGate, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "workflow": self.workflow,
-            "revision": self.revision,
-            "passed": self.passed,
-            "reason": self.reason,
-            "sets": [s.to_json() for s in self.sets],
-        }
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Gate:
+        """The decision from its document (as :meth:`to_json` wrote it; the sets' counts are
+        not in it)."""
+        return cls(
+            workflow=document["workflow"],
+            revision=document["revision"],
+            passed=document["passed"],
+            reason=document["reason"],
+            sets=tuple(SetGate.from_json(s) for s in document["sets"]),
+        )
+
+
+def gate_summary(gate: Gate) -> str:
+    """The decision in one line, as the Dagster check and the run's log show it: ``gate
+    blocked: inv 30/33`` (each failing set with the values its run got right out of those
+    scored; ``not run`` when it has no completed run against the revision), ``gate passed:
+    inv 33/33`` (every set) or ``gate passed: no golden set gates this workflow``."""
+    verdict = "passed" if gate.passed else "blocked"
+    if not gate.sets:
+        return f"gate {verdict}: {gate.reason}"
+    shown = [s for s in gate.sets if not s.passed] or list(gate.sets)
+    parts = [
+        f"{s.set_name} {s.field_correct}/{s.field_scored}"
+        if s.field_scored is not None
+        else f"{s.set_name} not run"
+        for s in shown
+    ]
+    return f"gate {verdict}: {', '.join(parts)}"
 
 
 def decide_gate(workflow: str, revision: str, evidence: Sequence[GatingEvidence]) -> Gate:
@@ -185,7 +215,14 @@ def judge_set(evidence: GatingEvidence, *, revision: str) -> SetGate:
     if run_id is None or evidence.score is None:
         note = f" (its newest run there is {evidence.unfinished})" if evidence.unfinished else ""
         reason = f"set {name} has not been run against revision {revision}{note}"
-        return SetGate(name, False, reason, None, None, evidence.threshold)
+        return SetGate(
+            set_name=name,
+            passed=False,
+            reason=reason,
+            golden_run_id=None,
+            field_accuracy=None,
+            threshold=evidence.threshold,
+        )
     # The gate judges the set as it is now: every enabled case must have a result in the run
     # (a case added or enabled since was never required by it), and a case disabled since is
     # left out, as a re-run would leave it.
@@ -222,7 +259,16 @@ def judge_set(evidence: GatingEvidence, *, revision: str) -> SetGate:
             reason += missed_fields(evidence.score)
         if left_out:
             reason += f" ({listed(left_out)} disabled since the run, left out)"
-    return SetGate(name, passed, reason, run_id, evidence.score.field_accuracy, evidence.threshold)
+    return SetGate(
+        set_name=name,
+        passed=passed,
+        reason=reason,
+        golden_run_id=run_id,
+        field_accuracy=evidence.score.field_accuracy,
+        threshold=evidence.threshold,
+        field_correct=evidence.score.field_correct,
+        field_scored=evidence.score.field_scored,
+    )
 
 
 def listed(case_ids: Sequence[str]) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.golden.case import STATUSES, CaseScore
+from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.stats import Interval, estimate_proportion
 from eval_pipelines.core.workflows.schema import Schema
 
@@ -28,7 +29,7 @@ def format_share(value: float | None) -> str:
 
 
 @dataclass(frozen=True)
-class FieldScore:
+class FieldScore(JsonResult):
     """One row of the per-field breakdown.
 
     Attributes
@@ -53,16 +54,6 @@ class FieldScore:
     stale: bool = False
     stale_labels: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "scored": self.scored,
-            "correct": self.correct,
-            "accuracy": self.accuracy,
-            "stale": self.stale,
-            "staleLabels": self.stale_labels,
-        }
-
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FieldScore:
         return cls(
@@ -76,7 +67,7 @@ class FieldScore:
 
 
 @dataclass(frozen=True)
-class RunScore:
+class RunScore(JsonResult):
     """An evaluation run's figures, each with its n.
 
     Attributes
