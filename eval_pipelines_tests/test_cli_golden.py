@@ -145,11 +145,11 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     other = cli_json(capsys, "workflow", "save", "other_invoices", "--file", WORKFLOW_FILE)
     reason = refused(capsys, "workflow", "activate", WORKFLOW, other["revision"], "--by", "ana")
     assert reason == (
-        f"REVISION={other['revision']!r}: is a revision of workflow 'other_invoices', "
+        f"revision={other['revision']!r}: is a revision of workflow 'other_invoices', "
         f"not of {WORKFLOW!r}"
     )
     reason = refused(capsys, "workflow", "activate", WORKFLOW, "deadbeef0000", "--by", "ana")
-    assert reason == "REVISION='deadbeef0000': no such revision (see 'workflow show NAME')"
+    assert reason == "revision='deadbeef0000': no such revision (see 'workflow show NAME')"
 
     assert cli_json(capsys, *ledger) == entries
 

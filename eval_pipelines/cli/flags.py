@@ -1,9 +1,9 @@
 """Which flag sets which API parameter, so a refusal from the API (which names Python
 parameters) reads in the shell's words: ``--dim=1: ...`` rather than ``dim=1: ...``.
 
-Every command's parser knows its flags: a flag's ``dest`` is the parameter it feeds, and
-positionals show as their metavar. A command whose API parameter has another name than its
-flag's ``dest`` says so with ``set_defaults(api_flags={"parameter": "--flag"})``."""
+Every command's parser knows its flags: a flag's ``dest`` is the parameter it feeds, and a
+positional shows as the usage line shows it. A command whose API parameter has another name
+than its flag's ``dest`` says so with ``set_defaults(api_flags={"parameter": "--flag"})``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def flags_of(parser: argparse.ArgumentParser, inherited: Mapping[str, str]) -> d
         if action.option_strings:
             flags[action.dest] = max(action.option_strings, key=len)
         elif action.dest is not argparse.SUPPRESS:
-            flags[action.dest] = str(action.metavar or action.dest.upper())
+            # A positional as the usage line shows it: its metavar, else its name.
+            flags[action.dest] = str(action.metavar or action.dest)
     flags.update(parser.get_default(API_FLAGS_DEFAULT) or {})
     return flags
 
