@@ -10,9 +10,8 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.golden.gate import Gate, gate_summary
-from eval_pipelines.defs.families import AssetFamily, refusal
+from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import partitioned_asset_check, workflow_revisions
@@ -52,7 +51,7 @@ def workflow_revision(
         )
         with warehouse.connect(read_only=True) as conn:
             row = revision_row(conn, workflow.revision)
-    except (NotFoundError, ConflictError, InputError) as error:
+    except REFUSALS as error:
         raise _refusal(error) from None
     return dg.MaterializeResult(
         metadata={
