@@ -210,7 +210,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     assign.add_argument("--lever", default=None)
     assign.add_argument("--lever-share", type=finite_float, default=None)
     assign.add_argument("--json", action="store_true")
-    assign.set_defaults(func=cmd_assign)
+    assign.set_defaults(
+        func=cmd_assign,
+        api_flags={"holdout_fraction": "--fraction", "lever_holdout_share": "--lever-share"},
+    )
 
     settings = lift.add_parser(
         "settings", help="a workspace's standing holdout and lever (a change starts an epoch)"
@@ -227,7 +230,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "the lever are set beside the live claims",
     )
     settings.add_argument("--json", action="store_true")
-    settings.set_defaults(func=cmd_settings)
+    settings.set_defaults(
+        func=cmd_settings,
+        api_flags={"holdout_fraction": "--fraction", "lever_holdout_share": "--lever-share"},
+    )
 
     ingest = lift.add_parser("ingest", help="validate and store one log file (whole or nothing)")
     ingest.add_argument("path", metavar="file")
