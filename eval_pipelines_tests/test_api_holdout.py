@@ -367,8 +367,71 @@ def test_a_partial_materialisation_reads_incomplete_not_complete(small_case: str
     assert result.success
     status = api.get_holdout_eval(small_case, started.eval_id)
     assert (status.status, status.run.state) == ("incomplete", "succeeded")
+    assert [v.status for v in status.variants] == ["not in this run", "not in this run"]
+    assert status.run_assets == ("eval_spec", "holdout_sample")
     with pytest.raises(api.EvalFailed, match="finished without writing the report"):
         api.wait_for_eval(small_case, started.eval_id, timeout=5)
+
+
+def test_a_partial_ui_run_after_the_report_is_not_complete_and_its_steps_not_pending(
+    small_case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20: after a run launched from the UI for only some assets of a complete
+    evaluation's partition (here only ``holdout_sample``, as the Materialize dialog's asset
+    selection does), `eval status` listed the classify steps as "pending" (they were never
+    going to run) and said `complete`, though that run wrote no report. The status now comes
+    from whether the stored report matches the newest run: it is that run's (`incomplete`),
+    its steps read "not in this run", and the earlier report is still shown, said to be from
+    before it. A whole run makes it complete again."""
+    import json
+
+    import dagster as dg
+
+    from eval_pipelines.cli.main import main
+    from eval_pipelines.definitions import defs
+
+    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, wait=True)
+    assert api.get_holdout_eval(small_case, started.eval_id).status == "complete"
+    partial = defs.resolve_job_def("holdout_eval").execute_in_process(
+        instance=DagsterInstance.get(),
+        partition_key=started.eval_id,
+        asset_selection=[dg.AssetKey("holdout_sample")],
+    )
+    assert partial.success
+
+    status = api.get_holdout_eval(small_case, started.eval_id)
+    assert status.run is not None
+    assert (status.run.run_id, status.run.state) == (partial.run_id, "succeeded")
+    assert status.status == "incomplete"
+    assert [v.status for v in status.variants] == ["not in this run", "not in this run"]
+    assert status.run_assets == ("holdout_sample",)
+    assert status.report is not None and status.report_run_id == started.run_id
+    with pytest.raises(api.EvalFailed, match="the report of run .* is from before it"):
+        api.wait_for_eval(small_case, started.eval_id, timeout=5)
+
+    capsys.readouterr()
+    assert main(["eval", "status", small_case, started.eval_id]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"# `{started.eval_id}`: incomplete\n")
+    assert (
+        "- classify steps of the newest run: baseline (not in this run), "
+        "five-nearest (not in this run)"
+    ) in shown
+    assert (
+        "- the newest run materialised only holdout_sample, not eval_report: the report below "
+        f"is from before it; run the whole evaluation with eval-pipelines eval rerun "
+        f"{small_case} {started.eval_id}"
+    ) in shown
+    assert main(["eval", "status", small_case, started.eval_id, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["status"], document["runAssets"]) == ("incomplete", ["holdout_sample"])
+    assert [v["status"] for v in document["variants"]] == ["not in this run"] * 2
+
+    again = api.rerun_holdout_eval(small_case, started.eval_id, wait=True)
+    whole = api.get_holdout_eval(small_case, started.eval_id)
+    assert (whole.status, whole.report_run_id, whole.run_assets) == ("complete", again.run_id, None)
+    assert [v.status for v in whole.variants] == ["succeeded", "succeeded"]
+    assert "runAssets" not in whole.to_json()
 
 
 def test_partition_keys_added_by_hand_can_be_pruned(small_case: str) -> None:

@@ -89,6 +89,14 @@ class RunInfo(JsonResult):
         return self.state in ("succeeded", "failed", "canceled")
 
 
+# A variant's step when the newest run was launched without it (a partial run from the UI).
+NOT_IN_RUN = "not in this run"
+# The asset whose materialisation is the evaluation's report, and the one whose steps
+# classify (one per variant).
+_REPORT_ASSET = "eval_report"
+_CLASSIFY_ASSET = "variant_predictions"
+
+
 @dataclass(frozen=True)
 class VariantStep(JsonResult):
     """A variant's classify step in the newest run: ``pending``, ``running``, ``retrying``,
@@ -106,7 +114,10 @@ class HoldoutStatus(JsonResult):
     ``status`` is ``registered``, ``queued``, ``running``, ``complete``, ``incomplete``,
     ``failed`` or ``canceled``; ``run`` is the newest run (None before any); ``spec`` is the
     stored spec document; ``report`` is the 000 report document, present with
-    ``report_markdown`` and ``report_run_id`` (the run that wrote it) once one is stored."""
+    ``report_markdown`` and ``report_run_id`` (the run that wrote it) once one is stored.
+    ``run_assets`` (``runAssets``, left out otherwise) lists the assets the newest run
+    selected when it was launched for only part of the chain, without ``eval_report``: the
+    status is then that run's, never ``complete``."""
 
     eval_id: str
     case_id: str
@@ -123,6 +134,7 @@ class HoldoutStatus(JsonResult):
     report: dict[str, Any] | None = None
     report_markdown: str | None = None
     report_run_id: str | None = None
+    run_assets: tuple[str, ...] | None = json_field(omit_none=True, default=None)
 
     def to_json(self) -> dict[str, Any]:
         document = super().to_json()
@@ -465,10 +477,53 @@ def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations_store.
     return row
 
 
-def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str, str]:
+@dataclass(frozen=True)
+class _Selection:
+    """What a run was launched to materialise: ``assets`` (asset names) and ``step_keys``,
+    each None when the run selected the whole job (as every run the CLI starts does)."""
+
+    assets: frozenset[str] | None
+    step_keys: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, run: Any) -> _Selection:
+        assets = run.asset_selection
+        steps = run.step_keys_to_execute
+        return cls(
+            None if assets is None else frozenset(key.to_user_string() for key in assets),
+            None if steps is None else tuple(steps),
+        )
+
+    def selects(self, asset: str) -> bool:
+        return (self.assets is None or asset in self.assets) and (
+            self.step_keys is None
+            or any(key == asset or key.startswith(f"{asset}.") for key in self.step_keys)
+        )
+
+    def selects_variant(self, step_key: str) -> bool:
+        if not self.selects(_CLASSIFY_ASSET):
+            return False
+        # Classify steps are mapped at run time: a run that names none of them runs them all.
+        named = [key for key in self.step_keys or () if "classify_variant[" in key]
+        return not named or any(
+            key.endswith((f"classify_variant[{step_key}]", "classify_variant[?]")) for key in named
+        )
+
+    def names(self) -> tuple[str, ...]:
+        """The assets selected, sorted (from the step keys when the run named only steps)."""
+        if self.assets is not None:
+            return tuple(sorted(self.assets))
+        return tuple(sorted({key.split(".")[0] for key in self.step_keys or ()}))
+
+
+def _step_statuses(
+    instance: Any, run_id: str, step_keys: list[str], selection: _Selection
+) -> dict[str, str]:
     from dagster import DagsterEventType
 
-    statuses = {key: "pending" for key in step_keys}
+    statuses = {
+        key: "pending" if selection.selects_variant(key) else NOT_IN_RUN for key in step_keys
+    }
     events = {
         DagsterEventType.STEP_START: "running",
         DagsterEventType.STEP_SUCCESS: "succeeded",
@@ -485,15 +540,20 @@ def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str
     return statuses
 
 
-def _evaluation_status(report_run_id: str | None, has_report: bool, run: RunInfo | None) -> str:
+def _evaluation_status(
+    report_run_id: str | None, has_report: bool, run: RunInfo | None, *, writes_report: bool
+) -> str:
     """The evaluation's status from its stored report and the newest run's state.
 
-    ``complete`` once a report exists and the run that wrote it has finished (a re-run in
-    progress or failed leaves the earlier report complete; the run says what it is doing);
-    without a report, the newest run's state (``incomplete`` when it succeeded without
-    writing the report), or ``registered`` when none was launched.
+    ``complete`` once a report exists that matches the newest run: the run wrote it and has
+    finished, or the run was launched for the whole chain (``writes_report``: a re-run in
+    progress or failed leaves the earlier report complete; the run says what it is doing).
+    Otherwise the newest run's state (``incomplete`` when it succeeded without writing the
+    report: it materialised only part of the chain, e.g. a partial run from the UI, which
+    may have replaced rows the earlier report was computed from), or ``registered`` when none
+    was launched.
     """
-    if has_report:
+    if has_report and (run is None or run.run_id == report_run_id or writes_report):
         closing = run is not None and not run.finished and run.run_id == report_run_id
         return "running" if closing else "complete"
     if run is None:
@@ -534,16 +594,23 @@ def _status(instance: Any, stored: _Stored, dagster_run: Any) -> HoldoutStatus:
     """The status document from the stored evaluation and its newest Dagster run."""
     spec, report = stored.row.spec, stored.report
     run = _run_info(instance, dagster_run) if dagster_run is not None else None
+    selection = _Selection.of(dagster_run) if dagster_run is not None else _Selection(None, None)
     steps = (
-        _step_statuses(instance, run.run_id, [v["stepKey"] for v in spec["variants"]])
+        _step_statuses(instance, run.run_id, [v["stepKey"] for v in spec["variants"]], selection)
         if run is not None
         else {}
     )
+    writes_report = selection.selects(_REPORT_ASSET)
     return HoldoutStatus(
         eval_id=stored.row.eval_id,
         case_id=stored.row.case_id,
         kind=KIND,
-        status=_evaluation_status(report.run_id if report else None, report is not None, run),
+        status=_evaluation_status(
+            report.run_id if report else None,
+            report is not None,
+            run,
+            writes_report=writes_report,
+        ),
         run_id=run.run_id if run else stored.row.run_id,
         run=run,
         variants=tuple(
@@ -562,6 +629,7 @@ def _status(instance: Any, stored: _Stored, dagster_run: Any) -> HoldoutStatus:
         report=report.report if report is not None else None,
         report_markdown=report.markdown if report is not None else None,
         report_run_id=report.run_id if report is not None else None,
+        run_assets=None if run is None or writes_report else selection.names(),
     )
 
 
@@ -681,9 +749,14 @@ def _finished(case_id: str, status: HoldoutStatus, *, waited_for_run: bool) -> H
             f"'eval-pipelines eval rerun {case_id} {eval_id}'",
             status,
         )
+    earlier = (
+        f" (the report of run {status.report_run_id} is from before it)"
+        if status.report is not None
+        else ""
+    )
     raise EvalFailed(
         f"evaluation {eval_id}: run {run.run_id} finished without writing the report (it "
-        f"materialised only some assets); run the whole evaluation with "
+        f"materialised only some assets){earlier}; run the whole evaluation with "
         f"'eval-pipelines eval rerun {case_id} {eval_id}'",
         status,
     )

@@ -66,6 +66,14 @@ def status_markdown(status: HoldoutStatus) -> str:
         lines.append("- no run yet")
     if status.report_run_id and run is not None and status.report_run_id != run.run_id:
         lines.append(f"- report written by run `{status.report_run_id}`")
+    if status.run_assets is not None:
+        lines.append(
+            f"- the newest run materialised only {', '.join(status.run_assets) or 'no asset'}, "
+            "not eval_report: "
+            + ("the report below is from before it" if status.report is not None else "no report")
+            + f"; run the whole evaluation with eval-pipelines eval rerun {status.case_id} "
+            f"{status.eval_id}"
+        )
     lines.append(
         "- classify steps of the newest run: "
         + ", ".join(f"{v.name} ({v.status})" for v in status.variants)
