@@ -323,6 +323,9 @@ def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> Non
     # The status follows the newest run of the partition, whoever launched it.
     assert after.run_id != before_status.run_id
     assert after.report_run_id == after.run_id and after.run.state == "succeeded"
+    # It selected eval_report and everything upstream but eval_spec: a run that wrote the report.
+    assert (after.status, after.run_assets) == ("complete", None)
+    assert [v.status for v in after.variants] == ["succeeded"]
 
 
 @pytest.mark.parametrize(
