@@ -542,3 +542,33 @@ def test_a_run_into_another_warehouse_than_the_run_reads_is_refused(
         register_only=True,
         warehouse=workdir / "warehouse.duckdb",
     ).eval_id.startswith("small-e")
+
+
+def test_refusals_name_parameters_to_python_and_flags_in_the_shell(
+    small_case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20: the API's errors name its parameters (`variant`, `candidate_variant`), the
+    CLI shows the flags that set them (--variant, --candidate-variant), exit 2."""
+    from eval_pipelines.cli.main import main
+
+    eval_id = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, wait=True).eval_id
+    with pytest.raises(InputError) as refused:
+        api.eval_rows(small_case, eval_id, variant="nope")
+    assert refused.value.field == "variant"
+    with pytest.raises(InputError) as refused:
+        api.compare_holdout_evals(
+            small_case,
+            baseline_eval_id=eval_id,
+            candidate_eval_id=eval_id,
+            baseline_variant="baseline",
+            candidate_variant="nope",
+        )
+    assert refused.value.field == "candidate_variant"
+    capsys.readouterr()
+    assert main(["eval", "rows", small_case, eval_id, "--variant", "nope"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: --variant='nope': is not a variant of {eval_id}"
+    )
+    compare = ["eval", "compare", small_case, eval_id, eval_id]
+    assert main([*compare, "--baseline-variant", "baseline", "--candidate-variant", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: --candidate-variant='nope': is not")
