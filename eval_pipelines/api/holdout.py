@@ -86,6 +86,7 @@ class RunInfo(JsonResult):
 
     @property
     def finished(self) -> bool:
+        # runs.model.FINISHED_STATES, not imported here: that module imports dagster.
         return self.state in ("succeeded", "failed", "canceled")
 
 
