@@ -63,7 +63,7 @@ def main() -> None:
                 group_field=field,
                 wait=True,
             )
-            report = api.get_holdout_eval("icd10cm", started["evalId"])["report"]
+            report = api.get_holdout_eval("icd10cm", started.eval_id).report
             levels = report["variants"][0]["score"]["levels"]
             acc = {d: levels[d]["accuracy"] for d in ("1", "3", "4", "5")}
             low, high = acc["4"]["interval"]

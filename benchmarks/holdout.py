@@ -52,7 +52,7 @@ from eval_pipelines import api
 variants = json.loads(sys.argv[1])
 started = api.start_holdout_eval("icd10cm", variants, sample_size=int(sys.argv[2]), seed=7,
                                  wait=True)
-assert started["status"] == "complete", started
+assert started.status == "complete", started
 """
 
 

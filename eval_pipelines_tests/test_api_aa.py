@@ -18,8 +18,8 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
         aa=True,
         wait=True,
     )
-    status = api.get_holdout_eval(small_case, started["evalId"])
-    report = status["report"]
+    status = api.get_holdout_eval(small_case, started.eval_id)
+    report = status.report
     assert [v["name"] for v in report["variants"]] == ["baseline", "k5", "aa-twin"]
     usage = report["variants"][0]["usage"]
     # Cost per variant: one classify call per record; knn-vote spends no tokens.
@@ -37,7 +37,7 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
         assert level["flips"] == 0 and level["splits"] == 20
         assert level["falsePositiveRate"] == level["falsePositives"] / 20
     assert aa["passed"] == all(level["passed"] for level in aa["levels"].values())
-    assert "The A/A arm `aa-twin`" in status["reportMarkdown"]
+    assert "The A/A arm `aa-twin`" in status.report_markdown
     # The twin measures the instrument and is not a candidate: k5 is the only one, so no
     # Holm adjustment (the twin must not make the real comparisons more conservative).
     assert all("mcnemarPHolm" not in c["levels"]["3"] for c in report["comparisons"])
@@ -47,7 +47,7 @@ def test_an_aa_check_without_enough_records_is_not_read_as_passed(small_case: st
     started = api.start_holdout_eval(
         small_case, [{"name": "baseline"}], sample_size=30, seed=3, aa=True, wait=True
     )
-    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    report = api.get_holdout_eval(small_case, started.eval_id).report
     assert report["aaCheck"]["passed"] is False
     assert report["aaCheck"]["summary"].startswith("A/A check could not be read")
     assert report["warnings"][0]["code"] == "aa_check_failed"

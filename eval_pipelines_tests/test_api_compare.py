@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines import api
+from eval_pipelines.api.compare import ChangedBesidesVariant
 from eval_pipelines.core.errors import ConflictError, InputError
 
 
 def _start(case: str, **kwargs) -> str:
     variants = kwargs.pop("variants", [{"name": "baseline"}])
-    return api.start_holdout_eval(case, variants, wait=True, **kwargs)["evalId"]
+    return api.start_holdout_eval(case, variants, wait=True, **kwargs).eval_id
 
 
 def test_compare_two_evaluations_matches_the_in_eval_comparison(small_case: str) -> None:
@@ -34,8 +35,8 @@ def test_compare_two_evaluations_matches_the_in_eval_comparison(small_case: str)
         baseline_variant="baseline",
         candidate_variant="k5",
     )
-    inside = api.get_holdout_eval(small_case, both)["report"]["comparisons"][0]["levels"]
-    assert compared["levels"] == inside
+    inside = api.get_holdout_eval(small_case, both).report["comparisons"][0]["levels"]
+    assert compared.levels == inside
 
 
 @pytest.mark.parametrize(
@@ -72,7 +73,7 @@ def test_compare_names_an_unknown_variant(small_case: str) -> None:
             baseline_variant="baseline",
             candidate_variant="nope",
         )
-    assert error.value.field == "--candidate-variant"
+    assert error.value.field == "candidate_variant"
 
 
 def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
@@ -85,12 +86,12 @@ def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
     )
     api.add_memo_entry(small_case, entry)
     started = api.evaluate_memo_entry(small_case, "m_asthma", sample_size=50, seed=1, wait=True)
-    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    report = api.get_holdout_eval(small_case, started.eval_id).report
     assert [v["name"] for v in report["variants"]] == ["active-memo", "with-m_asthma"]
     assert report["variants"][1]["memoInclude"] == ["m_asthma"]
     assert api.list_memo_entries(small_case)[0]["status"] == "proposed"
     # The A/B changed nothing: an evaluation started afterwards runs the same memo version.
-    later = api.get_holdout_eval(small_case, _start(small_case, sample_size=20, seed=1))["report"]
+    later = api.get_holdout_eval(small_case, _start(small_case, sample_size=20, seed=1)).report
     assert later["variants"][0]["memoVersion"] == report["variants"][0]["memoVersion"] == "empty"
     api.approve_memo_entry(small_case, "m_asthma", by="lead")
     with pytest.raises(InputError, match="already active"):
@@ -117,11 +118,11 @@ def test_compare_refuses_a_memo_change_unless_allowed_and_then_says_so(
     }
     with pytest.raises(ConflictError, match="memo version differs") as refused:
         api.compare_holdout_evals(small_case, **arguments)
-    assert "--allow-memo-change" in str(refused.value)
+    assert "pass `allow_memo_change` to compare anyway" in str(refused.value)
     allowed = api.compare_holdout_evals(small_case, allow_memo_change=True, **arguments)
-    assert allowed["changedBesidesVariant"] == [
-        {"what": "memo version", "baseline": "empty", "candidate": approved["memoVersion"]}
-    ]
+    assert allowed.changed_besides_variant == (
+        ChangedBesidesVariant("memo version", "empty", approved["memoVersion"]),
+    )
 
 
 def test_compare_refuses_the_same_variant_with_another_config(small_case: str) -> None:
@@ -141,9 +142,9 @@ def test_compare_refuses_the_same_variant_with_another_config(small_case: str) -
     with pytest.raises(ConflictError, match="config differs"):
         api.compare_holdout_evals(small_case, **arguments)
     allowed = api.compare_holdout_evals(small_case, allow_config_change=True, **arguments)
-    assert allowed["changedBesidesVariant"] == [
-        {"what": "config", "baseline": {"candidates": 20}, "candidate": {"candidates": 5}}
-    ]
+    assert allowed.changed_besides_variant == (
+        ChangedBesidesVariant("config", {"candidates": 20}, {"candidates": 5}),
+    )
 
 
 def test_cli_compare_refuses_a_memo_change_and_says_so_first_when_allowed(
@@ -165,6 +166,7 @@ def test_cli_compare_refuses_a_memo_change_and_says_so_first_when_allowed(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "memo version differs" in err
+    assert "pass --allow-memo-change to compare anyway" in err  # the API's parameter, as a flag
     assert main([*argv, "--allow-memo-change"]) == 0
     out, err = capsys.readouterr()
     assert err.startswith("warning: the memo version changed besides the variant (empty -> ")
@@ -198,7 +200,7 @@ def test_cli_compare_accepts_000s_own_memo_ab_within_one_evaluation(
     assert err == ""
     compared = json.loads(out)
     assert compared["changedBesidesVariant"] == []
-    inside = api.get_holdout_eval(small_case, both)["report"]["comparisons"][0]["levels"]
+    inside = api.get_holdout_eval(small_case, both).report["comparisons"][0]["levels"]
     assert compared["levels"] == inside
     # With the flag, nothing is said either: the memo did not change besides the variant.
     assert main([*argv, "--allow-memo-change"]) == 0
@@ -233,9 +235,9 @@ def test_compare_the_same_included_variant_across_a_memo_approval_is_refused(
     with pytest.raises(ConflictError, match="memo version differs"):
         api.compare_holdout_evals(small_case, **arguments)
     allowed = api.compare_holdout_evals(small_case, allow_memo_change=True, **arguments)
-    assert allowed["changedBesidesVariant"] == [
-        {"what": "memo version", "baseline": "empty", "candidate": approved["memoVersion"]}
-    ]
+    assert allowed.changed_besides_variant == (
+        ChangedBesidesVariant("memo version", "empty", approved["memoVersion"]),
+    )
 
 
 def test_memo_shortcut_with_a_64_character_entry_id(small_case: str, tmp_path: Path) -> None:
@@ -250,5 +252,5 @@ def test_memo_shortcut_with_a_64_character_entry_id(small_case: str, tmp_path: P
     started = api.evaluate_memo_entry(
         small_case, entry_id, sample_size=10, seed=1, register_only=True
     )
-    spec_variants = api.get_holdout_eval(small_case, started["evalId"])["variants"]
-    assert [v["name"] for v in spec_variants] == ["active-memo", "with-entry"]
+    spec_variants = api.get_holdout_eval(small_case, started.eval_id).variants
+    assert [v.name for v in spec_variants] == ["active-memo", "with-entry"]

@@ -129,26 +129,26 @@ def test_evaluation_retrieving_in_embedding_space(small_case: str, workdir: Path
         },
     ]
     started = api.start_holdout_eval(small_case, variants, sample_size=60, seed=4, wait=True)
-    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    report = api.get_holdout_eval(small_case, started.eval_id).report
     assert report["versions"]["embeddings"]
     by_key = {row["retrieval"]: row for row in report["retrievals"]}
     assert set(by_key) == {"tfidf:exact", "embedding:exact", "embedding:pynndescent"}
     assert by_key["tfidf:exact"]["purpose"] == "grouping+evidence"
     approximate = by_key["embedding:pynndescent"]
     assert approximate["recallAtK"] >= 0.9 and approximate["recallProbeQueries"] == 60
-    assert "recall@20" in api.get_holdout_eval(small_case, started["evalId"])["reportMarkdown"]
+    assert "recall@20" in api.get_holdout_eval(small_case, started.eval_id).report_markdown
     with duckdb.connect(str(workdir / "warehouse.duckdb"), read_only=True) as conn:
         rows = conn.execute(
             "SELECT retrieval, count(DISTINCT sample_key), count(*) FROM candidates "
             "WHERE eval_id = ? GROUP BY retrieval ORDER BY retrieval",
-            [started["evalId"]],
+            [started.eval_id],
         ).fetchall()
         # No space returned a held-out record (itself or a near-duplicate in TF-IDF space).
         leaked = conn.execute(
             "SELECT count(*) FROM candidates c JOIN leave_out l ON l.eval_id = c.eval_id "
             "AND l.sample_key = c.sample_key AND l.excluded_key = c.evidence_key "
             "WHERE c.eval_id = ?",
-            [started["evalId"]],
+            [started.eval_id],
         ).fetchone()
     assert [r[0] for r in rows] == ["embedding:exact", "embedding:pynndescent", "tfidf:exact"]
     assert all(r[1] == 60 for r in rows)

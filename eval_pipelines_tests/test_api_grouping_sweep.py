@@ -75,8 +75,8 @@ def test_rows_match_real_holdout_evaluations(small_case: str, tmp_path: Path) ->
             grouping=grouping,
             wait=True,
         )
-        assert started["status"] == "complete"
-        report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+        assert started.status == "complete"
+        report = api.get_holdout_eval(small_case, started.eval_id).report
         assert report["sample"]["sampleHash"] == sweep["sample"]["sampleHash"]
         assert (
             report["sample"]["grouping"]["groupMembersExcluded"] == (row["heldOut"]["groupMembers"])

@@ -18,7 +18,7 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
         leakage_check=True,
         wait=True,
     )
-    report = api.get_holdout_eval(small_case, grouped["evalId"])["report"]
+    report = api.get_holdout_eval(small_case, grouped.eval_id).report
     gap = report["leakageGap"]
     assert gap["baseline"] == "baseline" and gap["comparedWith"] == {"mode": "none"}
     ungrouped = api.start_holdout_eval(
@@ -29,7 +29,7 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
         grouping={"mode": "none"},
         wait=True,
     )
-    plain = api.get_holdout_eval(small_case, ungrouped["evalId"])["report"]
+    plain = api.get_holdout_eval(small_case, ungrouped.eval_id).report
     assert plain["sample"]["sampleHash"] == report["sample"]["sampleHash"]
     grouped_levels = report["variants"][0]["score"]["levels"]
     plain_levels = plain["variants"][0]["score"]["levels"]
@@ -41,5 +41,5 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
         # second scoring, so the gap is the difference of the two accuracies.
         assert level["pairs"] == n
         assert level["newlyRight"] - level["newlyWrong"] == right_plain - right_grouped
-    status = api.get_holdout_eval(small_case, grouped["evalId"])
-    assert "Leakage gap of `baseline`" in status["reportMarkdown"]
+    status = api.get_holdout_eval(small_case, grouped.eval_id)
+    assert "Leakage gap of `baseline`" in status.report_markdown

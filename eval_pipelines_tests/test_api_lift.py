@@ -196,14 +196,14 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
         seed=3,
         wait=True,
     )
-    report = api.get_holdout_eval(small_case, started["evalId"])["report"]
+    report = api.get_holdout_eval(small_case, started.eval_id).report
     (comparison,) = report["comparisons"]
     level = comparison["levels"][str(report["targetDepth"][0])]
     lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2", case=small_case)
     lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.08, seed=4))
     (claim,) = lift.report().report["claims"]
     offline = claim["offline"]
-    assert offline["kind"] == "offline_screening" and offline["evalId"] == started["evalId"]
+    assert offline["kind"] == "offline_screening" and offline["evalId"] == started.eval_id
     assert offline["candidate"] == "memo-v2" and offline["baseline"] == "baseline"
     assert offline["difference"] == level["difference"] and offline["n"] == level["pairs"]
     assert claim["evidence"] == "live_confirmation"  # the two kinds side by side, never merged
@@ -259,7 +259,7 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
     assert settings.case_id == small_case and settings.new_epoch is False
     claims = {c["workspaceId"]: c for c in lift.report().report["claims"]}
     offline = claims["ws"]["offline"]
-    assert offline["kind"] == "offline_screening" and offline["evalId"] == first["evalId"]
+    assert offline["kind"] == "offline_screening" and offline["evalId"] == first.eval_id
     assert offline["caseId"] == small_case and offline["candidate"] == "memo-v2"
     assert claims["other"]["offline"] is None  # the other workspace's claim stays bare
     assert small_case not in str(claims["other"]["offlineNote"])

@@ -292,11 +292,11 @@ def test_bad_records_file_exit_2(workdir: Path, tariff_files: Path) -> None:
 def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> None:
     from eval_pipelines import api
 
-    eval_id = api.start_holdout_eval(small_case, [{"name": "baseline"}], sample_size=30, wait=True)[
-        "evalId"
-    ]
+    eval_id = api.start_holdout_eval(
+        small_case, [{"name": "baseline"}], sample_size=30, wait=True
+    ).eval_id
     before_status = api.get_holdout_eval(small_case, eval_id)
-    before = before_status["report"]
+    before = before_status.report
     dagster = Path(sys.executable).parent / "dagster"
     result = subprocess.run(
         [
@@ -317,12 +317,15 @@ def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> Non
     )
     assert result.returncode == 0, result.stderr[-2000:]
     after = api.get_holdout_eval(small_case, eval_id)
-    scores = [[v["score"] for v in r["variants"]] for r in (after["report"], before)]
+    scores = [[v["score"] for v in r["variants"]] for r in (after.report, before)]
     assert scores[0] == scores[1]  # usage (wall seconds) may differ, the scores may not
-    assert after["report"]["sample"] == before["sample"]
+    assert after.report["sample"] == before["sample"]
     # The status follows the newest run of the partition, whoever launched it.
-    assert after["runId"] != before_status["runId"]
-    assert after["reportRunId"] == after["runId"] and after["run"]["state"] == "succeeded"
+    assert after.run_id != before_status.run_id
+    assert after.report_run_id == after.run_id and after.run.state == "succeeded"
+    # It selected eval_report and everything upstream but eval_spec: a run that wrote the report.
+    assert (after.status, after.run_assets) == ("complete", None)
+    assert [v.status for v in after.variants] == ["succeeded"]
 
 
 @pytest.mark.parametrize(
@@ -403,7 +406,7 @@ def test_rows_into_a_closed_pipe_exit_quietly(small_case: str) -> None:
 
     eval_id = api.start_holdout_eval(
         small_case, [{"name": "baseline"}], sample_size=300, wait=True
-    )["evalId"]
+    ).eval_id
     command = " ".join([*CLI, "eval", "rows", small_case, eval_id])
     result = subprocess.run(
         f"{command} | head -1", shell=True, capture_output=True, text=True, env=os.environ.copy()

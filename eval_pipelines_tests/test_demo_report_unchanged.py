@@ -53,8 +53,8 @@ def demo_report(root: Path) -> dict[str, Any]:
         leakage_check=True,
         wait=True,
     )
-    status = api.get_holdout_eval("icd10cm", started["evalId"])
-    return normalised({"report": status["report"], "markdown": status["reportMarkdown"]})
+    status = api.get_holdout_eval("icd10cm", started.eval_id)
+    return normalised({"report": status.report, "markdown": status.report_markdown})
 
 
 def test_the_demo_report_is_unchanged_field_by_field(workdir: Path) -> None:

@@ -27,7 +27,7 @@ def test_ungrouped_reads_higher_than_grouped_at_the_4_character_level(workdir: P
     grouped = api.start_holdout_eval(
         "icd10cm", variants, sample_size=500, seed=7, group_field="group_key", wait=True
     )
-    reports = [api.get_holdout_eval("icd10cm", s["evalId"])["report"] for s in (ungrouped, grouped)]
+    reports = [api.get_holdout_eval("icd10cm", s.eval_id).report for s in (ungrouped, grouped)]
     assert reports[0]["sample"]["sampleHash"] == reports[1]["sample"]["sampleHash"]
     level4 = [r["variants"][0]["score"]["levels"]["4"]["accuracy"] for r in reports]
     assert level4[0]["n"] == level4[1]["n"] > 450

@@ -38,8 +38,8 @@ def test_the_fixture_predates_schema_versioning(legacy: Path) -> None:
 
 def test_a_read_upgrades_the_file_in_place_once(legacy: Path) -> None:
     listed = api.list_evals("legacy")
-    assert [e["evalId"] for e in listed] == [*COMPLETE, "legacy-e0004-s1"]
-    assert [e["complete"] for e in listed] == [True, True, True, False]
+    assert [e.eval_id for e in listed] == [*COMPLETE, "legacy-e0004-s1"]
+    assert [e.complete for e in listed] == [True, True, True, False]
     with connect(legacy, read_only=True) as conn:
         assert schema_version(conn) == latest_schema_version()
         versions = conn.execute("SELECT version, name FROM schema_version ORDER BY 1").fetchall()
@@ -50,13 +50,13 @@ def test_every_evaluation_still_reads(legacy: Path) -> None:
     for eval_id in COMPLETE:
         status = api.get_holdout_eval("legacy", eval_id)
         # No run of these is in this Dagster instance: the stored report decides.
-        assert status["status"] == "complete" and status["run"] is None
-        report = status["report"]
+        assert status.status == "complete" and status.run is None
+        report = status.report
         assert report["evalId"] == eval_id
         rows = api.eval_rows("legacy", eval_id)
         assert len(rows) == report["sample"]["size"] * len(report["variants"])
     registered = api.get_holdout_eval("legacy", "legacy-e0004-s1")
-    assert registered["status"] == "registered"
+    assert registered.status == "registered"
     compared = api.compare_holdout_evals(
         "legacy",
         baseline_eval_id="legacy-e0001-s3",
@@ -67,11 +67,11 @@ def test_every_evaluation_still_reads(legacy: Path) -> None:
         # since issue 7 that must be allowed explicitly.
         allow_config_change=True,
     )
-    assert [c["what"] for c in compared["changedBesidesVariant"]] == ["config"]
+    assert [c.what for c in compared.changed_besides_variant] == ["config"]
     # The figures the release before printed for this comparison (issue 7 added the
     # interval, verdict and MDE beside them).
     previous_keys = ("pairs", "newlyRight", "newlyWrong", "bothRight", "bothWrong")
-    assert {k: compared["levels"]["4"][k] for k in (*previous_keys, "difference", "mcnemarP")} == {
+    assert {k: compared.levels["4"][k] for k in (*previous_keys, "difference", "mcnemarP")} == {
         "pairs": 56,
         "newlyRight": 0,
         "newlyWrong": 2,
@@ -95,11 +95,11 @@ def _counts(report: dict) -> list[dict[str, tuple[int, int, int]]]:
 
 
 def test_an_old_evaluation_reruns_to_the_same_report(legacy: Path) -> None:
-    before = api.get_holdout_eval("legacy", "legacy-e0001-s3")["report"]
+    before = api.get_holdout_eval("legacy", "legacy-e0001-s3").report
     api.rerun_holdout_eval("legacy", "legacy-e0001-s3", wait=True)
     after = api.get_holdout_eval("legacy", "legacy-e0001-s3")
-    assert after["status"] == "complete" and after["run"]["state"] == "succeeded"
-    report = after["report"]
+    assert after.status == "complete" and after.run.state == "succeeded"
+    report = after.report
     assert report["sample"] == before["sample"]
     # The same predictions, so the same counts at every level. (Issue 7 changed what is
     # derived from them: the minimum n is 20 and confidence is the support at the target
@@ -122,5 +122,5 @@ def test_a_new_evaluation_on_the_upgraded_file_runs(legacy: Path) -> None:
     started = api.start_holdout_eval(
         "legacy", [{"name": "baseline"}], sample_size=30, seed=9, wait=True
     )
-    assert started["evalId"] == "legacy-e0005-s9"  # the sequence continues
-    assert api.get_holdout_eval("legacy", started["evalId"])["status"] == "complete"
+    assert started.eval_id == "legacy-e0005-s9"  # the sequence continues
+    assert api.get_holdout_eval("legacy", started.eval_id).status == "complete"

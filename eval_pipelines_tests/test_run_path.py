@@ -66,9 +66,9 @@ def test_a_waiting_holdout_run_executes_here_from_the_served_job(
     from eval_pipelines import api
 
     started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=3, wait=True)
-    assert started["status"] == "complete"
-    _check_reexecutable(started["runId"], "holdout_eval", served)
-    assert _executed_here(started["runId"])
+    assert started.status == "complete"
+    _check_reexecutable(started.run_id, "holdout_eval", served)
+    assert _executed_here(started.run_id)
 
 
 def test_a_submitted_holdout_run_is_queued_from_the_served_job(
@@ -77,8 +77,8 @@ def test_a_submitted_holdout_run_is_queued_from_the_served_job(
     from eval_pipelines import api
 
     started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=4, wait=False)
-    assert started["status"] in ("queued", "running")
-    _check_reexecutable(started["runId"], "holdout_eval", served)
+    assert started.status in ("queued", "running")
+    _check_reexecutable(started.run_id, "holdout_eval", served)
 
 
 def test_a_golden_run_that_waits_executes_in_this_process(

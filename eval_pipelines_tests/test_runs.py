@@ -93,39 +93,39 @@ def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
     small_case: str,
 ) -> None:
     reference = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6, wait=True)
-    expected = api.get_holdout_eval(small_case, reference["evalId"])["report"]
+    expected = api.get_holdout_eval(small_case, reference.eval_id).report
 
     # Hold the warehouse so the submitted run blocks in its first step, inside the pool.
     holder = duckdb.connect(os.environ["EVAL_PIPELINES_WAREHOUSE"])
     try:
         started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6)
         instance = dagster_instance()
-        run = instance.get_run_by_id(started["runId"])
+        run = instance.get_run_by_id(started.run_id)
         assert run is not None and run.remote_job_origin is not None  # has its job origin
         assert run.remote_job_origin.location_name == runs.LOCATION_NAME
-        pid = _worker_pid(instance, started["runId"])
+        pid = _worker_pid(instance, started.run_id)
         _wait_for(
             lambda: (
                 instance.event_log_storage.get_concurrency_info(DUCKDB_POOL).active_run_ids
-                == {started["runId"]}
+                == {started.run_id}
             )
         )
         os.kill(pid, signal.SIGKILL)
     finally:
         holder.close()
 
-    _wait_for(lambda: api.get_holdout_eval(small_case, started["evalId"])["status"] == "failed")
-    status = api.get_holdout_eval(small_case, started["evalId"])
-    assert status["run"]["state"] == "failed"
+    _wait_for(lambda: api.get_holdout_eval(small_case, started.eval_id).status == "failed")
+    status = api.get_holdout_eval(small_case, started.eval_id)
+    assert status.run.state == "failed"
     # Whoever notices first words it: the code server that launched the run, or the reaper.
-    reason = status["run"]["reason"]
+    reason = status.run.reason
     assert "signal 9 (SIGKILL)" in reason or "was killed or crashed" in reason, reason
     assert instance.event_log_storage.get_concurrency_info(DUCKDB_POOL).active_run_ids == set()
 
-    again = api.rerun_holdout_eval(small_case, started["evalId"])
-    final = api.wait_for_eval(small_case, started["evalId"], timeout=240, run_id=again["runId"])
-    assert final["status"] == "complete"
-    report = final["report"]
+    again = api.rerun_holdout_eval(small_case, started.eval_id)
+    final = api.wait_for_eval(small_case, started.eval_id, timeout=240, run_id=again.run_id)
+    assert final.status == "complete"
+    report = final.report
     assert report["sample"]["sampleHash"] == expected["sample"]["sampleHash"]
     assert [v["score"] for v in report["variants"]] == [v["score"] for v in expected["variants"]]
     assert report["comparisons"] == expected["comparisons"]
@@ -137,24 +137,24 @@ def test_terminating_a_cli_started_run_reads_canceled(small_case: str) -> None:
         started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=2)
         instance = dagster_instance()
         _wait_for(  # the first step has started (and waits for the lock)
-            lambda: any(instance.all_logs(started["runId"], of_type=dg.DagsterEventType.STEP_START))
+            lambda: any(instance.all_logs(started.run_id, of_type=dg.DagsterEventType.STEP_START))
         )
         # What the UI's Terminate button does: ask the run launcher (through the code server
         # recorded on the run) to stop it.
-        assert instance.run_launcher.terminate(started["runId"])
+        assert instance.run_launcher.terminate(started.run_id)
         _wait_for(
             lambda: (
-                instance.get_run_by_id(started["runId"]).status  # type: ignore[union-attr]
+                instance.get_run_by_id(started.run_id).status  # type: ignore[union-attr]
                 == dg.DagsterRunStatus.CANCELED
             )
         )
     finally:
         holder.close()
-    status = api.get_holdout_eval(small_case, started["evalId"])
-    assert status["run"]["state"] == "canceled"
-    assert status["run"]["reason"].startswith("canceled")
+    status = api.get_holdout_eval(small_case, started.eval_id)
+    assert status.run.state == "canceled"
+    assert status.run.reason.startswith("canceled")
     with pytest.raises(api.EvalFailed, match="canceled"):
-        api.wait_for_eval(small_case, started["evalId"], timeout=30)
+        api.wait_for_eval(small_case, started.eval_id, timeout=30)
 
 
 # --- Runs executed by the process that creates them (``inline``, ``eval holdout --wait``) ---
@@ -173,9 +173,9 @@ def instance(workdir: Path) -> Iterator[dg.DagsterInstance]:
 
 def _registered(case: str, seed: int = 1) -> str:
     """A registered evaluation (spec written, no run yet) of the small case."""
-    return api.start_holdout_eval(case, VARIANTS, sample_size=20, seed=seed, register_only=True)[
-        "evalId"
-    ]
+    return api.start_holdout_eval(
+        case, VARIANTS, sample_size=20, seed=seed, register_only=True
+    ).eval_id
 
 
 def _other_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus) -> dg.DagsterRun:
@@ -219,7 +219,7 @@ def test_an_inline_run_is_recorded_like_a_submitted_run(
     state = runs.execute_run_here(instance, run)
 
     assert state.state == "succeeded"
-    assert api.get_holdout_eval(small_case, eval_id)["status"] == "complete"
+    assert api.get_holdout_eval(small_case, eval_id).status == "complete"
     events = {r.dagster_event.event_type for r in instance.all_logs(run.run_id) if r.dagster_event}
     # Never queued, never handed to a run process: started and ended here.
     assert dg.DagsterEventType.RUN_ENQUEUED not in events
@@ -296,12 +296,12 @@ def test_a_run_starting_here_takes_a_run_slot_at_once(
     assert runs.create_inline_run(instance, kind, late, only_if_slot_free=True) is None
     # A submitted run waits in the queue for them: the dispatcher counts them as active.
     submitted = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=98)
-    assert submitted["status"] == "queued"
+    assert submitted.status == "queued"
     for run in starting:
         assert run is not None
         assert runs.execute_run_here(instance, run).state == "succeeded"
-    final = api.wait_for_eval(small_case, submitted["evalId"], timeout=240)
-    assert final["status"] == "complete"
+    final = api.wait_for_eval(small_case, submitted.eval_id, timeout=240)
+    assert final.status == "complete"
 
 
 def _hold_warehouse_lock() -> subprocess.Popen[str]:
@@ -360,7 +360,7 @@ def test_terminating_an_inline_run_from_the_ui_cancels_it(
     assert state.state == "canceled" and (state.reason or "").startswith("canceled")
     assert instance.event_log_storage.get_concurrency_info(DUCKDB_POOL).active_run_ids == set()
     status = api.get_holdout_eval(small_case, eval_id)
-    assert status["run"]["state"] == "canceled"
+    assert status.run.state == "canceled"
 
 
 def test_an_interrupt_cancels_an_inline_run_and_says_so(

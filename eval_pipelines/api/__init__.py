@@ -11,8 +11,16 @@ two interrupts, which are ``KeyboardInterrupt`` subclasses.
 from eval_pipelines.api import embeddings, golden, grouping, lift, plan, workflows
 from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
 from eval_pipelines.api.cases import create_case, list_cases
-from eval_pipelines.api.compare import compare_holdout_evals, evaluate_memo_entry
+from eval_pipelines.api.compare import (
+    HoldoutComparison,
+    compare_holdout_evals,
+    evaluate_memo_entry,
+)
 from eval_pipelines.api.holdout import (
+    EvalRow,
+    EvalSummary,
+    HoldoutStatus,
+    LaunchedEval,
     TokenConfirmationNeeded,
     eval_rows,
     get_holdout_eval,
@@ -38,8 +46,13 @@ __all__ = [
     "EvalFailed",
     "EvalInterrupted",
     "EvalPipelinesError",
+    "EvalRow",
+    "EvalSummary",
+    "HoldoutComparison",
+    "HoldoutStatus",
     "IngestRefused",
     "InputError",
+    "LaunchedEval",
     "NodeFailed",
     "NotFoundError",
     "QueryRefused",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import EvalPipelinesError, InputError
+from eval_pipelines.core.results import JsonResult
 
 
 class EvalFailed(EvalPipelinesError, RuntimeError):
-    """The evaluation's run failed or was canceled; ``status`` is its status document."""
+    """The evaluation's run failed or was canceled; ``status`` is its status (a holdout
+    evaluation's :class:`~eval_pipelines.api.holdout.HoldoutStatus`, or a run's document)."""
 
-    def __init__(self, message: str, status: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, status: JsonResult | Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
 

@@ -2,22 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eval_pipelines.api._shared import resolve_warehouse
-from eval_pipelines.api.holdout import start_holdout_eval
+from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval, start_holdout_eval
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
 )
 from eval_pipelines.core.inputs import is_name
+from eval_pipelines.core.results import JsonResult
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
+
+
+@dataclass(frozen=True)
+class ChangedBesidesVariant(JsonResult):
+    """Something that differs between the two runs besides the variant (``what``: ``memo
+    version`` or ``config``), with its baseline and candidate values."""
+
+    what: str
+    baseline: object
+    candidate: object
+
+
+@dataclass(frozen=True)
+class HoldoutComparison(JsonResult):
+    """One variant of each of two completed evaluations compared, paired per record
+    (:func:`compare_holdout_evals`). ``levels`` is the paired-levels document of the 000
+    report (per level: counts, difference and interval, verdict, MDE, McNemar p)."""
+
+    changed_besides_variant: tuple[ChangedBesidesVariant, ...]
+    case_id: str
+    baseline_eval_id: str
+    candidate_eval_id: str
+    baseline_variant: str
+    candidate_variant: str
+    sample_hash: str
+    grouping: dict[str, Any]
+    target_depth: tuple[int, ...]
+    levels: dict[str, Any]
 
 
 def compare_holdout_evals(
@@ -30,7 +60,7 @@ def compare_holdout_evals(
     allow_memo_change: bool = False,
     allow_config_change: bool = False,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> HoldoutComparison:
     """Compare one variant of each of two completed evaluations, without classifying again.
 
     Refused (:class:`ConflictError`, nothing written) unless both drew the same sample from the
@@ -39,7 +69,7 @@ def compare_holdout_evals(
     active memos (an approved entry changes every later evaluation, baseline included), or
     when the same variant ran with a different memo or config, unless ``allow_memo_change`` /
     ``allow_config_change``; the result then lists what changed besides the variant under
-    ``changedBesidesVariant``.
+    ``changed_besides_variant``.
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
     from eval_pipelines.core.holdout.report import paired_levels_to_json
@@ -50,8 +80,8 @@ def compare_holdout_evals(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
         for role, eval_id, variant, flag in (
-            ("baseline", baseline_eval_id, baseline_variant, "--baseline-variant"),
-            ("candidate", candidate_eval_id, candidate_variant, "--candidate-variant"),
+            ("baseline", baseline_eval_id, baseline_variant, "baseline_variant"),
+            ("candidate", candidate_eval_id, candidate_variant, "candidate_variant"),
         ):
             row = evaluations_store.evaluation_row(conn, eval_id)
             if row.case_id != case_id:
@@ -89,7 +119,7 @@ def compare_holdout_evals(
         same_variant=baseline_variant == candidate_variant,
     )
     allowed = {"memo version": allow_memo_change, "config": allow_config_change}
-    flags = {"memo version": "--allow-memo-change", "config": "--allow-config-change"}
+    flags = {"memo version": "`allow_memo_change`", "config": "`allow_config_change`"}
     for what, base_value, cand_value in changed:
         if not allowed[what]:
             raise ConflictError(
@@ -98,23 +128,23 @@ def compare_holdout_evals(
                 f"{cand_value}), so the difference would not be the variant's alone; pass "
                 f"{flags[what]} to compare anyway"
             )
-    return {
-        "changedBesidesVariant": [
-            {"what": what, "baseline": base_value, "candidate": cand_value}
+    return HoldoutComparison(
+        changed_besides_variant=tuple(
+            ChangedBesidesVariant(what, base_value, cand_value)
             for what, base_value, cand_value in changed
-        ],
-        "caseId": case_id,
-        "baselineEvalId": baseline_eval_id,
-        "candidateEvalId": candidate_eval_id,
-        "baselineVariant": baseline_variant,
-        "candidateVariant": candidate_variant,
-        "sampleHash": base_report["sample"]["sampleHash"],
-        "grouping": base_spec.grouping.to_json(),
-        "targetDepth": list(base_spec.target_depth),
-        "levels": paired_levels_to_json(
+        ),
+        case_id=case_id,
+        baseline_eval_id=baseline_eval_id,
+        candidate_eval_id=candidate_eval_id,
+        baseline_variant=baseline_variant,
+        candidate_variant=candidate_variant,
+        sample_hash=base_report["sample"]["sampleHash"],
+        grouping=base_spec.grouping.to_json(),
+        target_depth=tuple(base_spec.target_depth),
+        levels=paired_levels_to_json(
             compare_outcomes(base_rows, cand_rows, tree, clusters=clusters, seed=base_spec.seed)
         ),
-    }
+    )
 
 
 def _variant_of(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -162,11 +192,11 @@ def evaluate_memo_entry(
     case_id: str,
     entry_id: str,
     *,
-    sample_size: Any = SAMPLE_SIZE_DEFAULT,
-    seed: Any = DEFAULT_SEED,
-    grouping: dict[str, Any] | None = None,
+    sample_size: int = SAMPLE_SIZE_DEFAULT,
+    seed: int = DEFAULT_SEED,
+    grouping: Mapping[str, object] | None = None,
     group_field: str | None = None,
-    config: Any = None,
+    config: Mapping[str, object] | None = None,
     warehouse: Path | str | None = None,
     wait: bool = False,
     register_only: bool = False,
@@ -174,14 +204,14 @@ def evaluate_memo_entry(
     confirm_tokens: bool = False,
     aa: bool = False,
     leakage_check: bool = False,
-    progress: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    progress: Callable[[HoldoutStatus], None] | None = None,
+) -> LaunchedEval:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
     The entry stays proposed; the evaluation changes nothing. ``wait``, ``register_only``,
     ``timeout`` and ``progress`` as for
-    :func:`~eval_pipelines.api.holdout.start_holdout_eval`. Returns ``{evalId, status}``
-    plus the run id.
+    :func:`~eval_pipelines.api.holdout.start_holdout_eval`, and so is the
+    :class:`~eval_pipelines.api.holdout.LaunchedEval` returned.
     """
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
@@ -189,14 +219,17 @@ def evaluate_memo_entry(
         cases_store.load_case(conn, case_id)
         entries = {i: status for i, (status, _) in memo_store.entry_contents(conn, case_id).items()}
     if entry_id not in entries:
-        raise InputError("entryId", entry_id, f"is not a memo entry of case {case_id}")
+        raise InputError("entry_id", entry_id, f"is not a memo entry of case {case_id}")
     if entries[entry_id] != "proposed":
         raise InputError(
-            "entryId", entry_id, "is already active: both runs would use it; A/B a proposed entry"
+            "entry_id", entry_id, "is already active: both runs would use it; A/B a proposed entry"
         )
     # An entry id may take all 64 characters a name has; "with-" would then not fit.
     with_entry = f"with-{entry_id}" if is_name(f"with-{entry_id}") else "with-entry"
-    variants = [{"name": "active-memo"}, {"name": with_entry, "memo_include": [entry_id]}]
+    variants: list[Mapping[str, object]] = [
+        {"name": "active-memo"},
+        {"name": with_entry, "memo_include": [entry_id]},
+    ]
     return start_holdout_eval(
         case_id,
         variants,

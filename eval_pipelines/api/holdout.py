@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,11 @@ from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
     CaseContext,
+    HoldoutSpec,
     parse_holdout_request,
 )
 from eval_pipelines.core.inputs import is_finite_number
+from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage import holdout as holdout_store
@@ -37,6 +39,147 @@ from eval_pipelines.storage.warehouse import (
 )
 
 KIND = "holdout"
+
+
+@dataclass(frozen=True)
+class LaunchedEval(JsonResult):
+    """A started (or re-run, or registered) evaluation: ``{evalId, runId, status}``, plus
+    ``estimatedTokens`` for a new one. ``status`` is ``registered`` (no run), ``queued`` or
+    ``running`` for a submitted run, ``complete``, ``failed`` or ``canceled`` for one waited
+    for."""
+
+    eval_id: str
+    run_id: str | None
+    status: str
+    estimated_tokens: int | None = json_field(omit_none=True, default=None)
+
+
+@dataclass(frozen=True)
+class TokenEstimateVariant(JsonResult):
+    """One variant's expected spend: ``records`` x ``tokens_per_record`` = ``tokens``."""
+
+    name: str
+    classifier: str
+    records: int
+    tokens_per_record: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class TokenEstimate(JsonResult):
+    """The tokens an evaluation is expected to spend, per variant and in total."""
+
+    variants: tuple[TokenEstimateVariant, ...]
+    total_tokens: int
+
+
+@dataclass(frozen=True)
+class RunInfo(JsonResult):
+    """A Dagster run of the evaluation: its id, state (``queued``, ``running``,
+    ``succeeded``, ``failed``, ``canceled``), Dagster's own status and, when it did not
+    succeed, the reason."""
+
+    run_id: str
+    state: str
+    dagster_status: str
+    reason: str | None
+
+    @property
+    def finished(self) -> bool:
+        # runs.model.FINISHED_STATES, not imported here: that module imports dagster.
+        return self.state in ("succeeded", "failed", "canceled")
+
+
+# A variant's step when the newest run was launched without it (a partial run from the UI).
+NOT_IN_RUN = "not in this run"
+# The asset whose materialisation is the evaluation's report, and the one whose steps
+# classify (one per variant).
+_REPORT_ASSET = "eval_report"
+_CLASSIFY_ASSET = "variant_predictions"
+
+
+@dataclass(frozen=True)
+class VariantStep(JsonResult):
+    """A variant's classify step in the newest run: ``pending``, ``running``, ``retrying``,
+    ``succeeded``, ``failed``, or ``not in this run`` when the run did not select it."""
+
+    name: str
+    step: str
+    status: str
+
+
+@dataclass(frozen=True)
+class HoldoutStatus(JsonResult):
+    """The status document of a holdout evaluation (:func:`get_holdout_eval`).
+
+    ``status`` is ``registered``, ``queued``, ``running``, ``complete``, ``incomplete``,
+    ``failed`` or ``canceled``; ``run`` is the newest run (None before any); ``spec`` is the
+    stored spec document; ``report`` is the 000 report document, present with
+    ``report_markdown`` and ``report_run_id`` (the run that wrote it) once one is stored.
+    ``run_assets`` (``runAssets``, left out otherwise) lists the assets the newest run
+    selected when it was launched for only part of the chain, without ``eval_report``: the
+    status is then that run's, never ``complete``."""
+
+    eval_id: str
+    case_id: str
+    kind: str
+    status: str
+    run_id: str | None
+    run: RunInfo | None
+    variants: tuple[VariantStep, ...]
+    sample_hash: str | None
+    records_version: str
+    tree_version: str
+    memo_version: str
+    spec: dict[str, Any]
+    report: dict[str, Any] | None = None
+    report_markdown: str | None = None
+    report_run_id: str | None = None
+    run_assets: tuple[str, ...] | None = json_field(omit_none=True, default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        if self.report is None:
+            # Before a report exists the document has none of its three keys.
+            for key in ("report", "reportMarkdown", "reportRunId"):
+                del document[key]
+        return document
+
+
+@dataclass(frozen=True)
+class EvalRow(JsonResult):
+    """One sampled record as one variant classified it (:func:`eval_rows`): correctness per
+    level (``correct``: depth -> right), the record's cluster, the route, the candidates and
+    the memo entries applied."""
+
+    record_key: str
+    cluster: int
+    variant: str
+    label: str
+    prediction: str | None
+    confidence: float
+    route: str
+    correct: Mapping[str, bool]
+    candidates: tuple[dict[str, Any], ...]
+    effective_candidates: int
+    memo_applied: tuple[str, ...]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class EvalSummary(JsonResult):
+    """One evaluation of a case (:func:`list_evals`)."""
+
+    eval_id: str
+    kind: str
+    created_at: str
+    seed: int
+    sample_size: int
+    grouping: dict[str, Any]
+    variants: tuple[str, ...]
+    records_version: str
+    memo_version: str
+    complete: bool
 
 
 def _case_context(conn: Any, case_id: str) -> CaseContext:
@@ -75,13 +218,12 @@ def _launch(
     register_only: bool,
     run_id: str | None,
     stored: _Stored,
-    progress: Callable[[dict[str, Any]], None] | None,
+    progress: Callable[[HoldoutStatus], None] | None,
     timeout: float | None,
-) -> dict[str, Any]:
-    """Start run ``run_id`` of the evaluation's partition (:func:`eval_pipelines.runs.launch`);
-    returns ``{runId, status}``. With ``wait``, ``progress`` is told about the run as it goes
-    and the answer is the ended run's; Ctrl-C cancels the run and raises
-    :class:`EvalInterrupted`."""
+) -> LaunchedEval:
+    """Start run ``run_id`` of the evaluation's partition (:func:`eval_pipelines.runs.launch`).
+    With ``wait``, ``progress`` is told about the run as it goes and the answer is the ended
+    run's; Ctrl-C cancels the run and raises :class:`EvalInterrupted`."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
@@ -89,7 +231,7 @@ def _launch(
     kind = runs.kind_of(KIND)
     runs.register_partition(instance, kind, eval_id)
     if register_only:
-        return {"runId": None, "status": "registered"}
+        return LaunchedEval(eval_id, None, "registered")
     on_event = _progress_events(instance, stored, progress, run_id) if wait and progress else None
     try:
         state = runs.launch(
@@ -107,7 +249,7 @@ def _launch(
             f"run {ended.run_id} of evaluation {stored.row.eval_id} was {ended.state}; start "
             f"it again with 'eval-pipelines eval rerun {stored.row.case_id} {stored.row.eval_id}'"
         ) from interrupted
-    return {"runId": state.run_id, "status": _LAUNCH_STATUS.get(state.state, state.state)}
+    return LaunchedEval(eval_id, state.run_id, _LAUNCH_STATUS.get(state.state, state.state))
 
 
 # What a launch returns for a run that ended while it waited.
@@ -129,20 +271,19 @@ _PROGRESS_EVENTS = (
 def _progress_events(
     instance: Any,
     stored: _Stored,
-    progress: Callable[[dict[str, Any]], None],
+    progress: Callable[[HoldoutStatus], None],
     run_id: str | None,
 ) -> Callable[[Any], None]:
     """An ``on_event`` that calls ``progress`` with the status document at the run's first
     event and whenever the run's state or a variant step's changes (the lines a waiting
     client prints)."""
-    from eval_pipelines import runs
 
     told: list[tuple[Any, ...]] = []
 
     def tell() -> None:
         current = instance.get_run_by_id(run_id)
-        status = _status(instance, stored, runs.run_state(instance, current))
-        summary = (status["status"], tuple(v["status"] for v in status["variants"]))
+        status = _status(instance, stored, current)
+        summary = (status.status, tuple(v.status for v in status.variants))
         if not told or summary != told[-1]:
             told.append(summary)
             progress(status)
@@ -164,48 +305,48 @@ TOKEN_CONFIRMATION_LIMIT = 400_000
 class TokenConfirmationNeeded(ConflictError):
     """The evaluation would spend more tokens than the limit; nothing has been written."""
 
-    def __init__(self, estimate: dict[str, Any]) -> None:
+    def __init__(self, estimate: TokenEstimate) -> None:
         self.estimate = estimate
         super().__init__(
-            f"tokens={estimate['totalTokens']:,}: the estimate is above the limit of "
-            f"{TOKEN_CONFIRMATION_LIMIT:,} tokens ({_per_variant(estimate)}); confirm with --yes"
+            f"tokens={estimate.total_tokens:,}: the estimate is above the limit of "
+            f"{TOKEN_CONFIRMATION_LIMIT:,} tokens ({_per_variant(estimate)}); confirm with "
+            "`confirm_tokens`"
         )
 
 
-def _per_variant(estimate: dict[str, Any]) -> str:
-    return ", ".join(
-        f"{v['name']}: {v['records']} x {v['tokensPerRecord']:,}" for v in estimate["variants"]
-    )
+def _per_variant(estimate: TokenEstimate) -> str:
+    return ", ".join(f"{v.name}: {v.records} x {v.tokens_per_record:,}" for v in estimate.variants)
 
 
-def estimate_tokens(spec: Any) -> dict[str, Any]:
+def _estimate_tokens(spec: HoldoutSpec) -> TokenEstimate:
     """Tokens the evaluation is expected to spend: per variant, the sample size times its
     classifier's declared tokens per record (the built-in knn-vote declares 0)."""
     from eval_pipelines.core.holdout.classify import tokens_per_record
 
-    variants = [
-        {
-            "name": v.name,
-            "classifier": v.config.classifier,
-            "records": spec.sample_size,
-            "tokensPerRecord": tokens_per_record(v.config.classifier, v.config),
-        }
-        for v in spec.variants
-    ]
-    for v in variants:
-        v["tokens"] = v["records"] * v["tokensPerRecord"]
-    return {"variants": variants, "totalTokens": sum(v["tokens"] for v in variants)}
+    variants = []
+    for v in spec.variants:
+        per_record = tokens_per_record(v.config.classifier, v.config)
+        variants.append(
+            TokenEstimateVariant(
+                v.name,
+                v.config.classifier,
+                spec.sample_size,
+                per_record,
+                spec.sample_size * per_record,
+            )
+        )
+    return TokenEstimate(tuple(variants), sum(v.tokens for v in variants))
 
 
 def start_holdout_eval(
     case_id: str,
-    variants: Any,
+    variants: Sequence[Mapping[str, object]],
     *,
-    sample_size: Any = SAMPLE_SIZE_DEFAULT,
-    seed: Any = DEFAULT_SEED,
-    grouping: dict[str, Any] | None = None,
+    sample_size: int = SAMPLE_SIZE_DEFAULT,
+    seed: int = DEFAULT_SEED,
+    grouping: Mapping[str, object] | None = None,
     group_field: str | None = None,
-    config: Any = None,
+    config: Mapping[str, object] | None = None,
     warehouse: Path | str | None = None,
     wait: bool = False,
     register_only: bool = False,
@@ -213,8 +354,8 @@ def start_holdout_eval(
     confirm_tokens: bool = False,
     aa: bool = False,
     leakage_check: bool = False,
-    progress: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    progress: Callable[[HoldoutStatus], None] | None = None,
+) -> LaunchedEval:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
 
     ``aa`` adds the A/A arm (the baseline classified twice; the report gives the flip rate
@@ -235,9 +376,9 @@ def start_holdout_eval(
     asset materialize``). While waiting, ``progress`` is called with the status document
     (see :func:`get_holdout_eval`) at the run's first event and whenever its state or a
     variant step's changes; Ctrl-C cancels a run executing here and raises
-    :class:`EvalInterrupted`. Returns ``{evalId, runId, status}``; ``status`` is ``queued``
-    (or ``running``) for a submitted run and ``complete``, ``failed`` or ``canceled`` for one
-    waited for.
+    :class:`EvalInterrupted`. Returns a :class:`LaunchedEval` (``eval_id``, ``run_id``,
+    ``status``, ``estimated_tokens``); ``status`` is ``queued`` (or ``running``) for a
+    submitted run and ``complete``, ``failed`` or ``canceled`` for one waited for.
     """
     _check_flag("wait", wait)
     _check_flag("register_only", register_only)
@@ -267,8 +408,8 @@ def start_holdout_eval(
                 aa=aa,
                 leakage_check=leakage_check,
             )
-            estimate = estimate_tokens(spec)
-            if estimate["totalTokens"] > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
+            estimate = _estimate_tokens(spec)
+            if estimate.total_tokens > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
                 raise TokenConfirmationNeeded(estimate)
             evaluations_store.insert_evaluation(
                 conn,
@@ -282,19 +423,16 @@ def start_holdout_eval(
             )
             # Read back as every later status read sees it, on the connection already open.
             stored = _Stored(evaluations_store.evaluation_row(conn, spec.eval_id), None, None)
-    return {
-        "evalId": spec.eval_id,
-        **_launch(
-            spec.eval_id,
-            wait=wait,
-            register_only=register_only,
-            run_id=run_id,
-            stored=stored,
-            progress=progress,
-            timeout=timeout,
-        ),
-        "estimatedTokens": estimate["totalTokens"],
-    }
+    launched = _launch(
+        spec.eval_id,
+        wait=wait,
+        register_only=register_only,
+        run_id=run_id,
+        stored=stored,
+        progress=progress,
+        timeout=timeout,
+    )
+    return replace(launched, estimated_tokens=estimate.total_tokens)
 
 
 def rerun_holdout_eval(
@@ -304,8 +442,8 @@ def rerun_holdout_eval(
     warehouse: Path | str | None = None,
     wait: bool = False,
     timeout: float | None = None,
-    progress: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    progress: Callable[[HoldoutStatus], None] | None = None,
+) -> LaunchedEval:
     """Run an existing evaluation again from its stored spec (same sample, same pinned
     versions and memo): the report it writes is identical unless a classifier changed.
     ``wait``, ``timeout`` and ``progress`` as for :func:`start_holdout_eval`."""
@@ -320,7 +458,7 @@ def rerun_holdout_eval(
             evaluations_store.load_report(conn, eval_id),
             holdout_store.sample_hash(conn, eval_id),
         )
-    launched = _launch(
+    return _launch(
         eval_id,
         wait=wait,
         register_only=False,
@@ -329,7 +467,6 @@ def rerun_holdout_eval(
         progress=progress,
         timeout=timeout,
     )
-    return {"evalId": eval_id, **launched}
 
 
 def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations_store.EvaluationRow:
@@ -341,10 +478,53 @@ def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations_store.
     return row
 
 
-def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str, str]:
+@dataclass(frozen=True)
+class _Selection:
+    """What a run was launched to materialise: ``assets`` (asset names) and ``step_keys``,
+    each None when the run selected the whole job (as every run the CLI starts does)."""
+
+    assets: frozenset[str] | None
+    step_keys: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, run: Any) -> _Selection:
+        assets = run.asset_selection
+        steps = run.step_keys_to_execute
+        return cls(
+            None if assets is None else frozenset(key.to_user_string() for key in assets),
+            None if steps is None else tuple(steps),
+        )
+
+    def selects(self, asset: str) -> bool:
+        return (self.assets is None or asset in self.assets) and (
+            self.step_keys is None
+            or any(key == asset or key.startswith(f"{asset}.") for key in self.step_keys)
+        )
+
+    def selects_variant(self, step_key: str) -> bool:
+        if not self.selects(_CLASSIFY_ASSET):
+            return False
+        # Classify steps are mapped at run time: a run that names none of them runs them all.
+        named = [key for key in self.step_keys or () if "classify_variant[" in key]
+        return not named or any(
+            key.endswith((f"classify_variant[{step_key}]", "classify_variant[?]")) for key in named
+        )
+
+    def names(self) -> tuple[str, ...]:
+        """The assets selected, sorted (from the step keys when the run named only steps)."""
+        if self.assets is not None:
+            return tuple(sorted(self.assets))
+        return tuple(sorted({key.split(".")[0] for key in self.step_keys or ()}))
+
+
+def _step_statuses(
+    instance: Any, run_id: str, step_keys: list[str], selection: _Selection
+) -> dict[str, str]:
     from dagster import DagsterEventType
 
-    statuses = {key: "pending" for key in step_keys}
+    statuses = {
+        key: "pending" if selection.selects_variant(key) else NOT_IN_RUN for key in step_keys
+    }
     events = {
         DagsterEventType.STEP_START: "running",
         DagsterEventType.STEP_SUCCESS: "succeeded",
@@ -361,15 +541,20 @@ def _step_statuses(instance: Any, run_id: str, step_keys: list[str]) -> dict[str
     return statuses
 
 
-def evaluation_status(report_run_id: str | None, has_report: bool, run: Any) -> str:
+def _evaluation_status(
+    report_run_id: str | None, has_report: bool, run: RunInfo | None, *, writes_report: bool
+) -> str:
     """The evaluation's status from its stored report and the newest run's state.
 
-    ``complete`` once a report exists and the run that wrote it has finished (a re-run in
-    progress or failed leaves the earlier report complete; the run says what it is doing);
-    without a report, the newest run's state (``incomplete`` when it succeeded without
-    writing the report), or ``registered`` when none was launched.
+    ``complete`` once a report exists that matches the newest run: the run wrote it and has
+    finished, or the run was launched for the whole chain (``writes_report``: a re-run in
+    progress or failed leaves the earlier report complete; the run says what it is doing).
+    Otherwise the newest run's state (``incomplete`` when it succeeded without writing the
+    report: it materialised only part of the chain, e.g. a partial run from the UI, which
+    may have replaced rows the earlier report was computed from), or ``registered`` when none
+    was launched.
     """
-    if has_report:
+    if has_report and (run is None or run.run_id == report_run_id or writes_report):
         closing = run is not None and not run.finished and run.run_id == report_run_id
         return "running" if closing else "complete"
     if run is None:
@@ -399,52 +584,59 @@ def _read_stored(case_id: str, eval_id: str, warehouse: Path | str | None) -> _S
         )
 
 
-def _status(instance: Any, stored: _Stored, run: Any) -> dict[str, Any]:
-    """The status document from the stored evaluation and its newest run's state."""
+def _run_info(instance: Any, run: Any) -> RunInfo:
+    from eval_pipelines import runs
+
+    state = runs.run_state(instance, run)
+    return RunInfo(state.run_id, state.state, state.dagster_status, state.reason)
+
+
+def _status(instance: Any, stored: _Stored, dagster_run: Any) -> HoldoutStatus:
+    """The status document from the stored evaluation and its newest Dagster run."""
     spec, report = stored.row.spec, stored.report
+    run = _run_info(instance, dagster_run) if dagster_run is not None else None
+    selection = _Selection.of(dagster_run) if dagster_run is not None else _Selection(None, None)
     steps = (
-        _step_statuses(instance, run.run_id, [v["stepKey"] for v in spec["variants"]])
+        _step_statuses(instance, run.run_id, [v["stepKey"] for v in spec["variants"]], selection)
         if run is not None
         else {}
     )
-    result: dict[str, Any] = {
-        "evalId": stored.row.eval_id,
-        "caseId": stored.row.case_id,
-        "kind": KIND,
-        "status": evaluation_status(report.run_id if report else None, report is not None, run),
-        "runId": run.run_id if run else stored.row.run_id,
-        "run": run.to_json() if run else None,
-        "variants": [
-            {
-                "name": v["name"],
-                "step": f"classify_variant[{v['stepKey']}]",
-                "status": steps.get(v["stepKey"], "pending"),
-            }
+    writes_report = selection.selects(_REPORT_ASSET)
+    return HoldoutStatus(
+        eval_id=stored.row.eval_id,
+        case_id=stored.row.case_id,
+        kind=KIND,
+        status=_evaluation_status(
+            report.run_id if report else None,
+            report is not None,
+            run,
+            writes_report=writes_report,
+        ),
+        run_id=run.run_id if run else stored.row.run_id,
+        run=run,
+        variants=tuple(
+            VariantStep(
+                v["name"],
+                f"classify_variant[{v['stepKey']}]",
+                steps.get(v["stepKey"], "pending"),
+            )
             for v in spec["variants"]
-        ],
-        "sampleHash": stored.sample_hash,
-        "recordsVersion": spec["recordsVersion"],
-        "treeVersion": spec["treeVersion"],
-        "memoVersion": spec["memoVersion"],
-        "spec": spec,
-    }
-    if report is not None:
-        result["report"] = report.report
-        result["reportMarkdown"] = report.markdown
-        result["reportRunId"] = report.run_id
-    return result
-
-
-def _newest_run_state(instance: Any, eval_id: str) -> Any:
-    from eval_pipelines import runs
-
-    newest = runs.newest_run(instance, eval_id)
-    return runs.run_state(instance, newest) if newest is not None else None
+        ),
+        sample_hash=stored.sample_hash,
+        records_version=spec["recordsVersion"],
+        tree_version=spec["treeVersion"],
+        memo_version=spec["memoVersion"],
+        spec=spec,
+        report=report.report if report is not None else None,
+        report_markdown=report.markdown if report is not None else None,
+        report_run_id=report.run_id if report is not None else None,
+        run_assets=None if run is None or writes_report else selection.names(),
+    )
 
 
 def get_holdout_eval(
     case_id: str, eval_id: str, *, warehouse: Path | str | None = None
-) -> dict[str, Any]:
+) -> HoldoutStatus:
     """Status, the newest run and its state (with the reason when it failed), each variant's
     step, the versions and, once complete, the report. Raises :class:`WarehouseBusy` when
     another process holds the warehouse for over 15 s."""
@@ -454,10 +646,10 @@ def get_holdout_eval(
     stored = _read_stored(case_id, eval_id, warehouse)
     instance = dagster_instance()
     runs.reap_dead_runs(instance)
-    run = _newest_run_state(instance, eval_id)
-    if run is not None and run.state == "queued":
+    newest = runs.newest_run(instance, eval_id)
+    if newest is not None and runs.run_state(instance, newest).state == "queued":
         runs.dispatch_if_needed(instance)  # e.g. the daemon stopped after the run was queued
-    return _status(instance, stored, run)
+    return _status(instance, stored, newest)
 
 
 # While waiting, the run's state and new events are read from the Dagster instance every
@@ -473,9 +665,9 @@ def wait_for_eval(
     timeout: float = 3600,
     poll_seconds: float = POLL_SECONDS,
     warehouse: Path | str | None = None,
-    progress: Callable[[dict[str, Any]], None] | None = None,
+    progress: Callable[[HoldoutStatus], None] | None = None,
     run_id: str | None = None,
-) -> dict[str, Any]:
+) -> HoldoutStatus:
     """Block until the newest run (or ``run_id``) has finished and return the status.
 
     The run is waited for as every run is (:func:`eval_pipelines.runs.wait`: dead runs are
@@ -495,14 +687,15 @@ def wait_for_eval(
         raise InputError("timeout", timeout, "must be a finite, positive number of seconds")
     deadline = time.monotonic() + timeout
     instance = dagster_instance()
-    waited = run_id or getattr(_newest_run_state(instance, eval_id), "run_id", None)
+    newest = runs.newest_run(instance, eval_id)
+    waited = run_id or (newest.run_id if newest is not None else None)
     # Read when first needed: for a progress line, or, read after the run had finished,
     # as the answer itself.
     stored: _Stored | None = None
     if waited is not None:
         current = instance.get_run_by_id(waited)
         if current is None:
-            raise InputError("run", waited, f"no such Dagster run of evaluation {eval_id}")
+            raise InputError("run_id", waited, f"no such Dagster run of evaluation {eval_id}")
         if not current.is_finished:
             stored = _read_stored(case_id, eval_id, warehouse)
             on_event = _progress_events(instance, stored, progress, waited) if progress else None
@@ -527,40 +720,44 @@ def wait_for_eval(
                 raise  # the evaluation itself is unknown until read
             time.sleep(poll_seconds)  # ask again
     ended = instance.get_run_by_id(waited) if waited is not None else None
-    state = runs.run_state(instance, ended) if ended is not None else None
-    status = _status(instance, stored, state)
+    status = _status(instance, stored, ended)
     if progress is not None:
         progress(status)
     return _finished(case_id, status, waited_for_run=run_id is not None)
 
 
-def _finished(case_id: str, status: dict[str, Any], *, waited_for_run: bool) -> dict[str, Any]:
+def _finished(case_id: str, status: HoldoutStatus, *, waited_for_run: bool) -> HoldoutStatus:
     """The status of a finished wait, or :class:`EvalFailed` saying why there is no report
     (or, when the caller waited for one run, why that run did not write it)."""
-    eval_id, run = status["evalId"], status["run"]
-    failed = run is not None and run["state"] in ("failed", "canceled")
-    if status["status"] == "complete" and not (waited_for_run and failed):
+    eval_id, run = status.eval_id, status.run
+    failed = run is not None and run.state in ("failed", "canceled")
+    if status.status == "complete" and not (waited_for_run and failed):
         return status
-    if failed:
+    if run is not None and failed:
         stands = (
-            f"; the report of run {status['reportRunId']} still stands"
-            if status["status"] == "complete"
+            f"; the report of run {status.report_run_id} still stands"
+            if status.status == "complete"
             else ""
         )
         raise EvalFailed(
-            f"evaluation {eval_id}: run {run['runId']} {run['state']}: "
-            f"{run['reason'] or 'see the run in the Dagster UI'}{stands}",
+            f"evaluation {eval_id}: run {run.run_id} {run.state}: "
+            f"{run.reason or 'see the run in the Dagster UI'}{stands}",
             status,
         )
-    if status["status"] == "registered":
+    if run is None:
         raise EvalFailed(
             f"evaluation {eval_id} has no run: start one with "
             f"'eval-pipelines eval rerun {case_id} {eval_id}'",
             status,
         )
+    earlier = (
+        f" (the report of run {status.report_run_id} is from before it)"
+        if status.report is not None
+        else ""
+    )
     raise EvalFailed(
-        f"evaluation {eval_id}: run {run['runId']} finished without writing the report (it "
-        f"materialised only some assets); run the whole evaluation with "
+        f"evaluation {eval_id}: run {run.run_id} finished without writing the report (it "
+        f"materialised only some assets){earlier}; run the whole evaluation with "
         f"'eval-pipelines eval rerun {case_id} {eval_id}'",
         status,
     )
@@ -573,7 +770,7 @@ def eval_rows(
     variant: str | None = None,
     errors_only: bool = False,
     warehouse: Path | str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EvalRow]:
     """One row per sampled record and variant, with correctness per level and the record's
     cluster (records held out together share one; the paired intervals resample clusters),
     so every figure of the report can be recomputed from the rows.
@@ -596,7 +793,7 @@ def eval_rows(
         clusters = evaluation_clusters(conn, eval_id)
     names = [v.name for v in spec.variants]
     if variant is not None and variant not in names:
-        raise InputError("--variant", variant, f"is not a variant of {eval_id}: {names}")
+        raise InputError("variant", variant, f"is not a variant of {eval_id}: {names}")
     rows = []
     for name in names:
         if variant is not None and name != variant:
@@ -610,20 +807,20 @@ def eval_rows(
             if errors_only and all(correct.get(str(d), True) for d in spec.target_depth):
                 continue
             rows.append(
-                {
-                    "recordKey": record["record_key"],
-                    "cluster": clusters[record["record_key"]],
-                    "variant": name,
-                    "label": record["label"],
-                    "prediction": record["code"],
-                    "confidence": record["confidence"],
-                    "route": record["route"],
-                    "correct": correct,
-                    "candidates": json.loads(record["candidates"]),
-                    "effectiveCandidates": record["effective_candidates"],
-                    "memoApplied": json.loads(record["memo_applied"]),
-                    "error": record["error"],
-                }
+                EvalRow(
+                    record_key=record["record_key"],
+                    cluster=clusters[record["record_key"]],
+                    variant=name,
+                    label=record["label"],
+                    prediction=record["code"],
+                    confidence=record["confidence"],
+                    route=record["route"],
+                    correct=correct,
+                    candidates=tuple(json.loads(record["candidates"])),
+                    effective_candidates=record["effective_candidates"],
+                    memo_applied=tuple(json.loads(record["memo_applied"])),
+                    error=record["error"],
+                )
             )
     return rows
 
@@ -642,7 +839,7 @@ def prune_partitions(*, warehouse: Path | str | None = None) -> list[str]:
     return runs.prune_partitions(dagster_instance(), runs.kind_of(KIND), registered)
 
 
-def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[EvalSummary]:
     """The case's evaluations, oldest first: id, kind, seed, sample size, grouping, versions,
     whether a report exists."""
     with connect(
@@ -654,17 +851,17 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[dic
     for row in frame.iter_rows(named=True):
         spec = json.loads(row["spec_json"])
         listed.append(
-            {
-                "evalId": row["eval_id"],
-                "kind": row["kind"] or KIND,
-                "createdAt": str(row["created_at"]),
-                "seed": row["seed"],
-                "sampleSize": spec["sampleSize"],
-                "grouping": spec["grouping"],
-                "variants": [v["name"] for v in spec["variants"]],
-                "recordsVersion": spec["recordsVersion"],
-                "memoVersion": spec["memoVersion"],
-                "complete": bool(row["has_report"]),
-            }
+            EvalSummary(
+                eval_id=row["eval_id"],
+                kind=row["kind"] or KIND,
+                created_at=str(row["created_at"]),
+                seed=row["seed"],
+                sample_size=spec["sampleSize"],
+                grouping=spec["grouping"],
+                variants=tuple(v["name"] for v in spec["variants"]),
+                records_version=spec["recordsVersion"],
+                memo_version=spec["memoVersion"],
+                complete=bool(row["has_report"]),
+            )
         )
     return listed

@@ -8,14 +8,18 @@ import os
 import sys
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from eval_pipelines.cli.arguments import finite_float, seconds
+from eval_pipelines.cli.flags import FLAGS_DEFAULT
 from eval_pipelines.cli.grouping import add_sweep_command
 from eval_pipelines.cli.output import print_json, print_status, run_output_to_stderr
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
+
+if TYPE_CHECKING:
+    from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval, TokenConfirmationNeeded
 
 
 def _grouping(args: argparse.Namespace) -> dict[str, Any]:
@@ -34,7 +38,7 @@ def _grouping(args: argparse.Namespace) -> dict[str, Any]:
 
 def _wait_and_print(
     args: argparse.Namespace, eval_id: str, run_id: str | None = None
-) -> dict[str, Any]:
+) -> HoldoutStatus:
     """Wait for the run, then print exactly one document on stdout (the status and report,
     JSON or markdown), for a failed run too, before its error goes up. Progress on stderr is
     the command's reporter (:mod:`eval_pipelines.cli.progress`: at a terminal, never with
@@ -50,16 +54,18 @@ def _wait_and_print(
             run_id=run_id,
         )
     except holdout_api.EvalFailed as failed:
-        if failed.status is not None:
+        if isinstance(failed.status, holdout_api.HoldoutStatus):
             print_status(failed.status, as_json=args.json)
         raise
     print_status(status, as_json=args.json)
     return status
 
 
-def _say_started(started: dict[str, Any], how: str, stream: TextIO | None = None) -> None:
+def _say_started(
+    started: LaunchedEval | HoldoutStatus, how: str, stream: TextIO | None = None
+) -> None:
     print(
-        f"started {started['evalId']} (run {started['runId']}, {how})",
+        f"started {started.eval_id} (run {started.run_id}, {how})",
         file=stream or sys.stderr,
         flush=True,
     )
@@ -74,25 +80,27 @@ class _ProgressHere:
         self.stream = stream
         self.started = False
 
-    def __call__(self, status: dict[str, Any]) -> None:
+    def __call__(self, status: HoldoutStatus) -> None:
         if not self.started:
             self.started = True
             _say_started(status, _where(status), self.stream)
 
 
-def _where(status: dict[str, Any]) -> str:
+def _where(status: HoldoutStatus) -> str:
     """``running in this process`` for a run this process executes, else its state."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
-    if runs.run_worker_pid(dagster_instance(), status["runId"]) == os.getpid():
+    if status.run_id is not None and (
+        runs.run_worker_pid(dagster_instance(), status.run_id) == os.getpid()
+    ):
         return "running in this process"
-    return str(status["status"])
+    return status.status
 
 
 def _start(
-    args: argparse.Namespace, start: Callable[..., dict[str, Any]], **options: Any
-) -> tuple[dict[str, Any], bool]:
+    args: argparse.Namespace, start: Callable[..., LaunchedEval], **options: Any
+) -> tuple[LaunchedEval, bool]:
     """Start the run as every run starts (:func:`eval_pipelines.runs.launch`): with
     ``--wait`` this command waits for it (executing it itself when the queue would start it
     now); without, it is submitted and goes on after this command returns. Returns the
@@ -107,19 +115,19 @@ def _start(
     return started, told.started
 
 
-def _follow(args: argparse.Namespace, started: dict[str, Any], said_started: bool) -> int:
+def _follow(args: argparse.Namespace, started: LaunchedEval, said_started: bool) -> int:
     """Without ``--wait``: print the started ids. With it: the started line on stderr (and
     progress, at a terminal), then the status document."""
     if not args.wait:
-        print(json.dumps(started), flush=True)
+        print(json.dumps(started.to_json()), flush=True)
         return 0
     if not said_started:
-        _say_started(started, started["status"])
-    _wait_and_print(args, started["evalId"], started["runId"])
+        _say_started(started, started.status)
+    _wait_and_print(args, started.eval_id, started.run_id)
     return 0
 
 
-def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str, Any]]) -> int:
+def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., LaunchedEval]) -> int:
     """Start an evaluation with the shared eval flags, then follow it."""
     from eval_pipelines.api.holdout import TokenConfirmationNeeded
 
@@ -138,17 +146,17 @@ def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., dict[str
         started, said = _start(args, start, confirm_tokens=args.yes, **options)
     except TokenConfirmationNeeded as needed:
         # Only a person at a terminal can say yes; a script must pass --yes.
-        if not sys.stdin.isatty() or not _confirmed(needed):
+        if not sys.stdin.isatty() or not _confirmed(args, needed):
             raise
         started, said = _start(args, start, confirm_tokens=True, **options)
     return _follow(args, started, said)
 
 
-def _confirmed(needed: Exception) -> bool:
+def _confirmed(args: argparse.Namespace, needed: TokenConfirmationNeeded) -> bool:
     from eval_pipelines.core.progress import paused
 
     with paused():  # no progress line in the middle of the question
-        print(f"{needed}", file=sys.stderr)
+        print(needed.with_flags(getattr(args, FLAGS_DEFAULT, None) or {}), file=sys.stderr)
         answer = input("Start it anyway? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
@@ -181,13 +189,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         status = holdout_api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
         print_status(status, as_json=args.json)
-    return 1 if status["status"] in ("failed", "canceled") else 0
+    return 1 if status.status in ("failed", "canceled") else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from eval_pipelines.api import holdout as holdout_api
 
-    print_json(holdout_api.list_evals(args.case, warehouse=args.warehouse))
+    print_json(
+        [listed.to_json() for listed in holdout_api.list_evals(args.case, warehouse=args.warehouse)]
+    )
     return 0
 
 
@@ -201,7 +211,7 @@ def cmd_rows(args: argparse.Namespace) -> int:
         errors_only=args.errors_only,
         warehouse=args.warehouse,
     ):
-        print(json.dumps(row))
+        print(json.dumps(row.to_json()))
     return 0
 
 
@@ -225,14 +235,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         allow_config_change=args.allow_config_change,
         warehouse=args.warehouse,
     )
-    for change in result["changedBesidesVariant"]:
+    for change in result.changed_besides_variant:
         # Said first, on stderr, so it is read before any number.
         print(
-            f"warning: the {change['what']} changed besides the variant "
-            f"({change['baseline']} -> {change['candidate']}): the differences below include it",
+            f"warning: the {change.what} changed besides the variant "
+            f"({change.baseline} -> {change.candidate}): the differences below include it",
             file=sys.stderr,
         )
-    print_json(result)
+    print_json(result.to_json())
     return 0
 
 
@@ -312,6 +322,8 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
         help="start even when the token estimate is above the 400,000 limit",
     )
     _add_follow_flags(command)
+    # The API's parameter is `confirm_tokens`; the shell says --yes.
+    command.set_defaults(api_flags={"confirm_tokens": "--yes"})
 
 
 def add_commands(groups: argparse._SubParsersAction) -> None:

@@ -9,7 +9,10 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from eval_pipelines.api.holdout import HoldoutStatus
 
 
 def print_json(value: Any) -> None:
@@ -51,39 +54,47 @@ def run_output_to_stderr() -> Iterator[TextIO]:
         terminal.close()
 
 
-def status_markdown(status: dict[str, Any]) -> str:
+def status_markdown(status: HoldoutStatus) -> str:
     """The evaluation's status as markdown: a status block, then the report once there is one."""
-    run = status["run"]
-    lines = [f"# `{status['evalId']}`: {status['status']}", ""]
+    run = status.run
+    lines = [f"# `{status.eval_id}`: {status.status}", ""]
     if run is not None:
-        lines.append(f"- newest run `{run['runId']}`: {run['state']}")
-        if run["reason"]:
-            lines.append(f"- reason: {run['reason']}")
+        lines.append(f"- newest run `{run.run_id}`: {run.state}")
+        if run.reason:
+            lines.append(f"- reason: {run.reason}")
     else:
         lines.append("- no run yet")
-    if status.get("reportRunId") and run is not None and status["reportRunId"] != run["runId"]:
-        lines.append(f"- report written by run `{status['reportRunId']}`")
+    if status.report_run_id and run is not None and status.report_run_id != run.run_id:
+        lines.append(f"- report written by run `{status.report_run_id}`")
+    if status.run_assets is not None:
+        lines.append(
+            f"- the newest run materialised only {', '.join(status.run_assets) or 'no asset'}, "
+            "not eval_report: "
+            + ("the report below is from before it" if status.report is not None else "no report")
+            + f"; run the whole evaluation with eval-pipelines eval rerun {status.case_id} "
+            f"{status.eval_id}"
+        )
     lines.append(
         "- classify steps of the newest run: "
-        + ", ".join(f"{v['name']} ({v['status']})" for v in status["variants"])
+        + ", ".join(f"{v.name} ({v.status})" for v in status.variants)
     )
     lines.append(
-        f"- versions: records `{status['recordsVersion']}`, tree `{status['treeVersion']}`, "
-        f"memo `{status['memoVersion']}`"
+        f"- versions: records `{status.records_version}`, tree `{status.tree_version}`, "
+        f"memo `{status.memo_version}`"
     )
-    if "reportMarkdown" in status:
-        lines += ["", status["reportMarkdown"]]
+    if status.report_markdown is not None:
+        lines += ["", status.report_markdown]
         lines += [
             "",
             f"In the Dagster UI (make dev, http://127.0.0.1:3000): asset eval_report, partition "
-            f"{status['evalId']}. Per-record rows: eval-pipelines eval rows {status['caseId']} "
-            f"{status['evalId']}",
+            f"{status.eval_id}. Per-record rows: eval-pipelines eval rows {status.case_id} "
+            f"{status.eval_id}",
         ]
     return "\n".join(lines)
 
 
-def print_status(status: dict[str, Any], *, as_json: bool) -> None:
+def print_status(status: HoldoutStatus, *, as_json: bool) -> None:
     if as_json:
-        print_json({k: v for k, v in status.items() if k != "reportMarkdown"})
+        print_json({k: v for k, v in status.to_json().items() if k != "reportMarkdown"})
     else:
         print(status_markdown(status), flush=True)

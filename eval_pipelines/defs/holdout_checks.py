@@ -124,13 +124,13 @@ def _stored_report(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, A
     return stored.report if stored is not None else {}
 
 
-def _not_requested(flag: str) -> _Verdict:
-    """A check whose measurement the evaluation did not ask for says so; it never pretends to
-    have measured."""
+def _not_requested(command: str, parameter: str) -> _Verdict:
+    """A check whose measurement the evaluation did not ask for says so, with how to ask for
+    it (the command, and the API's parameter); it never pretends to have measured."""
     return _Verdict(
         passed=True,
         severity=dg.AssetCheckSeverity.WARN,
-        description=f"not requested (eval holdout {flag})",
+        description=f"not requested ({command}, or `{parameter}=True` in the Python API)",
         metadata={"requested": False},
     )
 
@@ -154,7 +154,7 @@ def _leakage_gap(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
     report = _stored_report(conn, eval_id)
     gap = report.get("leakageGap")
     if gap is None:
-        return _not_requested("--leakage-check")
+        return _not_requested("eval-pipelines eval holdout --leakage-check", "leakage_check")
     targets = [str(d) for d in report["targetDepth"]]
     moved = {
         d: gap["levels"][d] for d in targets if gap["levels"][d]["verdict"] in ("better", "worse")
@@ -179,7 +179,7 @@ def _leakage_gap(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
 def _aa_noise_floor(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
     aa = _stored_report(conn, eval_id).get("aaCheck")
     if aa is None:
-        return _not_requested("--aa")
+        return _not_requested("eval-pipelines eval holdout --aa", "aa")
     metadata: dict[str, Any] = {"requested": True}
     for depth, level in aa["levels"].items():
         metadata[f"false_positive_rate_L{depth}"] = level["falsePositiveRate"]

@@ -100,7 +100,7 @@ EVAL_REPORTS_SCHEMA = table_schema(
 
 
 LEAKAGE_GAPS_SCHEMA = table_schema(
-    ("eval_id", "VARCHAR", "evaluation id (only evaluations started with --leakage-check)"),
+    ("eval_id", "VARCHAR", "evaluation id (only evaluations that asked for the leakage check)"),
     ("payload", "VARCHAR", "per level: ungrouped minus grouped baseline, interval, verdict"),
     ("created_at", "TIMESTAMP", "when it was computed (UTC)"),
 )

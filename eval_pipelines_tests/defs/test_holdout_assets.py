@@ -26,9 +26,9 @@ def test_definitions_load() -> None:
 
 @pytest.fixture
 def registered(small_case: str) -> str:
-    return api.start_holdout_eval("small", VARIANTS, sample_size=40, seed=9, register_only=True)[
-        "evalId"
-    ]
+    return api.start_holdout_eval(
+        "small", VARIANTS, sample_size=40, seed=9, register_only=True
+    ).eval_id
 
 
 def _rows(table: str, eval_id: str) -> int:
@@ -108,7 +108,7 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
         )
         assert again.success
         assert _rows("predictions", registered) == 80
-        before = api.get_holdout_eval("small", registered)["report"]
+        before = api.get_holdout_eval("small", registered).report
         dg.materialize(
             holdout_assets,
             instance=instance,
@@ -116,7 +116,7 @@ def test_materialize_chain_one_step_per_variant_and_idempotent(registered: str) 
             resources=resources,
             selection=["variant_scores", "eval_report"],
         )
-        after = api.get_holdout_eval("small", registered)["report"]
+        after = api.get_holdout_eval("small", registered).report
 
         def without_timing(variants: list[dict]) -> list[dict]:
             # The re-classified predictions took their own wall time; everything else is equal.
@@ -140,7 +140,7 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
         [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-test"}}],
         sample_size=20,
         register_only=True,
-    )["evalId"]
+    ).eval_id
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("holdout_evaluations", [eval_id])
         result = dg.materialize(
@@ -162,7 +162,7 @@ def test_evidence_index_is_built_once_per_records_version(small_case: str) -> No
     second = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=2, register_only=True)
     built = []
     with dg.instance_for_test() as instance:
-        for eval_id in (first["evalId"], second["evalId"]):
+        for eval_id in (first.eval_id, second.eval_id):
             instance.add_dynamic_partitions("holdout_evaluations", [eval_id])
             result = dg.materialize(
                 holdout_assets,

@@ -49,7 +49,7 @@ def test_every_check_runs_and_passes_on_a_sound_grouped_evaluation(small_case: s
         seed=3,
         group_field="group_key",
         register_only=True,
-    )["evalId"]
+    ).eval_id
     result = _run(eval_id)
     assert result.success
     checks = _checks(result)
@@ -91,7 +91,7 @@ def test_a_leak_fails_the_blocking_check_and_stops_the_run(
     monkeypatch.setattr(grouping, "leave_out_frames", leaky)
     eval_id = api.start_holdout_eval(
         small_case, [{"name": "baseline"}], sample_size=30, seed=4, register_only=True
-    )["evalId"]
+    ).eval_id
     result = _run(eval_id)
     assert not result.success
     check = _checks(result)["no_leakage"]
@@ -101,7 +101,7 @@ def test_a_leak_fails_the_blocking_check_and_stops_the_run(
     materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     assert "leave_out" in materialized
     assert not materialized & {"variant_predictions", "variant_scores", "eval_report"}
-    assert api.get_holdout_eval(small_case, eval_id)["status"] == "failed"
+    assert api.get_holdout_eval(small_case, eval_id).status == "failed"
 
 
 def test_warning_checks_fail_without_failing_the_run(small_case: str) -> None:
@@ -114,7 +114,7 @@ def test_warning_checks_fail_without_failing_the_run(small_case: str) -> None:
         grouping={"mode": "none"},
         config={"targetDepth": [3, 6]},
         register_only=True,
-    )["evalId"]
+    ).eval_id
     result = _run(eval_id)
     assert result.success
     checks = _checks(result)
@@ -122,7 +122,7 @@ def test_warning_checks_fail_without_failing_the_run(small_case: str) -> None:
     assert checks["grouped"].severity == dg.AssetCheckSeverity.WARN
     assert not checks["sufficient_evidence"].passed
     assert checks["no_leakage"].passed and checks["no_failed_rows"].passed
-    report = api.get_holdout_eval(small_case, eval_id)["report"]
+    report = api.get_holdout_eval(small_case, eval_id).report
     assert {"ungrouped", "insufficient_evidence"} <= {w["code"] for w in report["warnings"]}
 
 
@@ -151,12 +151,12 @@ def test_a_leakage_gap_is_a_finding_that_passes_and_names_the_levels_grouping_mo
         grouping={"mode": "nearDuplicate", "threshold": 0.8},
         leakage_check=True,
         register_only=True,
-    )["evalId"]
+    ).eval_id
     result = _run(eval_id)
     assert result.success
     check = _checks(result)["leakage_gap"]
     assert check.passed and check.metadata["requested"].value is True
-    report = api.get_holdout_eval(small_case, eval_id)["report"]
+    report = api.get_holdout_eval(small_case, eval_id).report
     moved = [
         int(depth)
         for depth, level in report["leakageGap"]["levels"].items()

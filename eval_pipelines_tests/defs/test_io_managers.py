@@ -30,7 +30,7 @@ def test_a_successful_run_leaves_no_payloads_and_old_ones_are_swept(small_case: 
         sample_size=20,
         wait=True,
     )
-    assert started["status"] == "complete"
-    assert not (root / started["runId"]).exists()  # removed once predictions were stored
+    assert started.status == "complete"
+    assert not (root / started.run_id).exists()  # removed once predictions were stored
     assert not stale.exists()  # older than the retention
     assert recent.exists()  # kept for "re-execute from failure"

@@ -49,7 +49,7 @@ def _registered(case: str, variants: list, grouping: dict | None = None) -> str:
     """An evaluation with its sample drawn (what the steps before the leave-out leave)."""
     eval_id = api.start_holdout_eval(
         case, variants, sample_size=60, seed=3, grouping=grouping, register_only=True
-    )["evalId"]
+    ).eval_id
     with _open() as conn, transaction(conn):
         sample_stage(conn, eval_id)
     return eval_id

@@ -714,7 +714,7 @@ def parse_holdout_request(
             "mode none), so there is nothing to compare",
         )
     if any(v.name == AA_TWIN for v in parsed):
-        raise InputError("variants.name", AA_TWIN, "is reserved for the A/A arm (--aa)")
+        raise InputError("variants.name", AA_TWIN, "is reserved for the A/A arm (`aa`)")
     if aa:
         baseline = parsed[0]
         taken = {v.step_key for v in parsed}
