@@ -1,9 +1,28 @@
 """`--leakage-check`: the baseline scored ungrouped on the same sample, compared level by
-level with the grouped baseline; checked against a separate ungrouped evaluation."""
+level with the grouped baseline; checked against a separate ungrouped evaluation. The run's
+`leakage_gap` check reports the levels grouping moved as a finding that passes."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import dagster as dg
+
 from eval_pipelines import api
+from eval_pipelines.instance import dagster_instance
+
+
+def _leakage_gap_check(run_id: str) -> Any:
+    (record,) = [
+        r
+        for r in dagster_instance().all_logs(
+            run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        )
+        if r.dagster_event is not None
+        and r.dagster_event.asset_check_evaluation_data.check_name == "leakage_gap"
+    ]
+    assert record.dagster_event is not None
+    return record.dagster_event.asset_check_evaluation_data
 
 
 def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
@@ -43,3 +62,18 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
         assert level["newlyRight"] - level["newlyWrong"] == right_plain - right_grouped
     status = api.get_holdout_eval(small_case, grouped.eval_id)
     assert "Leakage gap of `baseline`" in status.report_markdown
+
+    # The demo's happy path showed a failed leakage_gap check: grouping lowering a level is
+    # what the check exists to report, not a fault of this (grouped) evaluation.
+    assert grouped.run_id is not None
+    check = _leakage_gap_check(grouped.run_id)
+    assert check.passed and check.metadata["requested"].value is True
+    moved = [
+        int(depth)
+        for depth, level in gap["levels"].items()
+        if int(depth) in report["targetDepth"] and level["verdict"] in ("better", "worse")
+    ]
+    assert moved, "this sample must show a moved level (else the test proves nothing)"
+    assert check.metadata["moved_levels"].value == sorted(moved)
+    description = check.description or ""
+    assert all(f"lowered L{d}" in description or f"raised L{d}" in description for d in moved)
