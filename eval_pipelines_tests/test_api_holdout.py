@@ -244,7 +244,7 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
         "id: m_otitis\ninstruction: Otitis media goes to H66.9 in this test.\n"
         "when: {keywords: [otitis]}\nthen: {assign: H66.90}\n"
     )
-    assert api.add_memo_entry(small_case, entry)["status"] == "proposed"
+    assert api.add_memo_entry(small_case, entry).status == "proposed"
     variants = [{"name": "baseline"}, {"name": "with-rule", "memo_include": ["m_otitis"]}]
     started = api.start_holdout_eval(small_case, variants, sample_size=300, seed=1, wait=True)
     rows = api.eval_rows(small_case, started["evalId"])
@@ -257,9 +257,9 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
     assert (baseline["memoRules"], with_rule["memoRules"]) == ({}, {"m_otitis": len(ruled)})
     assert f"`m_otitis` {len(ruled)}" in status["reportMarkdown"]
     listed = api.list_memo_entries(small_case)
-    assert [(e["entryId"], e["status"]) for e in listed] == [("m_otitis", "proposed")]
+    assert [(e.entry_id, e.status) for e in listed] == [("m_otitis", "proposed")]
     approved = api.approve_memo_entry(small_case, "m_otitis", by="reviewer")
-    assert approved["status"] == "active" and approved["memoVersion"] != "empty"
+    assert approved.status == "active" and approved.memo_version != "empty"
 
 
 BAD_STARTS = [
