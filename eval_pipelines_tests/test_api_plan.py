@@ -106,4 +106,8 @@ def test_the_cli_prints_the_plan_document_and_shows_flags(
     assert main(argv[:-1]) == 0
     assert "discordant: " in capsys.readouterr().out
     assert main(["eval", "plan", "any", "--difference", "0.3", "--discordance", "0.1"]) == 2
-    assert capsys.readouterr().err.startswith("error: --difference=0.3: ")
+    # The value is said once (the planner used to repeat "difference=0.3: " after the flag).
+    assert capsys.readouterr().err == (
+        "error: --difference=0.3: |difference| must not exceed discordance=0.1 "
+        "(|p01 - p10| <= p01 + p10)\n"
+    )

@@ -142,10 +142,11 @@ def plan_comparison(
     try:
         needed = paired_sample_size(difference, discordance, alpha=ALPHA, power=POWER)
     except ValueError as error:
-        message = str(error)
-        if message.startswith("discordance"):
-            raise InputError("discordance", discordance, message.partition(": ")[2]) from None
-        raise InputError("difference", difference, message) from None
+        # The statistics name the value as "name=value: rule"; the error says it once.
+        named, _, rule = str(error).partition(": ")
+        if named.startswith("discordance"):
+            raise InputError("discordance", discordance, rule) from None
+        raise InputError("difference", difference, rule or named) from None
     mde_at_eval_n = None
     if isinstance(source, EvalDiscordance):
         mde = minimum_detectable_effect(source.pairs, discordance, alpha=ALPHA, power=POWER)
