@@ -311,7 +311,7 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     replaced = api.create_case(
         small_case, changed, tree_path=small_case_files["tree"], replace=True
     )
-    assert replaced["recordsVersion"] != before["recordsVersion"]
+    assert replaced.records_version != before["recordsVersion"]
 
     # The finished evaluation still reads: status, rows and compare use its own version.
     after = api.get_holdout_eval(small_case, done["evalId"])
