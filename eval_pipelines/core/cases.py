@@ -158,7 +158,7 @@ def build_case(
     else:
         assert levels is not None  # check_case_arguments: exactly one of the two
         tree = tree_from_prefix_levels(
-            normalised.get_column("label").unique().to_list(), list(levels)
+            normalised.get_column("label").unique(maintain_order=True).to_list(), list(levels)
         )
         nodes = tree_nodes(tree, {}, {})
     normalised = check_labels_in_tree(normalised, tree)

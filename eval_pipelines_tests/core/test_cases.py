@@ -163,3 +163,15 @@ def test_with_good_arguments_the_missing_file_is_named(tmp_path: Path, records: 
     with pytest.raises(InputError, match="does not exist") as error:
         build_case("c1", records, levels=[1, 3], embeddings_path=tmp_path / "missing.parquet")
     assert error.value.field == "embeddings_path"
+
+
+def test_a_label_that_fits_no_prefix_length_is_the_first_one_in_the_file(tmp_path: Path) -> None:
+    # The labels' set order used to pick which bad label the refusal named: any of them, run
+    # to run. Now it is the first in the records file.
+    bad = [f"{n:05d}" for n in range(200)]  # five characters: no length of 1,3
+    frame = pl.DataFrame(
+        {"record_key": [f"r{n}" for n in range(200)], "text": ["t"] * 200, "label": bad}
+    )
+    with pytest.raises(InputError) as error:
+        build_case("c1", _file(frame, tmp_path / "bad.parquet"), levels=[1, 3])
+    assert (error.value.field, error.value.value) == ("label", "00000")
