@@ -38,9 +38,9 @@ def test_all_three_formats_load(workdir: Path, tree_file: Path, suffix: str) -> 
         path
     )
     result = api.create_case("c1", path, tree_path=tree_file)
-    assert result["records"] == 3
-    assert result["metadataColumns"] == ["shop"]
-    assert [lv["depth"] for lv in result["levels"]] == [1, 2]
+    assert result.records == 3
+    assert result.metadata_columns == ("shop",)
+    assert [lv.depth for lv in result.levels] == [1, 2]
 
 
 def test_version_ignores_row_order_and_sees_values(workdir: Path, tree_file: Path) -> None:
@@ -51,7 +51,7 @@ def test_version_ignores_row_order_and_sees_values(workdir: Path, tree_file: Pat
     a = api.create_case("a", workdir / "a.parquet", tree_path=tree_file)
     b = api.create_case("b", workdir / "b.parquet", tree_path=tree_file)
     c = api.create_case("c", workdir / "c.parquet", tree_path=tree_file)
-    assert a["recordsVersion"] == b["recordsVersion"] != c["recordsVersion"]
+    assert a.records_version == b.records_version != c.records_version
 
 
 def test_custom_columns_and_levels(workdir: Path) -> None:
@@ -67,8 +67,8 @@ def test_custom_columns_and_levels(workdir: Path) -> None:
         text_column="desc",
         label_column="hs",
     )
-    assert result["treeMode"] == "prefix"
-    assert result["targetDepth"] == [4]
+    assert result.tree_mode == "prefix"
+    assert result.target_depth == (4,)
 
 
 BAD_RECORDS = [
@@ -77,7 +77,7 @@ BAD_RECORDS = [
     (_records(text=["alpha", "  ", "beta"]), "records.text", "empty or blank"),
     (_records(label=["A1", None, "B1"]), "records.label", "present on every row"),
     (_records(label=["A1", "Z9", "B1"]), "records.label", "not a code of the case's tree"),
-    (_records().drop("text"), "--text-column", "column not found"),
+    (_records().drop("text"), "text_column", "column not found"),
 ]
 
 
@@ -96,24 +96,24 @@ def test_bad_records_name_the_field_and_write_nothing(
 def test_existing_case_needs_replace(workdir: Path, tree_file: Path) -> None:
     _records().write_parquet(workdir / "r.parquet")
     first = api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
-    with pytest.raises(ConflictError, match="--replace"):
+    with pytest.raises(ConflictError, match="pass `replace`"):
         api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
     same = api.create_case("c", workdir / "r.parquet", tree_path=tree_file, replace=True)
-    assert same["recordsVersion"] == first["recordsVersion"]
-    assert (same["recordsVersionAdded"], same["treeVersionAdded"]) == (False, False)
+    assert same.records_version == first.records_version
+    assert (same.records_version_added, same.tree_version_added) == (False, False)
     _records(text=["alpha one", "beta two", "gamma three"]).write_parquet(workdir / "r2.parquet")
     changed = api.create_case("c", workdir / "r2.parquet", tree_path=tree_file, replace=True)
-    assert changed["recordsVersion"] != first["recordsVersion"]
-    assert changed["recordsVersionAdded"] is True
-    assert api.list_cases()[0]["records_version"] == changed["recordsVersion"]
+    assert changed.records_version != first.records_version
+    assert changed.records_version_added is True
+    assert api.list_cases()[0].records_version == changed.records_version
 
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
         ({"case_id": "bad/id"}, "case"),
-        ({"target_depth": [3]}, "--target-depth"),
-        ({"levels": [2, 4]}, "--tree/--levels"),
+        ({"target_depth": [3]}, "target_depth"),
+        ({"levels": [2, 4]}, "tree_path"),
     ],
 )
 def test_other_bad_arguments(workdir: Path, tree_file: Path, kwargs: dict, field: str) -> None:
@@ -122,3 +122,48 @@ def test_other_bad_arguments(workdir: Path, tree_file: Path, kwargs: dict, field
     with pytest.raises(InputError) as error:
         api.create_case(**(arguments | kwargs))
     assert error.value.field == field
+
+
+# A bad argument next to files that do not exist: the argument's error (every argument is
+# checked, once, in core.cases.build_case, before any file is read), and nothing is written.
+BAD_WITH_MISSING_FILES = [
+    ({"case_id": "bad/id", "levels": [2, 4]}, "case"),
+    ({"levels": [4, 2]}, "levels"),
+    ({"levels": [2, 4], "target_depth": [0]}, "target_depth"),
+    ({"levels": [2, 4], "key_column": "label"}, "key_column"),
+    ({"tree_path": "missing_tree.csv", "levels": [2, 4]}, "tree_path"),
+    (
+        {"levels": [2, 4], "embeddings_path": "missing.parquet", "embedding_column": "vec"},
+        "embeddings_path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "field"), BAD_WITH_MISSING_FILES)
+def test_a_bad_argument_is_refused_before_a_missing_file_is_read(
+    workdir: Path, kwargs: dict, field: str
+) -> None:
+    arguments = {"case_id": "c", "records_path": workdir / "missing_records.csv"}
+    with pytest.raises(InputError) as error:
+        api.create_case(**(arguments | kwargs))
+    assert error.value.field == field
+    assert "does not exist" not in str(error.value)
+    assert not (workdir / "warehouse.duckdb").exists()
+
+
+def test_the_cli_shows_the_argument_error_as_its_flag(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipelines.cli.main import main
+
+    argv = ["case", "create", "c", "--records", "missing.csv", "--levels", "4,2"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: --levels=[4, 2]: prefix lengths must be")
+    argv = ["case", "create", "c", "--records", "missing.csv", "--levels", "2,4"]
+    assert main([*argv, "--key-column", "label"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --key-column='label': names the same column as --label-column"
+    )
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: --records='missing.csv': file does not exist")
+    assert not (workdir / "warehouse.duckdb").exists()

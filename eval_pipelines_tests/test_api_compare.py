@@ -89,7 +89,7 @@ def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert [v["name"] for v in report["variants"]] == ["active-memo", "with-m_asthma"]
     assert report["variants"][1]["memoInclude"] == ["m_asthma"]
-    assert api.list_memo_entries(small_case)[0]["status"] == "proposed"
+    assert api.list_memo_entries(small_case)[0].status == "proposed"
     # The A/B changed nothing: an evaluation started afterwards runs the same memo version.
     later = api.get_holdout_eval(small_case, _start(small_case, sample_size=20, seed=1)).report
     assert later["variants"][0]["memoVersion"] == report["variants"][0]["memoVersion"] == "empty"
@@ -121,7 +121,7 @@ def test_compare_refuses_a_memo_change_unless_allowed_and_then_says_so(
     assert "pass `allow_memo_change` to compare anyway" in str(refused.value)
     allowed = api.compare_holdout_evals(small_case, allow_memo_change=True, **arguments)
     assert allowed.changed_besides_variant == (
-        ChangedBesidesVariant("memo version", "empty", approved["memoVersion"]),
+        ChangedBesidesVariant("memo version", "empty", approved.memo_version),
     )
 
 
@@ -236,7 +236,7 @@ def test_compare_the_same_included_variant_across_a_memo_approval_is_refused(
         api.compare_holdout_evals(small_case, **arguments)
     allowed = api.compare_holdout_evals(small_case, allow_memo_change=True, **arguments)
     assert allowed.changed_besides_variant == (
-        ChangedBesidesVariant("memo version", "empty", approved["memoVersion"]),
+        ChangedBesidesVariant("memo version", "empty", approved.memo_version),
     )
 
 

@@ -62,13 +62,15 @@ def test_own_embeddings_are_stored_normalised_in_record_order(
     raw = [[3.0, 4.0], [1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]
     path = _vectors_file(workdir, list(reversed(KEYS)), list(reversed(raw)))
     result = api.create_case("c1", files["records"], tree_path=files["tree"], embeddings_path=path)
-    assert result["embeddings"]["dim"] == 2 and result["embeddings"]["records"] == 4
-    version = result["embeddings"]["embeddingsVersion"]
+    assert result.embeddings is not None and result.embeddings_added is True
+    assert result.embeddings.dim == 2 and result.embeddings.records == 4
+    version = result.embeddings.embeddings_version
+    assert result.to_json()["embeddings"]["embeddingsVersion"] == version
     with duckdb.connect(str(workdir / "warehouse.duckdb"), read_only=True) as conn:
         stored = embeddings_store.load_vectors(conn, "c1", version)
     expected = np.array(raw) / np.linalg.norm(raw, axis=1, keepdims=True)
     np.testing.assert_allclose(stored, expected, rtol=1e-6)
-    assert list_embeddings("c1")[0]["embeddingsVersion"] == version
+    assert list_embeddings("c1")[0].embeddings_version == version
 
 
 def test_embedding_column_of_the_records_file(workdir: Path, files: dict[str, Path]) -> None:
@@ -79,9 +81,9 @@ def test_embedding_column_of_the_records_file(workdir: Path, files: dict[str, Pa
     result = api.create_case(
         "c2", workdir / "with_vectors.parquet", tree_path=files["tree"], embedding_column="vec"
     )
-    assert result["embeddings"]["dim"] == 2
+    assert result.embeddings is not None and result.embeddings.dim == 2
     # The vector column is not metadata.
-    assert result["metadataColumns"] == []
+    assert result.metadata_columns == ()
 
 
 @pytest.mark.parametrize(
@@ -110,9 +112,9 @@ def test_bad_embeddings_are_refused_and_nothing_is_written(
 
 def test_lsa_embeddings_of_a_case(small_case: str) -> None:
     result = embed_case(small_case, method="lsa", dim=16, seed=0)
-    assert result["dim"] == 16 and result["records"] == 3049 and result["added"]
+    assert result.dim == 16 and result.records == 3049 and result.added
     again = embed_case(small_case, method="lsa", dim=16, seed=0)
-    assert again["embeddingsVersion"] == result["embeddingsVersion"] and not again["added"]
+    assert again.embeddings_version == result.embeddings_version and not again.added
     with pytest.raises(InputError) as caught:
         embed_case(small_case, dim=1)
     assert caught.value.field == "dim"

@@ -77,7 +77,7 @@ def test_approving_a_memo_entry_makes_a_new_revision_the_gate_has_not_seen(
     )
     api.add_memo_entry("small", entry)
     approved = api.approve_memo_entry("small", "m-flu", by="ana")
-    new_revision = approved["newWorkflowRevisions"]["coding"]
+    new_revision = approved.new_workflow_revisions["coding"]
     assert new_revision != coding
     status = workflows.workflow_status("coding")
     assert status.newest_revision.revision == new_revision

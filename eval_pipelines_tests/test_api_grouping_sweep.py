@@ -4,6 +4,7 @@ holdout evaluation with that grouping."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -34,7 +35,11 @@ def test_rows_match_real_holdout_evaluations(small_case: str, tmp_path: Path) ->
         )
         api.add_memo_entry(small_case, entry)
     api.approve_memo_entry(small_case, "m_active", by="lead")
-    sweep = grouping_sweep(small_case, thresholds=[0.9, 0.75, 0.95], sample_size=120, seed=3)
+    result = grouping_sweep(small_case, thresholds=[0.9, 0.75, 0.95], sample_size=120, seed=3)
+    assert [row.threshold for row in result.rows] == ["none", 0.95, 0.9, 0.75]
+    assert (result.sample.size, result.target_depth) == (120, (3, 4))
+    # The document compared with the holdout reports below.
+    sweep = result.to_json()
     rows = sweep["rows"]
     assert [row["threshold"] for row in rows] == ["none", 0.95, 0.9, 0.75]
     assert sweep["sample"]["size"] == 120
@@ -113,12 +118,12 @@ def test_rows_match_real_holdout_evaluations(small_case: str, tmp_path: Path) ->
         (None, None),
     ],
 )
-def test_bad_thresholds_are_refused_naming_the_flag(
+def test_bad_thresholds_are_refused_naming_the_parameter(
     workdir: object, thresholds: Any, value: Any
 ) -> None:
     with pytest.raises(InputError) as refused:
         grouping_sweep("small", thresholds=thresholds)
-    assert refused.value.field == "--thresholds"
+    assert refused.value.field == "thresholds"
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(refused.value.value)
     else:
@@ -155,7 +160,7 @@ def test_the_closing_timing_line_is_not_read_as_a_threshold_row(small_case: str)
     # Issue 19 item 26: a sweep taking 0.75-0.85 s closed the table with a line "0.8 s", read
     # as the 0.8 threshold's row. The time is fixed here, so the check does not depend on it.
     sweep = grouping_sweep(small_case, thresholds=[0.95, 0.8], sample_size=40, seed=5)
-    table = sweep_table({**sweep, "seconds": 0.8})
+    table = sweep_table(dataclasses.replace(sweep, seconds=0.8))
     assert [cells[0] for cells in _threshold_rows(table)] == ["none", "0.95", "0.8"] * 2
     assert table.splitlines()[-1].startswith("Swept in 0.8 s")
 
@@ -166,7 +171,7 @@ def test_the_cli_prints_the_same_sweep_as_the_api(
     argv = ["eval", "grouping-sweep", small_case, "--thresholds", "0.8,0.95", "--sample-size", "40"]
     assert main([*argv, "--seed", "5", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    expected = grouping_sweep(small_case, thresholds=[0.95, 0.8], sample_size=40, seed=5)
+    expected = grouping_sweep(small_case, thresholds=[0.95, 0.8], sample_size=40, seed=5).to_json()
     assert _without_timing(printed) == _without_timing(expected)
 
     assert main([*argv, "--seed", "5"]) == 0

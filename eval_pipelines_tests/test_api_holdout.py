@@ -239,7 +239,7 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
         "id: m_otitis\ninstruction: Otitis media goes to H66.9 in this test.\n"
         "when: {keywords: [otitis]}\nthen: {assign: H66.90}\n"
     )
-    assert api.add_memo_entry(small_case, entry)["status"] == "proposed"
+    assert api.add_memo_entry(small_case, entry).status == "proposed"
     variants = [{"name": "baseline"}, {"name": "with-rule", "memo_include": ["m_otitis"]}]
     started = api.start_holdout_eval(small_case, variants, sample_size=300, seed=1, wait=True)
     rows = api.eval_rows(small_case, started.eval_id)
@@ -252,9 +252,9 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
     assert (baseline["memoRules"], with_rule["memoRules"]) == ({}, {"m_otitis": len(ruled)})
     assert f"`m_otitis` {len(ruled)}" in status.report_markdown
     listed = api.list_memo_entries(small_case)
-    assert [(e["entryId"], e["status"]) for e in listed] == [("m_otitis", "proposed")]
+    assert [(e.entry_id, e.status) for e in listed] == [("m_otitis", "proposed")]
     approved = api.approve_memo_entry(small_case, "m_otitis", by="reviewer")
-    assert approved["status"] == "active" and approved["memoVersion"] != "empty"
+    assert approved.status == "active" and approved.memo_version != "empty"
 
 
 BAD_STARTS = [
@@ -306,7 +306,7 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     replaced = api.create_case(
         small_case, changed, tree_path=small_case_files["tree"], replace=True
     )
-    assert replaced["recordsVersion"] != before.records_version
+    assert replaced.records_version != before.records_version
 
     # The finished evaluation still reads: status, rows and compare use its own version.
     after = api.get_holdout_eval(small_case, done.eval_id)

@@ -94,7 +94,7 @@ def load_products(folder: Path, *, rows: int = 100, shift: int = 0) -> str:
     from eval_pipelines import api
 
     path = write_products(folder, rows=rows, shift=shift)
-    return str(api.load_table("products", path, key="sku")["version"])
+    return api.load_table("products", path, key="sku").version
 
 
 def engine_answer(query: dict[str, Any], *, folds: int | None = None) -> Any:
@@ -351,7 +351,7 @@ def load_linked(folder: Path, *, constant: bool = False) -> str:
     pet_types = ["cat"] * 3 if constant else ["cat", "dog", "cat"]
     catalogue = folder / f"catalogue_{constant}.parquet"
     pl.DataFrame({"sku": ["s1", "s2", "s3"], "pet_type": pet_types}).write_parquet(catalogue)
-    version = str(api.load_table("catalogue", catalogue, key="sku")["version"])
+    version = api.load_table("catalogue", catalogue, key="sku").version
     orders = folder / "orders.parquet"
     if not orders.exists():
         pl.DataFrame(

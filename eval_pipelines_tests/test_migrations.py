@@ -80,7 +80,7 @@ def test_every_evaluation_still_reads(legacy: Path) -> None:
         "difference": -0.035714,
         "mcnemarP": 0.5,
     }
-    assert api.list_memo_entries("legacy")[0]["entryId"] == "m_newborn"
+    assert api.list_memo_entries("legacy")[0].entry_id == "m_newborn"
 
 
 def _counts(report: dict) -> list[dict[str, tuple[int, int, int]]]:

@@ -2,17 +2,63 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.api.embeddings import (
+    EmbeddingSetInfo,
+    _embedding_set_for,
+    _register_case_partition,
+    _set_info,
+)
 from eval_pipelines.core.cases import build_case
-from eval_pipelines.core.errors import ConflictError, InputError
-from eval_pipelines.core.holdout.spec import validate_case_id
-from eval_pipelines.core.records import read_table
+from eval_pipelines.core.errors import ConflictError
+from eval_pipelines.core.results import JsonResult, json_field
+from eval_pipelines.core.tree import Level
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import embeddings as embeddings_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+
+__all__ = ["CreatedCase", "ListedCase", "create_case", "list_cases"]
+
+
+@dataclass(frozen=True)
+class CreatedCase(JsonResult):
+    """A loaded case at its new versions; ``records_version_added`` and
+    ``tree_version_added`` say whether each version was new (a reload of the same files adds
+    neither). ``embeddings`` and ``embeddings_added`` are None unless the records' own
+    embeddings were given (and then left out of the document)."""
+
+    case_id: str
+    records: int
+    records_version: str
+    tree_version: str
+    tree_mode: str
+    levels: tuple[Level, ...]
+    target_depth: tuple[int, ...]
+    metadata_columns: tuple[str, ...]
+    embeddings: EmbeddingSetInfo | None = json_field(omit_none=True)
+    records_version_added: bool = json_field()
+    tree_version_added: bool = json_field()
+    embeddings_added: bool | None = json_field(omit_none=True, default=None)
+
+
+@dataclass(frozen=True)
+class ListedCase(JsonResult):
+    """A case at its current versions, as the warehouse's ``cases`` table has it (the
+    document keeps the table's column names; ``target_depth`` is the stored JSON text, e.g.
+    ``"[3, 4]"``)."""
+
+    case_id: str = json_field("case_id")
+    n_records: int = json_field("n_records")
+    tree_mode: str = json_field("tree_mode")
+    target_depth: str = json_field("target_depth")
+    records_version: str = json_field("records_version")
+    tree_version: str = json_field("tree_version")
+    created_at: datetime = json_field("created_at")
 
 
 def create_case(
@@ -20,50 +66,34 @@ def create_case(
     records_path: Path | str,
     *,
     tree_path: Path | str | None = None,
-    levels: list[int] | None = None,
+    levels: Sequence[int] | None = None,
     key_column: str = "record_key",
     text_column: str = "text",
     label_column: str = "label",
-    target_depth: list[int] | None = None,
+    target_depth: Sequence[int] | None = None,
     replace: bool = False,
     embeddings_path: Path | str | None = None,
     embedding_column: str | None = None,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> CreatedCase:
     """Load a case's labelled records and code tree, validated and written atomically.
 
     With ``embeddings_path`` (a Parquet of ``record_key`` and one fixed-length float vector
     column) or ``embedding_column`` (such a column in the records file), the records' own
-    embeddings are validated with them and stored in the same transaction.
+    embeddings are validated with them and stored in the same transaction. Every argument
+    is checked (by :func:`~eval_pipelines.core.cases.build_case`) before any file is read.
     """
-    validate_case_id(case_id)
-    if (tree_path is None) == (levels is None):
-        raise InputError("--tree/--levels", None, "give exactly one of --tree or --levels")
-    if embeddings_path is not None and embedding_column is not None:
-        raise InputError("--embeddings/--embedding-column", None, "give at most one of the two")
-    frame = read_table(Path(records_path), what="--records")
-    embedded: tuple[list[str], Any] | None = None
-    if embedding_column is not None:
-        from eval_pipelines.core.embeddings.vectors import embeddings_from_frame
-
-        embedded = embeddings_from_frame(
-            frame, key_column=key_column, vector_column=embedding_column
-        )
-        frame = frame.drop(embedding_column)
-    elif embeddings_path is not None:
-        from eval_pipelines.core.embeddings.vectors import read_embeddings_file
-
-        embedded = read_embeddings_file(Path(embeddings_path))
     built = build_case(
         case_id,
-        frame,
-        tree_frame=read_table(Path(tree_path), what="--tree") if tree_path is not None else None,
+        records_path,
+        tree_path=tree_path,
         levels=levels,
         key_column=key_column,
         text_column=text_column,
         label_column=label_column,
         target_depth=target_depth,
-        embedded=embedded,
+        embeddings_path=embeddings_path,
+        embedding_column=embedding_column,
     )
     info = cases_store.CaseInfo(
         case_id=case_id,
@@ -78,9 +108,7 @@ def create_case(
     )
     embedding_set = None
     if built.embeddings is not None:
-        from eval_pipelines.api.embeddings import embedding_set_for
-
-        embedding_set = embedding_set_for(
+        embedding_set = _embedding_set_for(
             case_id,
             info.records_version,
             list(built.embedding_keys),
@@ -89,37 +117,40 @@ def create_case(
             source=str(embeddings_path or f"{records_path}:{embedding_column}"),
         )
     path = resolve_warehouse(warehouse)
+    embeddings_added = None
     with connect(path, create=True, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
         if cases_store.case_exists(conn, case_id) and not replace:
             raise ConflictError(
-                f"case={case_id!r}: already exists; pass --replace to load new records "
+                f"case={case_id!r}: already exists; pass `replace` to load new records "
                 "(earlier evaluations keep the records they were made on)"
             )
         added = cases_store.save_case(conn, info, built.records, built.nodes)
         if embedding_set is not None and built.embeddings is not None:
-            added["embeddingsAdded"] = embeddings_store.save_embedding_set(
+            embeddings_added = embeddings_store.save_embedding_set(
                 conn, embedding_set, list(built.embedding_keys), built.embeddings
             )
     if embedding_set is not None:
-        from eval_pipelines.api.embeddings import register_case_partition
+        _register_case_partition(case_id)
+    return CreatedCase(
+        case_id=case_id,
+        records=info.n_records,
+        records_version=info.records_version,
+        tree_version=info.tree_version,
+        tree_mode=built.tree.mode,
+        levels=built.tree.levels,
+        target_depth=tuple(built.target_depth),
+        metadata_columns=tuple(info.metadata_columns),
+        embeddings=_set_info(embedding_set) if embedding_set is not None else None,
+        records_version_added=added["recordsVersionAdded"],
+        tree_version_added=added["treeVersionAdded"],
+        embeddings_added=embeddings_added,
+    )
 
-        register_case_partition(case_id)
-    return {
-        "caseId": case_id,
-        "records": info.n_records,
-        "recordsVersion": info.records_version,
-        "treeVersion": info.tree_version,
-        "treeMode": built.tree.mode,
-        "levels": [{"depth": lv.depth, "name": lv.name} for lv in built.tree.levels],
-        "targetDepth": list(built.target_depth),
-        "metadataColumns": list(info.metadata_columns),
-        **({"embeddings": embedding_set.to_json()} if embedding_set is not None else {}),
-        **added,
-    }
 
-
-def list_cases(*, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+def list_cases(*, warehouse: Path | str | None = None) -> tuple[ListedCase, ...]:
+    """Every case at its current versions, by case id."""
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        return cases_store.list_cases(conn).to_dicts()
+        frame = cases_store.list_cases(conn)
+    return tuple(ListedCase(**row) for row in frame.iter_rows(named=True))

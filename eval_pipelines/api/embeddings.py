@@ -5,8 +5,8 @@ is written; stored in the warehouse as an immutable set named by its content."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -16,15 +16,72 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.progress import report
+from eval_pipelines.core.results import JsonResult
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import embeddings as embeddings_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+
+__all__ = [
+    "EmbeddedCase",
+    "EmbeddingSetInfo",
+    "ListedEmbeddingSet",
+    "embed_case",
+    "list_embeddings",
+]
 
 EMBEDDING_PARTITIONS = "cases"
 LSA_DIM_MAX = 1024
 
 
-def embedding_set_for(
+@dataclass(frozen=True)
+class EmbeddingSetInfo(JsonResult):
+    """An embedding set: its content version, dimension, records covered, method
+    (``provided`` or ``lsa-<dim>-seed<seed>``) and source file (None for computed ones)."""
+
+    embeddings_version: str
+    dim: int
+    records: int
+    method: str
+    source: str | None
+
+
+@dataclass(frozen=True)
+class EmbeddedCase(JsonResult):
+    """The embedding set :func:`embed_case` stored; ``added`` is False when the identical set
+    was stored before."""
+
+    case_id: str
+    embeddings_version: str
+    dim: int
+    records: int
+    method: str
+    source: str | None
+    added: bool
+
+
+@dataclass(frozen=True)
+class ListedEmbeddingSet(JsonResult):
+    """One embedding set of a case and the records version it covers."""
+
+    records_version: str
+    embeddings_version: str
+    dim: int
+    records: int
+    method: str
+    source: str | None
+
+
+def _set_info(embedding_set: embeddings_store.EmbeddingSet) -> EmbeddingSetInfo:
+    return EmbeddingSetInfo(
+        embeddings_version=embedding_set.embeddings_version,
+        dim=embedding_set.dim,
+        records=embedding_set.n_records,
+        method=embedding_set.method,
+        source=embedding_set.source,
+    )
+
+
+def _embedding_set_for(
     case_id: str,
     records_version: str,
     record_keys: list[str],
@@ -50,7 +107,7 @@ def embedding_set_for(
     )
 
 
-def register_case_partition(case_id: str) -> None:
+def _register_case_partition(case_id: str) -> None:
     """Add the case to the partitions of the embedding index asset (idempotent)."""
     from eval_pipelines.instance import dagster_instance
 
@@ -66,7 +123,7 @@ def embed_case(
     dim: int = 256,
     seed: int = 0,
     warehouse: Path | str | None = None,
-) -> dict[str, Any]:
+) -> EmbeddedCase:
     """Compute LSA vectors (truncated SVD of the case's TF-IDF matrix, L2-normalised) for the
     case's current records and store them as its embeddings."""
     from eval_pipelines.core.embeddings.lsa import lsa_vectors
@@ -98,24 +155,41 @@ def embed_case(
     )
     report("lsa vectors", detail=f"{dim} dimensions of {len(keys):,} records")
     vectors = check_embeddings(keys, keys, lsa_vectors(handle.index.matrix(), dim=dim, seed=seed))
-    embedding_set = embedding_set_for(
+    embedding_set = _embedding_set_for(
         case_id, info.records_version, keys, vectors, method=f"lsa-{dim}-seed{seed}", source=None
     )
     report("storing vectors", detail=f"{len(keys):,} x {dim}")
     with connect(path, wait_seconds=CLI_WAIT_SECONDS) as conn, transaction(conn):
         cases_store.require_records_version(conn, case_id, info.records_version)
         added = embeddings_store.save_embedding_set(conn, embedding_set, keys, vectors)
-    register_case_partition(case_id)
-    return {"caseId": case_id, **embedding_set.to_json(), "added": added}
+    _register_case_partition(case_id)
+    return EmbeddedCase(
+        case_id=case_id,
+        embeddings_version=embedding_set.embeddings_version,
+        dim=embedding_set.dim,
+        records=embedding_set.n_records,
+        method=embedding_set.method,
+        source=embedding_set.source,
+        added=added,
+    )
 
 
-def list_embeddings(case_id: str, *, warehouse: Path | str | None = None) -> list[dict[str, Any]]:
+def list_embeddings(
+    case_id: str, *, warehouse: Path | str | None = None
+) -> tuple[ListedEmbeddingSet, ...]:
     """Every embedding set of the case, newest first."""
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
         cases_store.load_case(conn, case_id)
-        return [
-            {"recordsVersion": s.records_version, **s.to_json()}
+        return tuple(
+            ListedEmbeddingSet(
+                records_version=s.records_version,
+                embeddings_version=s.embeddings_version,
+                dim=s.dim,
+                records=s.n_records,
+                method=s.method,
+                source=s.source,
+            )
             for s in embeddings_store.list_sets(conn, case_id)
-        ]
+        )

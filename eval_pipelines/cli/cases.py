@@ -18,47 +18,45 @@ def int_list(text: str) -> list[int]:
 def cmd_create(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    print_json(
-        api.create_case(
-            args.case,
-            args.records,
-            tree_path=args.tree,
-            levels=args.levels,
-            key_column=args.key_column,
-            text_column=args.text_column,
-            label_column=args.label_column,
-            target_depth=args.target_depth,
-            replace=args.replace,
-            embeddings_path=args.embeddings,
-            embedding_column=args.embedding_column,
-            warehouse=args.warehouse,
-        )
+    created = api.create_case(
+        args.case,
+        args.records_path,
+        tree_path=args.tree_path,
+        levels=args.levels,
+        key_column=args.key_column,
+        text_column=args.text_column,
+        label_column=args.label_column,
+        target_depth=args.target_depth,
+        replace=args.replace,
+        embeddings_path=args.embeddings_path,
+        embedding_column=args.embedding_column,
+        warehouse=args.warehouse,
     )
+    print_json(created.to_json())
     return 0
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from eval_pipelines.api.embeddings import embed_case
 
-    print_json(
-        embed_case(
-            args.case, method=args.method, dim=args.dim, seed=args.seed, warehouse=args.warehouse
-        )
+    embedded = embed_case(
+        args.case, method=args.method, dim=args.dim, seed=args.seed, warehouse=args.warehouse
     )
+    print_json(embedded.to_json())
     return 0
 
 
 def cmd_embeddings(args: argparse.Namespace) -> int:
     from eval_pipelines.api.embeddings import list_embeddings
 
-    print_json(list_embeddings(args.case, warehouse=args.warehouse))
+    print_json([s.to_json() for s in list_embeddings(args.case, warehouse=args.warehouse)])
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    print_json(api.list_cases(warehouse=args.warehouse))
+    print_json([case.to_json() for case in api.list_cases(warehouse=args.warehouse)])
     return 0
 
 
@@ -68,9 +66,17 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     create = case.add_parser("create", help="load a case from Parquet, CSV or JSON Lines")
     create.add_argument("case")
-    create.add_argument("--records", required=True, type=Path)
+    create.add_argument(
+        "--records", dest="records_path", metavar="RECORDS", required=True, type=Path
+    )
     tree = create.add_mutually_exclusive_group(required=True)
-    tree.add_argument("--tree", type=Path, help="file of code, parent (optional title, kind)")
+    tree.add_argument(
+        "--tree",
+        dest="tree_path",
+        metavar="TREE",
+        type=Path,
+        help="file of code, parent (optional title, kind)",
+    )
     tree.add_argument(
         "--levels", type=int_list, help="prefix lengths, separators ignored, e.g. 2,4,6,8"
     )
@@ -92,6 +98,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     vectors = create.add_mutually_exclusive_group()
     vectors.add_argument(
         "--embeddings",
+        dest="embeddings_path",
+        metavar="EMBEDDINGS",
         type=Path,
         help="Parquet of record_key and one fixed-length float vector column: the records' "
         "own embeddings (every record covered, one dimension, finite, no zero vectors)",

@@ -4,13 +4,17 @@ nearDuplicate threshold of a case."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
 from eval_pipelines.core.verdicts import INSUFFICIENT
+
+if TYPE_CHECKING:
+    from eval_pipelines.api.grouping import GroupingSweep
+    from eval_pipelines.core.stats.proportion import Proportion
 
 
 def parse_thresholds(text: str) -> list[float]:
@@ -29,7 +33,8 @@ def parse_thresholds(text: str) -> list[float]:
     return values
 
 
-def _cell(accuracy: dict[str, Any]) -> str:
+def _cell(proportion: Proportion) -> str:
+    accuracy = proportion.to_json()  # rounded as the JSON document has it
     counts = f"{accuracy['k']}/{accuracy['n']}"
     if accuracy["interval"] is None:
         return f"{INSUFFICIENT} {counts}"
@@ -37,16 +42,16 @@ def _cell(accuracy: dict[str, Any]) -> str:
     return f"{accuracy['value']:.3f} [{low:.3f}, {high:.3f}] {counts}"
 
 
-def sweep_table(sweep: dict[str, Any]) -> str:
+def sweep_table(sweep: GroupingSweep) -> str:
     """The sweep as text: a heading, the evidence held out, then accuracy per level."""
-    sample = sweep["sample"]
-    config = sweep["baseline"]["config"]
+    sample = sweep.sample
+    config = sweep.baseline.config
     lines = [
-        f"Grouping sweep of case {sweep['caseId']}: {sample['size']} sampled records "
-        f"(seed {sample['seed']}, sample {sample['sampleHash']}), baseline "
+        f"Grouping sweep of case {sweep.case_id}: {sample.size} sampled records "
+        f"(seed {sample.seed}, sample {sample.sample_hash}), baseline "
         f"{config['classifier']}/{config['strategy']}, {config['candidates']} candidates; "
-        f"records {sweep['recordsVersion']}, tree {sweep['treeVersion']}, memo "
-        f"{sweep['memoVersion']} ({sweep['activeMemoEntries']} active entries).",
+        f"records {sweep.records_version}, tree {sweep.tree_version}, memo "
+        f"{sweep.memo_version} ({sweep.active_memo_entries} active entries).",
         "",
     ]
     evidence_header = [
@@ -59,25 +64,24 @@ def sweep_table(sweep: dict[str, Any]) -> str:
     ]
     evidence = [
         [
-            str(row["threshold"]),
-            str(row["heldOut"]["groupMembers"]),
-            f"{row['heldOut']['groupMembersPerRecord']:.3f}",
-            str(row["heldOut"]["recordsWithGroup"]),
-            str(row["heldOut"]["sameLabel"]),
-            str(row["rowsShort"]),
+            str(row.threshold),
+            str(row.held_out.group_members),
+            f"{row.held_out.group_members_per_record:.3f}",
+            str(row.held_out.records_with_group),
+            str(row.held_out.same_label),
+            str(row.rows_short),
         ]
-        for row in sweep["rows"]
+        for row in sweep.rows
     ]
     lines += _table(evidence_header, evidence)
     lines.append("")
-    levels = sweep["levels"]
+    levels = sweep.levels
     accuracy_header = ["threshold"] + [
-        level["name"] + (" *" if level["isTarget"] else "") for level in levels
+        level.name + (" *" if level.is_target else "") for level in levels
     ]
     accuracy = [
-        [str(row["threshold"])]
-        + [_cell(row["levels"][str(level["depth"])]["accuracy"]) for level in levels]
-        for row in sweep["rows"]
+        [str(row.threshold)] + [_cell(row.levels[str(level.depth)].accuracy) for level in levels]
+        for row in sweep.rows
     ]
     lines += _table(accuracy_header, accuracy)
     lines += [
@@ -88,8 +92,7 @@ def sweep_table(sweep: dict[str, Any]) -> str:
         "Accuracy: baseline right at the level / records whose label reaches it, Wilson 95% "
         f"interval, k/n ({INSUFFICIENT} below n=20); * target level.",
         # Words first: a bare "0.8 s" line reads as the 0.8 threshold's row.
-        f"Swept in {sweep['seconds']:.1f} s"
-        + (" (text index built)" if sweep["indexBuilt"] else ""),
+        f"Swept in {sweep.seconds:.1f} s" + (" (text index built)" if sweep.index_built else ""),
     ]
     return "\n".join(lines)
 
@@ -119,7 +122,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         warehouse=args.warehouse,
     )
     if args.json:
-        print_json(sweep)
+        print_json(sweep.to_json())
     else:
         print(sweep_table(sweep), flush=True)
     return 0

@@ -14,6 +14,7 @@ from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.flags import FLAGS_DEFAULT
 from eval_pipelines.cli.grouping import add_sweep_command
 from eval_pipelines.cli.output import print_json, print_status, run_output_to_stderr
+from eval_pipelines.cli.plan import add_plan_command
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
@@ -246,37 +247,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from eval_pipelines.api.plan import plan_comparison
-
-    plan = plan_comparison(
-        args.case,
-        difference=args.difference,
-        discordance=args.discordance,
-        from_eval=args.from_eval,
-        level=args.level,
-        warehouse=args.warehouse,
-    )
-    if args.json:
-        print_json(plan)
-        return 0
-    print(
-        f"To detect a difference of {plan['difference']:+g} with {plan['power']:.0%} power "
-        f"(alpha {plan['alpha']}, two-sided) when {plan['discordance']:.1%} of records are "
-        f"discordant: {plan['recordsNeeded']:,} records."
-    )
-    if "minimumDetectableEffectAtEvalN" in plan:
-        mde = plan["minimumDetectableEffectAtEvalN"]
-        source = plan["source"]
-        print(
-            f"{source['evalId']} ({source['comparison']}, level {source['level']}) compared "
-            f"{source['pairs']} records: its minimum detectable effect is "
-            + ("undefined (too few discordant records)" if mde is None else f"{mde:.3f}")
-            + " (a power diagnostic, not a verdict)."
-        )
-    return 0
-
-
 def _add_follow_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--wait", action="store_true", help="block until the run finishes; print the report"
@@ -359,19 +329,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     listing = evals.add_parser("list", help="the case's evaluations, oldest first")
     listing.add_argument("case")
     listing.set_defaults(func=cmd_list)
-    plan = evals.add_parser(
-        "plan", help="records a paired comparison needs for 80%% power (power planner)"
-    )
-    plan.add_argument("case")
-    plan.add_argument("--difference", type=finite_float, required=True, help="e.g. 0.02")
-    source = plan.add_mutually_exclusive_group(required=True)
-    source.add_argument("--from-eval", default=None, help="take the discordance from it")
-    source.add_argument(
-        "--discordance", type=finite_float, default=None, help="share of discordant records"
-    )
-    plan.add_argument("--level", type=int, default=None, help="default: shallowest target")
-    plan.add_argument("--json", action="store_true")
-    plan.set_defaults(func=cmd_plan)
+    add_plan_command(evals)
     add_sweep_command(evals)
     compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
     compare.add_argument("case")

@@ -13,23 +13,26 @@ from eval_pipelines.cli.output import print_json
 def cmd_add(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    print_json(api.add_memo_entry(args.case, args.file, warehouse=args.warehouse))
+    print_json(api.add_memo_entry(args.case, args.entry_path, warehouse=args.warehouse).to_json())
     return 0
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    print_json(
-        api.approve_memo_entry(args.case, args.entry_id, by=args.by, warehouse=args.warehouse)
+    approved = api.approve_memo_entry(
+        args.case, args.entry_id, by=args.by, warehouse=args.warehouse
     )
+    print_json(approved.to_json())
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    print_json(api.list_memo_entries(args.case, warehouse=args.warehouse))
+    print_json(
+        [entry.to_json() for entry in api.list_memo_entries(args.case, warehouse=args.warehouse)]
+    )
     return 0
 
 
@@ -45,7 +48,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     add = memo.add_parser("add", help="add a proposed entry from YAML/JSON")
     add.add_argument("case")
-    add.add_argument("--file", required=True, type=Path)
+    add.add_argument("--file", dest="entry_path", metavar="FILE", required=True, type=Path)
     add.set_defaults(func=cmd_add)
     approve = memo.add_parser("approve", help="approve a proposed entry (it becomes active)")
     approve.add_argument("case")

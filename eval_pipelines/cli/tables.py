@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
+
+if TYPE_CHECKING:
+    from eval_pipelines.api.tables import TableSummary
 
 
 def parse_links(values: list[str] | None) -> dict[str, str]:
@@ -23,13 +26,13 @@ def parse_links(values: list[str] | None) -> dict[str, str]:
     return links
 
 
-def _columns_line(table: dict[str, Any]) -> str:
-    return ", ".join(f"{c['name']} ({c['kind']})" for c in table["columns"])
+def _columns_line(table: TableSummary) -> str:
+    return ", ".join(f"{c.name} ({c.kind})" for c in table.columns)
 
 
-def _key_line(table: dict[str, Any]) -> str:
-    links = ", ".join(f"{column} -> {target}" for column, target in table["links"].items())
-    return f"key: {table['key'] or 'none'}; links: {links or 'none'}"
+def _key_line(table: TableSummary) -> str:
+    links = ", ".join(f"{column} -> {target}" for column, target in table.links.items())
+    return f"key: {table.key or 'none'}; links: {links or 'none'}"
 
 
 def cmd_load(args: argparse.Namespace) -> int:
@@ -37,17 +40,17 @@ def cmd_load(args: argparse.Namespace) -> int:
 
     loaded = api.load_table(
         args.name,
-        args.file,
+        args.path,
         key=args.key,
-        links=parse_links(args.link),
+        links=parse_links(args.links),
         warehouse=args.warehouse,
     )
     if args.json:
-        print_json(loaded)
+        print_json(loaded.to_json())
         return 0
-    state = "new version" if loaded["new"] else "unchanged: this content was loaded before"
-    print(f"table {loaded['name']}: version {loaded['version'][:16]} ({state})")
-    print(f"  {loaded['rows']} rows; columns: {_columns_line(loaded)}")
+    state = "new version" if loaded.new else "unchanged: this content was loaded before"
+    print(f"table {loaded.name}: version {loaded.version[:16]} ({state})")
+    print(f"  {loaded.rows} rows; columns: {_columns_line(loaded)}")
     print(f"  {_key_line(loaded)}", flush=True)
     return 0
 
@@ -57,16 +60,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     tables = api.list_tables(warehouse=args.warehouse)
     if args.json:
-        print_json(tables)
+        print_json([table.to_json() for table in tables])
         return 0
     if not tables:
         print("no tables yet; load one with `eval-pipelines table load NAME --file PATH`")
         return 0
-    width = max(len(t["name"]) for t in tables)
+    width = max(len(t.name) for t in tables)
     for t in tables:
         print(
-            f"{t['name']:<{width}}  {t['version'][:16]}  {t['rows']} rows  "
-            f"{len(t['columns'])} columns  key {t['key'] or '-'}",
+            f"{t.name:<{width}}  {t.version[:16]}  {t.rows} rows  "
+            f"{len(t.columns)} columns  key {t.key or '-'}",
             flush=True,
         )
     return 0
@@ -79,18 +82,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         args.name, version=args.version, limit=args.limit, warehouse=args.warehouse
     )
     if args.json:
-        print_json(table)
+        print_json(table.to_json())
         return 0
     import polars as pl
 
-    current = "current" if table["current"] else "not current"
-    print(f"table {table['name']}: version {table['version'][:16]} ({current})")
-    print(f"  {table['rows']} rows from {table['source']}, loaded {table['createdAt']}")
+    current = "current" if table.current else "not current"
+    print(f"table {table.name}: version {table.version[:16]} ({current})")
+    print(f"  {table.rows} rows from {table.source}, loaded {table.created_at}")
     print(f"  columns: {_columns_line(table)}")
     print(f"  {_key_line(table)}")
-    print(f"  versions: {len(table['versions'])} (table show {table['name']} --version V)")
-    if table["firstRows"]:
-        first = pl.from_dicts(table["firstRows"], infer_schema_length=None)
+    print(f"  versions: {len(table.versions)} (table show {table.name} --version V)")
+    if table.first_rows:
+        first = pl.from_dicts(list(table.first_rows), infer_schema_length=None)
         with pl.Config(
             tbl_cols=-1,
             tbl_width_chars=160,
@@ -111,10 +114,11 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="load Parquet, CSV, JSON Lines or a JSON array as a new version of a table",
     )
     load.add_argument("name", help="table name: a lowercase letter, then a-z, 0-9 or _")
-    load.add_argument("--file", required=True, type=Path)
+    load.add_argument("--file", dest="path", metavar="FILE", required=True, type=Path)
     load.add_argument("--key", default=None, help="the column identifying rows (links name it)")
     load.add_argument(
         "--link",
+        dest="links",
         action="append",
         metavar="COL=TABLE",
         help="COL holds keys of the loaded table TABLE (repeatable)",

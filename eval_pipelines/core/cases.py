@@ -1,26 +1,46 @@
 """Building a case: labelled records and their code tree, validated and versioned.
 
-A pure function of the frames read from the user's files (:func:`build_case`); the API reads
-the files and writes the result in one transaction. The records version hashes the records'
-key, text, label and metadata; the tree version its mode, prefix lengths and parent links, so
-two loads of the same files give the same versions and an evaluation can say what changed.
+:func:`build_case` is the one place a case's arguments are checked: every argument first
+(the case id, exactly one of a tree file or prefix lengths, at most one source of
+embeddings, the column names, the shape of the target depth), before any file is read; then
+the files are read and their contents validated. The API writes the result in one
+transaction. The records version hashes the records' key, text, label and metadata; the tree
+version its mode, prefix lengths and parent links, so two loads of the same files give the
+same versions and an evaluation can say what changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from eval_pipelines.core.embeddings.vectors import check_embeddings
+from eval_pipelines.core.embeddings.vectors import (
+    check_embeddings,
+    embeddings_from_frame,
+    read_embeddings_file,
+)
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_frame, hash_json
 from eval_pipelines.core.holdout.spec import parse_target_depth, validate_case_id
-from eval_pipelines.core.records import check_labels_in_tree, metadata_keys, normalise_records
-from eval_pipelines.core.tree import CodeTree, tree_from_parent_links, tree_from_prefix_levels
+from eval_pipelines.core.records import (
+    check_labels_in_tree,
+    metadata_keys,
+    normalise_records,
+    read_table,
+)
+from eval_pipelines.core.tree import (
+    CodeTree,
+    check_prefix_lengths,
+    tree_from_parent_links,
+    tree_from_prefix_levels,
+)
+
+_DEFAULT_COLUMNS = {"key_column": "record_key", "text_column": "text", "label_column": "label"}
 
 TREE_NODE_SCHEMA = {
     "code": pl.String,
@@ -68,42 +88,65 @@ class BuiltCase:
 
 def build_case(
     case_id: str,
-    records: pl.DataFrame,
+    records_path: Path | str,
     *,
-    tree_frame: pl.DataFrame | None = None,
+    tree_path: Path | str | None = None,
     levels: Sequence[int] | None = None,
     key_column: str = "record_key",
     text_column: str = "text",
     label_column: str = "label",
     target_depth: Sequence[int] | None = None,
-    embedded: tuple[Sequence[str], npt.ArrayLike | pl.Series] | None = None,
+    embeddings_path: Path | str | None = None,
+    embedding_column: str | None = None,
 ) -> BuiltCase:
-    """Validate a case's records against its tree and version both.
+    """Check a case's arguments, then read its files and validate the records against the
+    tree; version both.
 
     Parameters
     ----------
     case_id
         The case's name (the documented name pattern).
-    records
-        The records file as read, with the embedding column (if any) already taken out.
-    tree_frame, levels
+    records_path
+        The records file: Parquet, CSV or JSON Lines.
+    tree_path, levels
         Exactly one: a tree file (``code``, ``parent``, optional ``title`` and ``kind``), or
         the prefix lengths of a prefix tree built from the labels.
     key_column, text_column, label_column
-        The records' columns.
+        The records' columns (three different ones).
     target_depth
         The levels scored as the target; the tree's deepest level when ``None``.
-    embedded
-        The records' own embeddings as ``(keys, vectors)``, checked against the records.
+    embeddings_path, embedding_column
+        At most one: a Parquet file of ``record_key`` and one vector column, or a vector
+        column of the records file: the records' own embeddings, checked against them.
 
     Raises
     ------
     InputError
-        Naming the field, the value and the rule, for anything that does not validate.
+        Naming the parameter (or the field), the value and the rule, for anything that does
+        not validate. A bad argument is refused before any file is read.
     """
-    validate_case_id(case_id)
-    if (tree_frame is None) == (levels is None):
-        raise InputError("--tree/--levels", None, "give exactly one of --tree or --levels")
+    check_case_arguments(
+        case_id,
+        records_path,
+        tree_path=tree_path,
+        levels=levels,
+        key_column=key_column,
+        text_column=text_column,
+        label_column=label_column,
+        target_depth=target_depth,
+        embeddings_path=embeddings_path,
+        embedding_column=embedding_column,
+    )
+    records = read_table(Path(records_path), what="records_path")
+    embedded: tuple[list[str], npt.NDArray[np.float32]] | None = None
+    if embedding_column is not None:
+        embedded = embeddings_from_frame(
+            records, key_column=key_column, embedding_column=embedding_column
+        )
+        records = records.drop(embedding_column)
+    elif embeddings_path is not None:
+        embedded = read_embeddings_file(embeddings_path)
+    tree_frame = read_table(Path(tree_path), what="tree_path") if tree_path is not None else None
     normalised = normalise_records(
         records, key_column=key_column, text_column=text_column, label_column=label_column
     )
@@ -113,15 +156,15 @@ def build_case(
             tree, _column_by_code(tree_frame, "title"), _column_by_code(tree_frame, "kind")
         )
     else:
-        assert levels is not None
+        assert levels is not None  # check_case_arguments: exactly one of the two
         tree = tree_from_prefix_levels(
-            normalised.get_column("label").unique().to_list(), list(levels)
+            normalised.get_column("label").unique(maintain_order=True).to_list(), list(levels)
         )
         nodes = tree_nodes(tree, {}, {})
     normalised = check_labels_in_tree(normalised, tree)
     depth = parse_target_depth(
         list(target_depth) if target_depth is not None else [tree.max_depth],
-        "--target-depth",
+        "target_depth",
         tree.max_depth,
     )
     tree_version = hash_json(
@@ -148,6 +191,69 @@ def build_case(
         embedding_keys=keys,
         embeddings=vectors,
     )
+
+
+def check_case_arguments(
+    case_id: str,
+    records_path: Path | str,
+    *,
+    tree_path: Path | str | None = None,
+    levels: Sequence[int] | None = None,
+    key_column: str = "record_key",
+    text_column: str = "text",
+    label_column: str = "label",
+    target_depth: Sequence[int] | None = None,
+    embeddings_path: Path | str | None = None,
+    embedding_column: str | None = None,
+) -> None:
+    """Every rule about :func:`build_case`'s arguments that needs no file: it reads nothing.
+
+    Raises
+    ------
+    InputError
+        Naming the parameter, the value and the rule.
+    """
+    validate_case_id(case_id)
+    for name, path in (
+        ("records_path", records_path),
+        ("tree_path", tree_path),
+        ("embeddings_path", embeddings_path),
+    ):
+        if path is not None and (not isinstance(path, str | Path) or not str(path)):
+            raise InputError(name, path, "give the path of a file")
+    if (tree_path is None) == (levels is None):
+        raise InputError("tree_path", tree_path, "give exactly one of `tree_path` or `levels`")
+    if levels is not None:
+        check_prefix_lengths(levels)
+    if embeddings_path is not None and embedding_column is not None:
+        raise InputError(
+            "embeddings_path",
+            str(embeddings_path),
+            "give at most one of `embeddings_path` or `embedding_column`",
+        )
+    columns = {"key_column": key_column, "text_column": text_column, "label_column": label_column}
+    if embedding_column is not None:
+        columns["embedding_column"] = embedding_column
+    seen: dict[str, str] = {}
+    for name, column in columns.items():
+        if not isinstance(column, str) or not column:
+            raise InputError(name, column, "give the name of a column of the records file")
+        if column in seen:
+            # Name the one the caller changed: a role left at its default is not the mistake.
+            first = seen[column]
+            blamed, other = (first, name) if column == _DEFAULT_COLUMNS.get(name) else (name, first)
+            raise InputError(
+                blamed, column, f"names the same column as `{other}`; each role needs its own"
+            )
+        seen[column] = name
+    if target_depth is not None:
+        items = list(target_depth) if isinstance(target_depth, list | tuple) else None
+        if not items or any(
+            isinstance(item, bool) or not isinstance(item, int) or item < 1 for item in items
+        ):
+            raise InputError(
+                "target_depth", target_depth, "give one or more levels, each an integer >= 1"
+            )
 
 
 def tree_nodes(

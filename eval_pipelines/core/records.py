@@ -122,7 +122,7 @@ def normalise_records(
     for role, column in roles.items():
         if column not in frame.columns:
             raise InputError(
-                f"--{role.replace('record_', '')}-column",
+                f"{role.replace('record_', '')}_column",
                 column,
                 f"column not found in the records file (columns: {frame.columns})",
             )

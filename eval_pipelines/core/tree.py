@@ -1,6 +1,6 @@
 """Code trees: tree levels from parent links or from prefix lengths.
 
-Tree levels are never inferred from string prefixes unless the case says so (``--levels``):
+Tree levels are never inferred from string prefixes unless the case says so (``levels``):
 ICD-10-CM chapters (``1``) and blocks (``A00-A09``) are not prefixes of their children.
 Level 1 is the top of the tree; a code's depth is the level it sits at.
 """
@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.results import JsonResult
 
 _SEPARATORS = re.compile(r"[^0-9A-Za-z]")
 
 
 @dataclass(frozen=True)
-class Level:
+class Level(JsonResult):
     """One level of a code tree: its depth (1 = top) and a readable name."""
 
     depth: int
@@ -166,6 +168,23 @@ def _add_path(
         paths[node] = path
 
 
+def check_prefix_lengths(prefix_lengths: Sequence[int]) -> None:
+    """Prefix lengths (``levels``): one or more integers, strictly increasing, each >= 1.
+
+    Raises
+    ------
+    InputError
+        On ``levels``, naming the rule.
+    """
+    lengths = list(prefix_lengths) if isinstance(prefix_lengths, list | tuple) else None
+    if not lengths:
+        raise InputError("levels", prefix_lengths, "give at least one prefix length")
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths) or any(
+        b <= a for a, b in zip(lengths, lengths[1:], strict=False)
+    ):
+        raise InputError("levels", prefix_lengths, "prefix lengths must be increasing and >= 1")
+
+
 def tree_from_prefix_levels(labels: list[str], prefix_lengths: list[int]) -> CodeTree:
     """Build a tree whose level ``i`` is the first ``prefix_lengths[i]`` characters of the code,
     separators (anything but letters and digits) ignored: ``0101.21.00`` with ``2,4,6,8`` has
@@ -177,12 +196,7 @@ def tree_from_prefix_levels(labels: list[str], prefix_lengths: list[int]) -> Cod
         If the lengths are not strictly increasing positive integers, or a label's length
         (separators ignored) is not one of them.
     """
-    if not prefix_lengths:
-        raise InputError("levels", prefix_lengths, "give at least one prefix length")
-    if any(length < 1 for length in prefix_lengths) or any(
-        b <= a for a, b in zip(prefix_lengths, prefix_lengths[1:], strict=False)
-    ):
-        raise InputError("levels", prefix_lengths, "prefix lengths must be increasing and >= 1")
+    check_prefix_lengths(prefix_lengths)
     paths: dict[str, tuple[str, ...]] = {}
     for label in labels:
         node = _SEPARATORS.sub("", label)
@@ -192,7 +206,7 @@ def tree_from_prefix_levels(labels: list[str], prefix_lengths: list[int]) -> Cod
             raise InputError(
                 "label",
                 label,
-                f"with --levels {','.join(map(str, prefix_lengths))} a code must have one of "
+                f"with `levels` {','.join(map(str, prefix_lengths))} a code must have one of "
                 f"those lengths once separators are removed (it has {len(node)})",
             )
         path = tuple(node[:length] for length in prefix_lengths if length <= len(node))

@@ -25,7 +25,6 @@ import polars as pl
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.classify import RecordToClassify, evidence_tree, known_classifiers
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version
-from eval_pipelines.core.holdout.report import proportion_to_json
 from eval_pipelines.core.holdout.sampling import Sample, draw_sample
 from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, score_variant
 from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant, parse_config
@@ -218,68 +217,3 @@ def grouping_sweep_stage(
         index_built=handle.built,
         seconds=time.perf_counter() - started,
     )
-
-
-def _row_to_json(row: SweepRow, sample_size: int) -> dict[str, Any]:
-    held_out = row.group_members_held_out
-    return {
-        "threshold": row.grouping.threshold if row.grouping.mode == "nearDuplicate" else "none",
-        "grouping": row.grouping.to_json(),
-        "heldOut": {
-            "groupMembers": held_out,
-            "groupMembersPerRecord": round(held_out / sample_size, 4) if sample_size else 0.0,
-            "recordsWithGroup": row.records_with_group,
-            "sameLabel": row.same_label_held_out,
-        },
-        "rowsShort": row.rows_short,
-        "levels": {
-            str(level.depth): {
-                "name": level.name,
-                "isTarget": level.depth in row.score.target_depth,
-                "accuracy": proportion_to_json(level.accuracy),
-                "declined": level.declined,
-            }
-            for level in row.score.levels
-        },
-        "seconds": round(row.seconds, 3),
-    }
-
-
-def sweep_to_json(sweep: Sweep) -> dict[str, Any]:
-    """The sweep as a JSON document: its pins, the sample, then one row per grouping."""
-    return {
-        "caseId": sweep.case_id,
-        "recordsVersion": sweep.records_version,
-        "treeVersion": sweep.tree_version,
-        "memoVersion": sweep.memo_version,
-        "activeMemoEntries": sweep.memo_entries,
-        "sample": {
-            "size": sweep.sample.size,
-            "requestedSize": sweep.sample.requested_size,
-            "seed": sweep.sample.seed,
-            "sampleHash": sweep.sample.sample_hash,
-        },
-        "baseline": {"name": BASELINE, "config": sweep.config.to_json()},
-        "targetDepth": list(sweep.config.target_depth),
-        "levels": [
-            {
-                "depth": level.depth,
-                "name": level.name,
-                "isTarget": level.depth in sweep.config.target_depth,
-            }
-            for level in sweep.tree.levels
-        ],
-        "definitions": {
-            "groupMembers": "records held out besides the sampled record itself, summed over "
-            "the sample (its near-duplicates at the threshold)",
-            "recordsWithGroup": "sampled records with at least one near-duplicate held out",
-            "sameLabel": "held-out group members whose label equals the sampled record's",
-            "rowsShort": "sampled records for which retrieval found fewer evidence records "
-            "than the config's candidates",
-            "accuracy": "the baseline right at the level over the sampled records whose label "
-            "reaches it, Wilson 95% interval; below n=20 insufficient_evidence",
-        },
-        "rows": [_row_to_json(row, sweep.sample.size) for row in sweep.rows],
-        "indexBuilt": sweep.index_built,
-        "seconds": round(sweep.seconds, 3),
-    }

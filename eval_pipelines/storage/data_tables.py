@@ -69,9 +69,9 @@ def check_table_name(name: str) -> str:
 def missing_link_target(column: str, table: str) -> InputError:
     """The refusal of a link to a table that is not loaded."""
     return InputError(
-        "--link",
+        "links",
         f"{column}={table}",
-        f"no table named {table!r}; load it first (with --key naming its key column)",
+        f"no table named {table!r}; load it first (with `key` naming its key column)",
     )
 
 
@@ -123,7 +123,7 @@ def table_info(conn: duckdb.DuckDBPyConnection, name: str, version: str | None =
     exact = [row for row in rows if row[1] == version]
     if len(rows) > 1 and not exact:
         raise InputError(
-            "--version", version, f"matches {len(rows)} versions of {name!r}; give more digits"
+            "version", version, f"matches {len(rows)} versions of {name!r}; give more digits"
         )
     return _info((exact or rows)[0])
 
@@ -177,14 +177,14 @@ def _check_links(
             target_kind = linked.kind_of(target_key) if target_key else None
         if target_key is None:
             raise InputError(
-                "--link",
+                "links",
                 link,
-                f"table {target!r} has no key column; load it with --key naming the column "
+                f"table {target!r} has no key column; load it with `key` naming the column "
                 "its rows are identified by",
             )
         if target_kind != columns[column]:
             raise InputError(
-                "--link",
+                "links",
                 link,
                 f"column {column!r} is {columns[column]} but {target}.{target_key} (the key) "
                 f"is {target_kind}; their values could never match",

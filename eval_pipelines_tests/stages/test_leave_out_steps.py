@@ -169,7 +169,7 @@ def test_rows_of_one_retrieval_from_two_steps_are_merged() -> None:
 def test_vectors_and_the_approximate_index_are_opened_once_per_process(
     small_case: str, workdir: Path
 ) -> None:
-    version = embed_case(small_case, method="lsa", dim=16, seed=0)["embeddingsVersion"]
+    version = embed_case(small_case, method="lsa", dim=16, seed=0).embeddings_version
     index_dir = workdir / "indexes"
     vectors = embedding_index.load_vectors(_open, index_dir, small_case, version)
     assert embedding_index.load_vectors(_open, index_dir, small_case, version) is vectors

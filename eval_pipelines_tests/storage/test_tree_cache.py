@@ -79,7 +79,7 @@ def test_a_tree_without_kinds_reads_level_n_after_storage(workdir: Path) -> None
     created = api.create_case(
         "c", folder / "records.parquet", tree_path=folder / "tree.parquet", warehouse=warehouse
     )
-    assert [lv["name"] for lv in created["levels"]] == ["level 1", "level 2", "level 3"]
+    assert [lv.name for lv in created.levels] == ["level 1", "level 2", "level 3"]
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         loaded = cases_store.load_tree(conn, "c", cases_store.load_case(conn, "c").tree_version)
     assert [level.name for level in loaded.levels] == ["level 1", "level 2", "level 3"]

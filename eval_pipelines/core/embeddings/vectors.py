@@ -1,7 +1,7 @@
 """A case's own embeddings: read them, check them against the case's records, normalise.
 
 Embeddings arrive as a Parquet file of ``record_key`` plus one fixed-length float vector
-column, or as such a column in the records file (``--embedding-column``). Reading turns the
+column, or as such a column in the records file (``embedding_column``). Reading turns the
 column into a ``(n, dim)`` float32 matrix and refuses anything that is not one: missing
 vectors, missing elements, vectors of different lengths, fewer than two dimensions.
 :func:`check_embeddings` then checks the values and the keys against the records and returns
@@ -33,13 +33,16 @@ _KEYS_SHOWN = 5
 
 
 def read_embeddings_file(
-    path: Path | str, *, key_column: str = "record_key", vector_column: str | None = None
+    embeddings_path: Path | str,
+    *,
+    key_column: str = "record_key",
+    vector_column: str | None = None,
 ) -> tuple[list[str], npt.NDArray[np.float32]]:
     """Read a Parquet file of record keys and one fixed-length float vector per key.
 
     Parameters
     ----------
-    path
+    embeddings_path
         Parquet file with the key column and a vector column of type ``List`` or ``Array`` of
         floats.
     key_column
@@ -62,25 +65,25 @@ def read_embeddings_file(
         When the file cannot be read, a column is missing or ambiguous, or the vectors are not
         a fixed-length float matrix (naming the first offending key).
     """
-    path = Path(path)
+    path = Path(embeddings_path)
     if not path.exists():
-        raise InputError("--embeddings", str(path), "file does not exist")
-    check_table_file(path, "--embeddings")
+        raise InputError("embeddings_path", str(path), "file does not exist")
+    check_table_file(path, "embeddings_path")
     try:
         columns = list(pl.read_parquet_schema(path))
     except (pl.exceptions.PolarsError, OSError) as error:
         raise InputError(
-            "--embeddings", str(path), f"could not be read as Parquet: {error}"
+            "embeddings_path", str(path), f"could not be read as Parquet: {error}"
         ) from error
     if key_column not in columns:
         raise InputError(
-            "--embeddings", str(path), f"has no key column {key_column!r} (columns: {columns})"
+            "embeddings_path", str(path), f"has no key column {key_column!r} (columns: {columns})"
         )
     if vector_column is None:
         others = [c for c in columns if c != key_column]
         if len(others) != 1:
             raise InputError(
-                "--embeddings",
+                "embeddings_path",
                 str(path),
                 f"needs exactly one vector column besides {key_column!r} (columns: {columns}); "
                 "name it explicitly",
@@ -88,16 +91,16 @@ def read_embeddings_file(
         vector_column = others[0]
     elif vector_column not in columns:
         raise InputError(
-            "--embeddings",
+            "embeddings_path",
             str(path),
             f"has no vector column {vector_column!r} (columns: {columns})",
         )
     frame = pl.read_parquet(path, columns=[key_column, vector_column])
-    return embeddings_from_frame(frame, key_column=key_column, vector_column=vector_column)
+    return embeddings_from_frame(frame, key_column=key_column, embedding_column=vector_column)
 
 
 def embeddings_from_frame(
-    frame: pl.DataFrame, *, key_column: str, vector_column: str
+    frame: pl.DataFrame, *, key_column: str, embedding_column: str
 ) -> tuple[list[str], npt.NDArray[np.float32]]:
     """Keys and vectors from two columns of a frame, e.g. a records file's embedding column.
 
@@ -107,7 +110,7 @@ def embeddings_from_frame(
         A frame with both columns.
     key_column
         Column holding the record keys (cast to strings, as the records' keys are).
-    vector_column
+    embedding_column
         Column of type ``List`` or ``Array`` of floats, one vector per row.
 
     Returns
@@ -122,10 +125,10 @@ def embeddings_from_frame(
     InputError
         As :func:`read_embeddings_file`.
     """
-    for column in (key_column, vector_column):
+    for column in (key_column, embedding_column):
         if column not in frame.columns:
             raise InputError(
-                "--embedding-column" if column == vector_column else "--key-column",
+                "embedding_column" if column == embedding_column else "key_column",
                 column,
                 f"column not found (columns: {frame.columns})",
             )
@@ -134,7 +137,7 @@ def embeddings_from_frame(
         row = int(keys.is_null().arg_max() or 0)
         raise InputError(f"embeddings.{key_column}", None, f"every row needs a key (row {row})")
     key_list = keys.to_list()
-    vectors = _series_matrix(frame.get_column(vector_column), key_list, vector_column)
+    vectors = _series_matrix(frame.get_column(embedding_column), key_list, embedding_column)
     return key_list, vectors
 
 

@@ -79,7 +79,7 @@ def _check_unique_names(names: list[str], path: Path) -> None:
     for name in names:
         if name in seen:
             raise InputError(
-                "--file", str(path), f"column {name!r} appears twice; column names must be unique"
+                "path", str(path), f"column {name!r} appears twice; column names must be unique"
             )
         seen.add(name)
 
@@ -130,17 +130,17 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
     """
     path = Path(path)
     if not path.exists():
-        raise InputError("--file", str(path), "file does not exist")
+        raise InputError("path", str(path), "file does not exist")
     if path.is_dir():
-        raise InputError("--file", str(path), "is a directory; give a table file")
+        raise InputError("path", str(path), "is a directory; give a table file")
     kind = TABLE_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InputError(
-            "--file", str(path), f"unsupported file type; use one of {sorted(TABLE_SUFFIXES)}"
+            "path", str(path), f"unsupported file type; use one of {sorted(TABLE_SUFFIXES)}"
         )
     if path.stat().st_size == 0:
-        raise InputError("--file", str(path), "the file is empty; a table needs rows")
-    check_table_file(path, "--file")
+        raise InputError("path", str(path), "the file is empty; a table needs rows")
+    check_table_file(path, "path")
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
@@ -155,7 +155,7 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
         else:
             if _json_array_start(path) != "[":
                 raise InputError(
-                    "--file",
+                    "path",
                     str(path),
                     "a .json file must hold one JSON array of objects "
                     "(name a file of one object per line .jsonl)",
@@ -165,10 +165,10 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
         raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         raise InputError(
-            "--file", str(path), f"could not be read as {kind}: {_first_line(error)}"
+            "path", str(path), f"could not be read as {kind}: {_first_line(error)}"
         ) from None
     if frame.width == 0:
-        raise InputError("--file", str(path), "the file holds no columns; a table needs some")
+        raise InputError("path", str(path), "the file holds no columns; a table needs some")
     return frame
 
 
@@ -283,11 +283,11 @@ def _raise_key_or_link(
         link = f"{column}={table}"
         if (column, "column_in_dataframe") in failed:
             raise InputError(
-                "--link", link, f"column {column!r} not found (columns: {frame.columns})"
+                "links", link, f"column {column!r} not found (columns: {frame.columns})"
             )
         if (column, "string_or_integer") in failed:
             raise InputError(
-                "--link",
+                "links",
                 link,
                 f"column {column!r} is {column_kind(frame.schema[column])}; a link column "
                 "holds string or integer keys of the linked table",
@@ -297,10 +297,10 @@ def _raise_key_or_link(
 
 def _raise_key_failure(frame: pl.DataFrame, key: str, failed: set[tuple[str, str]]) -> None:
     if (key, "column_in_dataframe") in failed:
-        raise InputError("--key", key, f"column not found (columns: {frame.columns})")
+        raise InputError("key", key, f"column not found (columns: {frame.columns})")
     if (key, "string_or_integer") in failed:
         raise InputError(
-            "--key",
+            "key",
             key,
             f"the key column is {column_kind(frame.schema[key])}; a key holds strings or integers",
         )

@@ -82,7 +82,8 @@ class TableView:
                 field,
                 path,
                 f"column {link!r} of {self.name!r} is not a link (load the table with "
-                f"--link {link}=TABLE to follow it)",
+                f"`eval-pipelines table load {self.name} --file PATH --link {link}=TABLE` "
+                "to follow it)",
             )
         linked = self._resolve(linked_name)
         if linked.key is None or target not in linked.frame.columns:

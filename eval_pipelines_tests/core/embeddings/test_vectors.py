@@ -56,18 +56,18 @@ def test_refuses_an_ambiguous_vector_column_naming_the_columns(tmp_path: Path) -
 
 def test_embedding_column_of_a_records_frame_with_integer_keys() -> None:
     frame = pl.DataFrame({"id": [1, 2, 3, 4], "text": ["w"] * 4, "emb": _matrix().tolist()})
-    keys, vectors = embeddings_from_frame(frame, key_column="id", vector_column="emb")
+    keys, vectors = embeddings_from_frame(frame, key_column="id", embedding_column="emb")
     # Keys become strings, as the records' keys do.
     assert keys == ["1", "2", "3", "4"]
     assert vectors.shape == (4, 3)
     with pytest.raises(InputError, match="column not found"):
-        embeddings_from_frame(frame, key_column="id", vector_column="embedding")
+        embeddings_from_frame(frame, key_column="id", embedding_column="embedding")
 
 
 def test_refuses_ragged_vectors_naming_the_key_and_both_lengths() -> None:
     frame = pl.DataFrame({"k": KEYS, "v": [[1.0, 2.0], [1.0, 2.0], [1.0, 2.0, 3.0], [1.0, 2.0]]})
     with pytest.raises(InputError) as error:
-        embeddings_from_frame(frame, key_column="k", vector_column="v")
+        embeddings_from_frame(frame, key_column="k", embedding_column="v")
     assert error.value.field == "v['c']"
     assert "3 dimensions" in str(error.value) and "'a': 2" in str(error.value)
     with pytest.raises(InputError, match=r"embeddings\['b'\].*same length"):
@@ -79,30 +79,30 @@ def test_refuses_missing_vectors_and_missing_elements() -> None:
         embeddings_from_frame(
             pl.DataFrame({"k": KEYS[:2], "v": [[1.0, 2.0], None]}),
             key_column="k",
-            vector_column="v",
+            embedding_column="v",
         )
     with pytest.raises(InputError, match=r"v\['b'\]\[1\]=None: vector elements must not be null"):
         embeddings_from_frame(
             pl.DataFrame({"k": KEYS[:2], "v": [[1.0, 2.0], [3.0, None]]}),
             key_column="k",
-            vector_column="v",
+            embedding_column="v",
         )
     with pytest.raises(InputError, match="every row needs a key"):
         embeddings_from_frame(
             pl.DataFrame({"k": ["a", None], "v": [[1.0, 2.0], [3.0, 4.0]]}),
             key_column="k",
-            vector_column="v",
+            embedding_column="v",
         )
 
 
 def test_refuses_non_float_columns_and_fewer_than_two_dimensions() -> None:
     with pytest.raises(InputError, match="must be a List or Array of floats"):
         embeddings_from_frame(
-            pl.DataFrame({"k": KEYS[:2], "v": ["x", "y"]}), key_column="k", vector_column="v"
+            pl.DataFrame({"k": KEYS[:2], "v": ["x", "y"]}), key_column="k", embedding_column="v"
         )
     with pytest.raises(InputError, match="at least 2 dimensions"):
         embeddings_from_frame(
-            pl.DataFrame({"k": KEYS[:2], "v": [[1.0], [2.0]]}), key_column="k", vector_column="v"
+            pl.DataFrame({"k": KEYS[:2], "v": [[1.0], [2.0]]}), key_column="k", embedding_column="v"
         )
     with pytest.raises(InputError, match="at least 2 dimensions"):
         check_embeddings(KEYS, KEYS, np.ones((4, 1)))

@@ -130,7 +130,7 @@ def test_unreadable_files_are_refused(
     write(path)
     with pytest.raises(InputError, match=rule) as error:
         read_table_file(path)
-    assert error.value.field == "--file"
+    assert error.value.field == "path"
     assert error.value.value == str(path)
 
 
@@ -206,7 +206,7 @@ def test_a_null_key_names_its_row() -> None:
 def test_a_key_must_be_a_string_or_integer_column(key: str, rule: str) -> None:
     with pytest.raises(InputError, match=rule) as error:
         validate_table(PRODUCTS, key=key)
-    assert (error.value.field, error.value.value) == ("--key", key)
+    assert (error.value.field, error.value.value) == ("key", key)
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,7 @@ def test_a_key_must_be_a_string_or_integer_column(key: str, rule: str) -> None:
 def test_a_link_column_must_be_a_string_or_integer_column(column: str, rule: str) -> None:
     with pytest.raises(InputError, match=rule) as error:
         validate_table(PRODUCTS, links={column: "other"})
-    assert (error.value.field, error.value.value) == ("--link", f"{column}=other")
+    assert (error.value.field, error.value.value) == ("links", f"{column}=other")
 
 
 def test_integers_beyond_int64_are_refused() -> None:
