@@ -1,4 +1,4 @@
-"""Near-duplicate threshold sweep (issue 7 item 5): calibrate the nearDuplicate threshold of a
+"""Near-duplicate threshold sweep: calibrate the nearDuplicate threshold of a
 case by reading, per threshold, the evidence it holds out and the baseline's accuracy per level.
 
 Computed in this process on one seeded sample (no Dagster run, nothing written): see

@@ -298,7 +298,7 @@ def _progress_events(
     return on_event
 
 
-# Above this many estimated tokens an evaluation needs an explicit yes (issue 7).
+# Above this many estimated tokens an evaluation needs an explicit yes (spec 000).
 TOKEN_CONFIRMATION_LIMIT = 400_000
 
 

@@ -1,4 +1,4 @@
-"""The power planner: how many records a paired comparison needs (issue 7, 004's rule that
+"""The power planner: how many records a paired comparison needs (004's rule that
 the minimum detectable effect is a power diagnostic, never a verdict)."""
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ _WARNINGS = (
 
 
 # The warnings only read stored rows: one step evaluates them all after the report (a step
-# each cost about 0.07 s of Dagster's per-step work for 0.01 s of reading).
+# each cost far more in Dagster's per-step work than the reading; docs/benchmarks.md).
 @dg.multi_asset_check(name="holdout_warnings", specs=[w.spec for w in _WARNINGS], can_subset=True)
 def holdout_warnings(
     context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource

@@ -1,4 +1,4 @@
-"""Query evaluations (issue 8, spec 003): the query as submitted, the versions of the tables its
+"""Query evaluations (spec 003): the query as submitted, the versions of the tables its
 id pins, and its result.
 
 One result row per evaluation: materialising the partition again replaces it.

@@ -1,5 +1,5 @@
 """The outcome audit of a live experiment: which requests to audit, and the audit file read
-whole (issue 19, item 7).
+whole.
 
 A bias in how one arm's outcomes are logged (a treated failure logged as a success) leaves
 arms, keys and counts intact: in the logs it is a true lift. Only evidence from outside the

@@ -1,4 +1,4 @@
-"""The checks run on a live experiment's logs before its lift is read (issue 19, item 7).
+"""The checks run on a live experiment's logs before its lift is read.
 
 The A/A check of :mod:`eval_pipelines.core.lift.lift` splits the control arm only: it sees an
 interval too narrow for the control arm's data, but not logs whose arms or clusters are not
