@@ -142,6 +142,9 @@ def run_step(
     ``hint`` ends the time-out's message: what can make such a step hang.
     """
     worker = _take()
+    pid = worker.process.pid
+    with _LOCK:
+        _BUSY.add(pid)
     try:
         if function.__module__ not in worker.modules:
             _ask(worker, ("import", function.__module__), START_SECONDS, "starting")
@@ -150,6 +153,11 @@ def run_step(
     except BaseException:
         _drop(worker)
         raise
+    finally:
+        # Busy until a worker that did not answer is dead and reaped: a caller that sees no
+        # busy worker after a cancel must never find it still spinning.
+        with _LOCK:
+            _BUSY.discard(pid)
     _give_back(worker)
     return reply
 
@@ -161,30 +169,24 @@ def _ask(
     doing: str,
     hint: str = REGEX_HINT,
 ) -> Any:
-    with _LOCK:
-        _BUSY.add(worker.process.pid)
+    worker.requests.send(request)
+    cancel = _CANCEL.get()
+    deadline = time.monotonic() + seconds
+    while not worker.replies.poll(min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
+        if cancel is not None and cancel.is_set():
+            raise StepCanceled(f"canceled while {doing} the step")
+        if time.monotonic() >= deadline:
+            raise StepTimedOut(
+                f"timed out after {seconds:g} s ({doing} the step; its worker process was "
+                f"stopped). {hint}"
+            )
     try:
-        worker.requests.send(request)
-        cancel = _CANCEL.get()
-        deadline = time.monotonic() + seconds
-        while not worker.replies.poll(min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
-            if cancel is not None and cancel.is_set():
-                raise StepCanceled(f"canceled while {doing} the step")
-            if time.monotonic() >= deadline:
-                raise StepTimedOut(
-                    f"timed out after {seconds:g} s ({doing} the step; its worker process was "
-                    f"stopped). {hint}"
-                )
-        try:
-            outcome, value = worker.replies.recv()
-        except (EOFError, OSError):
-            code = worker.process.wait()
-            raise NodeFailed(
-                f"the step's worker process died (exit code {code})", cacheable=False
-            ) from None
-    finally:
-        with _LOCK:
-            _BUSY.discard(worker.process.pid)
+        outcome, value = worker.replies.recv()
+    except (EOFError, OSError):
+        code = worker.process.wait()
+        raise NodeFailed(
+            f"the step's worker process died (exit code {code})", cacheable=False
+        ) from None
     if outcome == "failed":  # NodeFailed's message and whether it may be cached
         message, cacheable = value
         raise NodeFailed(message, cacheable=cacheable)

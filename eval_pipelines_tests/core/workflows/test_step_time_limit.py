@@ -101,3 +101,40 @@ def test_a_step_canceled_while_it_hangs_stops_its_worker() -> None:
     for pid in pids:  # killed and reaped: not left spinning
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_canceled_steps_worker_stays_busy_until_it_is_dead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whoever waits for no busy worker after a cancel (the golden run's Terminate test does)
+    must never find the worker still alive: it counts as busy until killed and reaped. The
+    kill is slowed down here so that the order, not the machine's speed, decides."""
+    killing = threading.Event()
+    drop = step_worker._drop
+
+    def slow_drop(worker: Any) -> None:
+        killing.set()
+        time.sleep(0.5)
+        drop(worker)
+
+    monkeypatch.setattr(step_worker, "_drop", slow_drop)
+    config = prepare(time_limit=600)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: _run_until_canceled(config, stop),
+    )
+    thread.start()
+    pids = busy_workers()
+    stop.set()
+    killing.wait()
+    while step_worker.busy_pids():
+        time.sleep(0.01)
+    for pid in pids:  # no longer busy: so already dead and reaped
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    thread.join()
+
+
+def _run_until_canceled(config: dict[str, Any], stop: threading.Event) -> None:
+    with step_worker.cancel_on(stop), pytest.raises(step_worker.StepCanceled):
+        NODE.run(config, document_from_text("hangs.txt", HANGS), {})
