@@ -293,8 +293,11 @@ def run_chat_calls(
                     with connect(warehouse, wait_seconds=None) as conn:
                         store_calls(conn, fresh)
         except BaseException:
+            # Ctrl-C or a terminated step: no new call starts, and closing the client's
+            # connections ends the calls in flight instead of waiting out their timeout
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
+            client.close()
             raise
         finally:
             pool.shutdown(wait=True)

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,45 @@ def test_a_run_killed_halfway_pays_again_only_for_calls_it_had_not_stored(
     # paid twice: only the calls in flight, or answered and not yet stored, at the kill (how
     # many depends on the machine's speed, so it is not asserted beyond this)
     assert server.request_count == n + (before - stored)
+
+
+def test_a_429_storm_still_completes(tmp_path: Path) -> None:
+    waits = Waits()
+    # every one of the 12 records is refused three times before it is answered
+    rules = [FaultRule(f"record {i}:", Fault("429", retry_after="1"), times=3) for i in range(12)]
+    with serve_standin(rules=rules) as server:
+        settings = _settings(server.base_url, concurrency=4, maxRetries=3)
+        result = run_chat_calls(
+            tmp_path / "w.duckdb", settings, batch(settings, 12), environ=ENV, sleep=waits
+        )
+        assert server.request_count == 12 * 4
+    assert result.counters.answered == 12 and result.counters.failed == 0
+    assert result.counters.retries == 36 and waits == [1.0] * 36
+
+
+def test_a_stop_ends_the_batch_keeping_what_was_answered(tmp_path: Path) -> None:
+    stop = threading.Event()
+    with serve_standin(latency_ms=20) as server:
+        settings = _settings(server.base_url, concurrency=1)
+
+        watcher_done = threading.Event()
+
+        def watch() -> None:
+            deadline = time.monotonic() + 60
+            while server.request_count < 3 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            stop.set()
+            watcher_done.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        result = run_chat_calls(
+            tmp_path / "w.duckdb", settings, batch(settings, 30), environ=ENV, stop=stop
+        )
+        watcher_done.wait(60)
+        sent = server.request_count
+    stopped = [a for a in result.answers if a.failure == "stopped before the call was made"]
+    answered = [a for a in result.answers if a.failure is None]
+    assert len(stopped) + len(answered) == 30 and stopped and answered
+    assert len(answered) == sent == result.counters.requests_sent
+    with connect(tmp_path / "w.duckdb", read_only=True) as conn:
+        assert count_calls(conn) == len(answered)
