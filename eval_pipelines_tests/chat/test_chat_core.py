@@ -19,7 +19,15 @@ def _config(**changes: Any) -> dict[str, Any]:
     options = {"model": "m1", "baseUrl": "http://127.0.0.1:9/v1", "apiKeyEnv": "MY_KEY"}
     config: dict[str, Any] = {"options": options, "prices": {"m1": {"input": 1, "output": 4}}}
     for name, value in changes.items():
-        if name in {"model", "baseUrl", "apiKeyEnv", "temperature", "maxTokens", "seed"}:
+        if name in {
+            "model",
+            "baseUrl",
+            "apiKeyEnv",
+            "temperature",
+            "maxTokens",
+            "seed",
+            "responseFormat",
+        }:
             if value is None:
                 options.pop(name)
             else:
@@ -36,6 +44,21 @@ def test_defaults_and_the_key_is_not_in_the_settings() -> None:
     assert "sk-secret" not in repr(settings) and "sk-secret" not in str(settings.to_json())
     assert api_key(settings, ENV) == "sk-secret"
     assert parse_chat_settings(_config(maxRetries=0), ENV).max_retries == 0
+    # the variable checked again where the calls run (another process may lack it)
+    with pytest.raises(InputError) as raised:
+        api_key(settings, {})
+    assert raised.value.field == "config.options.apiKeyEnv" and raised.value.value == "MY_KEY"
+
+
+def test_the_response_format_follows_the_settings() -> None:
+    messages = [("user", "x")]
+    schema = build_request(parse_chat_settings(_config(), ENV), messages)
+    assert schema.create_arguments()["response_format"]["type"] == "json_schema"
+    loose = build_request(parse_chat_settings(_config(responseFormat="json_object"), ENV), messages)
+    assert loose.create_arguments()["response_format"] == {"type": "json_object"}
+    bare = build_request(parse_chat_settings(_config(responseFormat="none"), ENV), messages)
+    assert "response_format" not in bare.create_arguments()
+    assert len({schema.key, loose.key, bare.key}) == 3
 
 
 @pytest.mark.parametrize(
@@ -53,6 +76,7 @@ def test_defaults_and_the_key_is_not_in_the_settings() -> None:
         ({"maxRetries": -1}, "config.maxRetries"),
         ({"temperature": float("nan")}, "config.options.temperature"),
         ({"maxTokens": 0}, "config.options.maxTokens"),
+        ({"responseFormat": "xml"}, "config.options.responseFormat"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_field(changes: dict[str, Any], field: str) -> None:

@@ -40,6 +40,16 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
+JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
+FROM_SETTINGS = "settings"
+
+
+def answer_format(settings: ChatSettings) -> dict[str, Any] | None:
+    """The ``response_format`` the settings ask for: the answer's JSON schema (default), any
+    JSON object (endpoints without schemas), or none (endpoints that refuse the field)."""
+    return {"json_schema": ANSWER_SCHEMA, "json_object": JSON_OBJECT}.get(settings.response_format)
+
+
 @dataclasses.dataclass(frozen=True)
 class ChatRequest:
     """One call to make (or to find in the cache)."""
@@ -91,9 +101,12 @@ def build_request(
     messages: Sequence[tuple[str, str]],
     *,
     trial: int = 1,
-    response_format: Mapping[str, Any] | None = ANSWER_SCHEMA,
+    response_format: Mapping[str, Any] | None | str = FROM_SETTINGS,
 ) -> ChatRequest:
-    """The request of ``messages`` (``(role, content)`` pairs) under ``settings``."""
+    """The request of ``messages`` (``(role, content)`` pairs) under ``settings``, with
+    ``response_format`` (default: :func:`answer_format` of the settings; None: none)."""
+    if isinstance(response_format, str):
+        response_format = answer_format(settings)
     if not 1 <= trial <= settings.trials:
         raise ValueError(f"trial={trial}: the settings have trials 1..{settings.trials}")
     parameters: dict[str, Any] = {

@@ -1,7 +1,8 @@
 """The settings of a ``chat`` variant, read once from its config and checked.
 
 A variant's ``config`` holds the endpoint settings in ``options`` (``model``, ``baseUrl``,
-``apiKeyEnv``, ``temperature``, ``maxTokens``, ``seed``, ``prompt``, ``timeout``) and beside
+``apiKeyEnv``, ``temperature``, ``maxTokens``, ``seed``, ``prompt``, ``timeout``,
+``responseFormat``) and beside
 them ``prices`` (per model, the price of 1M input and 1M output tokens), ``trials`` (1..20),
 ``concurrency`` (calls in flight per endpoint, default 4) and ``maxRetries`` (default 4, 0
 allowed). Each bad value is refused as an :class:`InputError` naming its path in the config.
@@ -31,7 +32,9 @@ OPTION_KEYS = (
     "seed",
     "prompt",
     "timeout",
+    "responseFormat",
 )
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 TRIALS_MAX = 20
 CONCURRENCY_MAX = 64
 RETRIES_MAX = 20
@@ -58,6 +61,7 @@ class ChatSettings(JsonResult):
     seed: int | None = None
     prompt: str | None = None
     timeout: float = 60.0
+    response_format: str = "json_schema"
     prices: Mapping[str, ModelPrice] = dataclasses.field(default_factory=dict)
     trials: int = 1
     concurrency: int = 4
@@ -143,8 +147,16 @@ def parse_chat_settings(
     prompt = options.get("prompt")
     if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
         raise InputError(f"{at}.prompt", prompt, "a non-empty text (the system message)")
+    response_format = options.get("responseFormat", "json_schema")
+    if response_format not in RESPONSE_FORMATS:
+        raise InputError(
+            f"{at}.responseFormat",
+            response_format,
+            f"one of {', '.join(RESPONSE_FORMATS)} (what the endpoint supports)",
+        )
     return ChatSettings(
         model=model,
+        response_format=response_format,
         base_url=base_url,
         api_key_env=key_env,
         temperature=_number(options.get("temperature", 0.0), f"{at}.temperature", 0.0, 2.0),
@@ -165,4 +177,11 @@ def api_key(settings: ChatSettings, environ: Mapping[str, str]) -> str | None:
     """The key the settings name, read from ``environ`` (None: the endpoint needs none)."""
     if settings.api_key_env is None:
         return None
-    return environ[settings.api_key_env]
+    key = environ.get(settings.api_key_env)
+    if not key:
+        raise InputError(
+            "config.options.apiKeyEnv",
+            settings.api_key_env,
+            "this environment variable is not set (or empty) where the calls run",
+        )
+    return key
