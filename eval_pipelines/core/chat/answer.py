@@ -1,0 +1,57 @@
+"""Strict parsing of a classification answer: a JSON object ``{"code": str, "confidence":
+number in [0, 1]}`` and nothing else. Anything else is a failure with its reason (a string a
+report can show), never an exception: one bad answer is one failed row."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Collection
+
+from eval_pipelines.core.results import JsonResult
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedAnswer(JsonResult):
+    """``code`` and ``confidence`` of a good answer, or ``failure``: why there is none."""
+
+    code: str | None
+    confidence: float | None
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def _failed(reason: str) -> ParsedAnswer:
+    return ParsedAnswer(None, None, reason)
+
+
+def parse_answer(content: str | None, *, allowed: Collection[str] | None = None) -> ParsedAnswer:
+    """The answer in ``content``; with ``allowed``, a code outside it is a failure."""
+    if content is None or not content.strip():
+        return _failed("empty answer")
+    try:
+        value = json.loads(content)
+    except json.JSONDecodeError as error:
+        return _failed(f"answer is not JSON ({error.msg} at char {error.pos}): {content[:80]!r}")
+    if not isinstance(value, dict):
+        return _failed(f"answer is not a JSON object: {content[:80]!r}")
+    extra = sorted(set(value) - {"code", "confidence"})
+    if extra:
+        return _failed(f"answer has unexpected keys {extra}")
+    code, confidence = value.get("code"), value.get("confidence")
+    if not isinstance(code, str) or not code:
+        return _failed(f"answer's code is not a non-empty string: {code!r}")
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not math.isfinite(confidence)
+        or not 0 <= confidence <= 1
+    ):
+        return _failed(f"answer's confidence is not a number in [0, 1]: {confidence!r}")
+    if allowed is not None and code not in allowed:
+        return _failed(f"answer's code {code!r} is not among the codes allowed")
+    return ParsedAnswer(code, float(confidence))

@@ -1,0 +1,94 @@
+"""The pure half of a ``chat`` classifier: what the model is offered and how its answer becomes
+a :class:`~eval_pipelines.core.holdout.classify.Prediction`.
+
+The candidates offered are the distinct labels of the evidence the variant asked for
+(``config.candidates`` records, in rank order), each with the similarity of its best evidence
+record; they are the prediction's ``candidates``, so the candidate ceiling stays the share of
+rows whose label was among the candidates offered. The prompt carries the memo entries'
+``instruction`` texts, the candidates with their titles and the record's text. An answer that
+does not parse, or names a code the tree does not know, is a failed row with its reason (in
+``Prediction.error``); so is a call that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from eval_pipelines.core.chat.answer import parse_answer
+from eval_pipelines.core.chat.request import classification_messages
+from eval_pipelines.core.chat.settings import ChatSettings
+from eval_pipelines.core.holdout.classify import Neighbour, Prediction, route_for
+from eval_pipelines.core.holdout.memo import MemoEntry
+from eval_pipelines.core.holdout.spec import ClassifyConfig
+from eval_pipelines.core.tree import CodeTree
+
+
+def offered_candidates(retrieved: Sequence[Neighbour], limit: int) -> list[tuple[str, float]]:
+    """``(code, best similarity)`` of the distinct labels among the first ``limit`` evidence
+    records, in the order they first appear."""
+    best: dict[str, float] = {}
+    for neighbour in retrieved[:limit]:
+        if neighbour.label_node not in best or neighbour.similarity > best[neighbour.label_node]:
+            best[neighbour.label_node] = float(neighbour.similarity)
+    return list(best.items())
+
+
+def chat_messages(
+    settings: ChatSettings,
+    text: str,
+    offered: Sequence[tuple[str, float]],
+    memo: Sequence[MemoEntry],
+    titles: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    """The messages for one record: the memo's instructions, the offered codes with their
+    titles (the code itself when the tree has no title), the record's text."""
+    candidates = [(code, titles.get(code) or code) for code, _ in offered]
+    instructions = [entry.instruction for entry in memo if entry.instruction.strip()]
+    return classification_messages(settings, text, candidates, instructions)
+
+
+def prediction_from_answer(
+    record_key: str,
+    content: str | None,
+    failure: str | None,
+    offered: Sequence[tuple[str, float]],
+    *,
+    config: ClassifyConfig,
+    tree: CodeTree,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+) -> Prediction:
+    """The prediction of one answered (or failed) call; a bad answer is a failed row."""
+    candidates = [{"code": code, "score": round(score, 6)} for code, score in offered]
+
+    def predicted(code: str | None, confidence: float, route: str, error: str | None) -> Prediction:
+        return Prediction(
+            record_key=record_key,
+            code=code,
+            confidence=confidence,
+            route=route,
+            candidates=candidates,
+            requested_candidates=config.candidates,
+            effective_candidates=len(offered),
+            error=error,
+            tokens=input_tokens + output_tokens,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
+    reason = failure
+    if reason is None:
+        parsed = parse_answer(content)
+        reason = parsed.failure
+        if reason is None and parsed.code is not None:
+            node = tree.node_of(parsed.code)
+            if node is None:
+                reason = f"answer's code {parsed.code!r} is not in the code tree"
+            else:
+                confidence = round(float(parsed.confidence or 0.0), 6)
+                target = min(config.target_depth) if config.target_depth else tree.max_depth
+                route = route_for(
+                    node, confidence, target=target, auto_above=config.auto_above, tree=tree
+                )
+                return predicted(node, confidence, route, None)
+    return predicted(None, 0.0, "declined", reason)

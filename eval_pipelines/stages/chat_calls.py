@@ -1,0 +1,321 @@
+"""Calls to an OpenAI-compatible chat endpoint, through the ``openai`` SDK, with the DuckDB cache.
+
+:func:`run_chat_calls` answers a list of requests: those already in the warehouse's
+``chat_calls`` cache are read from it (they cost nothing), the rest are called with at most
+``settings.concurrency`` in flight (a thread pool), and each answer is stored in the cache as
+it arrives, so a run killed halfway and started again pays only for the calls it had not yet
+made. A call that still fails after its retries is returned as a failure with its reason; one
+row never raises.
+
+Retries are ours, around the SDK with ``max_retries=0``: the SDK's own retry does honour
+``Retry-After`` (a test checks it against the stand-in server), but it also retries a refused
+connection with backoff (an endpoint that is down would take the whole backoff for every
+row) and does not say how many retries a call took. Here a 408, 409, 429, 5xx, a timeout or a
+dropped connection is retried up to ``settings.max_retries`` times, waiting the server's
+``Retry-After`` (or ``retry-after-ms``) when it sends one of at most two minutes, else
+``min(0.5 * 2**attempt, 8)`` seconds less up to 25 % jitter; a refused connection fails at
+once and marks the endpoint down, so every row not yet started fails fast with that reason.
+
+The API key is read from the environment variable the settings name and handed to the SDK;
+it is not part of any request key, cached row, result, reason or log line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+import httpx2
+import openai
+
+from eval_pipelines.core.chat.cost import call_cost
+from eval_pipelines.core.chat.request import ChatRequest
+from eval_pipelines.core.chat.settings import ChatSettings, api_key
+from eval_pipelines.core.results import JsonResult
+from eval_pipelines.storage.chat_cache import CachedCall, cached_calls, store_calls
+from eval_pipelines.storage.warehouse import connect
+
+log = logging.getLogger(__name__)
+
+INITIAL_RETRY_DELAY = 0.5
+MAX_RETRY_DELAY = 8.0
+MAX_RETRY_AFTER = 120.0
+RETRY_STATUSES = frozenset({408, 409, 429})
+NO_KEY = "no-key"  # the SDK needs some key; endpoints without auth ignore it
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatAnswer(JsonResult):
+    """The answer to one request: the model's text and the tokens the endpoint reported, or
+    ``failure`` (why there is no answer)."""
+
+    key: str
+    trial: int
+    content: str | None
+    input_tokens: int
+    output_tokens: int
+    from_cache: bool
+    retries: int = 0
+    failure: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatCounters(JsonResult):
+    """What a batch of calls did: ``requests_sent`` counts every HTTP request (retries
+    included), ``answered`` the calls the endpoint answered now, ``from_cache`` the answers
+    read from the cache; tokens and ``cost`` are those of the calls answered now (``cost`` is
+    None when the price table has no price for the model)."""
+
+    requests: int
+    answered: int
+    from_cache: int
+    failed: int
+    requests_sent: int
+    retries: int
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatCallsResult(JsonResult):
+    answers: tuple[ChatAnswer, ...]
+    counters: ChatCounters
+    waits: tuple[float, ...] = ()
+
+
+@dataclasses.dataclass
+class _Outcome:
+    answer: ChatAnswer
+    sent: int
+    waits: list[float]
+
+
+def retry_after_seconds(headers: Mapping[str, str] | httpx2.Headers | None) -> float | None:
+    """The wait a response asks for: ``retry-after-ms``, else ``Retry-After`` in seconds."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue  # an HTTP date: the backoff is used instead
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None
+
+
+def backoff_seconds(attempt: int, rng: random.Random) -> float:
+    """Exponential backoff with jitter: ``min(0.5 * 2**attempt, 8)`` less up to 25 %."""
+    return min(INITIAL_RETRY_DELAY * 2.0 ** min(attempt, 30), MAX_RETRY_DELAY) * (
+        1 - 0.25 * rng.random()
+    )
+
+
+def _refused(error: BaseException) -> bool:
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, httpx2.ConnectError | ConnectionRefusedError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _call_one(
+    client: openai.OpenAI,
+    request: ChatRequest,
+    *,
+    max_retries: int,
+    sleep: Callable[[float], None],
+    rng: random.Random,
+    down: threading.Event,
+    down_reason: list[str],
+    stop: threading.Event,
+) -> _Outcome:
+    waits: list[float] = []
+    sent = 0
+    attempt = 0
+
+    def failed(reason: str) -> _Outcome:
+        answer = ChatAnswer(request.key, request.trial, None, 0, 0, False, attempt, reason)
+        return _Outcome(answer, sent, waits)
+
+    while True:
+        if down.is_set():
+            return failed(down_reason[0] if down_reason else "endpoint unreachable")
+        if stop.is_set():
+            return failed("stopped before the call was made")
+        wait_for: float | None = None
+        sent += 1
+        try:
+            reply = client.chat.completions.create(**request.create_arguments())
+        except openai.APITimeoutError:
+            reason = "the endpoint did not answer within the timeout"
+        except openai.APIConnectionError as error:
+            if _refused(error):
+                reason = f"endpoint unreachable: connection refused at {request.endpoint}"
+                down_reason.append(reason)
+                down.set()
+                return failed(reason)
+            reason = f"connection lost before an answer: {error}"
+        except openai.APIStatusError as error:
+            status = error.status_code
+            body = error.body
+            detail = body.get("message") if isinstance(body, dict) else None
+            reason = f"HTTP {status} from the endpoint: {detail or error.message}"
+            if status not in RETRY_STATUSES and status < 500:
+                return failed(reason)
+            wait_for = retry_after_seconds(error.response.headers)
+            if wait_for is not None and wait_for > MAX_RETRY_AFTER:
+                return failed(f"{reason} (Retry-After {wait_for:g} s is more than 120 s)")
+        except openai.OpenAIError as error:
+            return failed(f"the client refused the answer: {error}")
+        else:
+            choice = reply.choices[0] if reply.choices else None
+            content = choice.message.content if choice is not None else None
+            usage = reply.usage
+            answer = ChatAnswer(
+                request.key,
+                request.trial,
+                content,
+                usage.prompt_tokens if usage else 0,
+                usage.completion_tokens if usage else 0,
+                False,
+                attempt,
+            )
+            return _Outcome(answer, sent, waits)
+        if attempt >= max_retries:
+            tries = "1 attempt" if attempt == 0 else f"{attempt + 1} attempts"
+            return failed(f"{reason} (after {tries})")
+        delay = wait_for if wait_for is not None else backoff_seconds(attempt, rng)
+        waits.append(delay)
+        log.info("chat call retry %d of %d in %.3f s: %s", attempt + 1, max_retries, delay, reason)
+        sleep(delay)
+        attempt += 1
+
+
+def run_chat_calls(
+    warehouse: Path,
+    settings: ChatSettings,
+    requests: Sequence[ChatRequest],
+    *,
+    environ: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    seed: int = 0,
+    stop: threading.Event | None = None,
+) -> ChatCallsResult:
+    """Answer ``requests`` (in their order): from the cache where it has them, else from the
+    endpoint, storing each answer in ``warehouse``'s cache as it arrives.
+
+    ``environ`` (default ``os.environ``) holds the API key variable; ``sleep`` waits between
+    retries (tests pass a recorder); ``seed`` seeds the jitter; ``stop``, once set, makes the
+    calls not yet started fail as stopped. Ctrl-C cancels the calls not yet started and
+    re-raises, after the answers already received are stored.
+    """
+    environment = os.environ if environ is None else environ
+    keys = list(dict.fromkeys(request.key for request in requests))
+    with connect(warehouse, create=True) as conn:
+        cached = cached_calls(conn, keys)
+    answers: dict[str, ChatAnswer] = {
+        key: ChatAnswer(
+            key, call.trial, call.response_text, call.input_tokens, call.output_tokens, True
+        )
+        for key, call in cached.items()
+    }
+    to_call = list({r.key: r for r in requests if r.key not in cached}.values())
+    sent = 0
+    waits: list[float] = []
+    if to_call:
+        client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=api_key(settings, environment) or NO_KEY,
+            max_retries=0,
+            timeout=settings.timeout,
+        )
+        down = threading.Event()
+        down_reason: list[str] = []
+        stopping = stop or threading.Event()
+        jitter = random.Random(seed)  # its random() is one C call: safe across the threads
+        pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="chat")
+        pending: set[Future[_Outcome]] = set()
+        try:
+            pending = {
+                pool.submit(
+                    _call_one,
+                    client,
+                    request,
+                    max_retries=settings.max_retries,
+                    sleep=sleep,
+                    rng=jitter,
+                    down=down,
+                    down_reason=down_reason,
+                    stop=stopping,
+                )
+                for request in to_call
+            }
+            by_key = {request.key: request for request in to_call}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                outcomes = [future.result() for future in done]
+                fresh = []
+                for outcome in outcomes:
+                    answer = outcome.answer
+                    answers[answer.key] = answer
+                    sent += outcome.sent
+                    waits.extend(outcome.waits)
+                    if answer.failure is None:
+                        request = by_key[answer.key]
+                        fresh.append(
+                            CachedCall(
+                                answer.key,
+                                request.endpoint,
+                                request.model,
+                                request.trial,
+                                answer.content,
+                                answer.input_tokens,
+                                answer.output_tokens,
+                            )
+                        )
+                    else:
+                        log.warning("chat call failed: %s", answer.failure)
+                if fresh:
+                    with connect(warehouse, wait_seconds=None) as conn:
+                        store_calls(conn, fresh)
+        except BaseException:
+            # Ctrl-C or a terminated step: no new call starts, and closing the client's
+            # connections ends the calls in flight instead of waiting out their timeout
+            stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            client.close()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+            client.close()
+    ordered = tuple(answers[request.key] for request in requests)
+    made = [answer for key, answer in answers.items() if not answer.from_cache]
+    good = [answer for answer in made if answer.failure is None]
+    input_tokens = sum(answer.input_tokens for answer in good)
+    output_tokens = sum(answer.output_tokens for answer in good)
+    counters = ChatCounters(
+        requests=len(requests),
+        answered=len(good),
+        from_cache=sum(1 for answer in answers.values() if answer.from_cache),
+        failed=len(made) - len(good),
+        requests_sent=sent,
+        retries=sum(answer.retries for answer in made),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost=call_cost(settings.prices, settings.model, input_tokens, output_tokens),
+    )
+    return ChatCallsResult(ordered, counters, tuple(waits))
