@@ -29,6 +29,7 @@ import polars as pl
 
 from eval_pipelines.core.holdout.memo import MemoEntry
 from eval_pipelines.core.holdout.spec import ClassifyConfig
+from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
 
 ROUTES = ("auto", "review", "declined")
@@ -193,9 +194,15 @@ def tokens_per_record(name: str, config: ClassifyConfig) -> int:
 
 
 def get_classifier(name: str) -> Classifier:
-    if name not in _REGISTRY:
-        raise KeyError(f"classifier={name!r}: not registered; known: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
+    """The registered classifier, else the plug-in ``name`` names (an entry point of
+    ``eval_pipelines.classifiers`` or ``package.module:function``, see core.plugins)."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    try:
+        classifier, _ = resolve_classifier(name)
+    except PluginError as error:
+        raise KeyError(f"classifier={name!r}: {error}; registered: {sorted(_REGISTRY)}") from None
+    return classifier  # type: ignore[return-value]
 
 
 def known_classifiers() -> list[str]:

@@ -1,0 +1,140 @@
+"""Plug-in classifiers and node types, found by entry-point name or import path without
+editing the project: resolved and checked when an evaluation (or workflow) is registered,
+their identity pinned in the spec and the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
+PLUGIN_MODULE = "my_plugin_classifiers"
+PLUGIN_SOURCE = """
+from eval_pipelines.core.holdout.classify import Prediction
+
+NOT_CALLABLE = 42
+
+
+def wrong_arguments(records):
+    return []
+
+
+def everything_declines(records, evidence, memo, config, *, tree):
+    return [Prediction(r.record_key, None, 0.0, "declined") for r in records]
+"""
+
+
+@pytest.fixture
+def plugin_path(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's module of classifiers on PYTHONPATH (this process and the CLI's)."""
+    folder = workdir / "user_code"
+    folder.mkdir()
+    (folder / f"{PLUGIN_MODULE}.py").write_text(PLUGIN_SOURCE)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
+    )
+    return folder
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, env=os.environ.copy(), timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    ("classifier", "rule"),
+    [
+        ("no_such_module_anywhere:classify", "module no_such_module_anywhere cannot be imported"),
+        (f"{PLUGIN_MODULE}:missing", f"module {PLUGIN_MODULE} has no attribute missing"),
+        (f"{PLUGIN_MODULE}:NOT_CALLABLE", "is not callable (it is a int)"),
+        (f"{PLUGIN_MODULE}:wrong_arguments", "does not take the classifier arguments"),
+        ("no-such-classifier", "not an entry point of group eval_pipelines.classifiers"),
+    ],
+)
+def test_unusable_plugin_classifier_exits_2_naming_it(
+    small_case: str, plugin_path: Path, classifier: str, rule: str
+) -> None:
+    variants = plugin_path / "variants.json"
+    variants.write_text(
+        json.dumps([{"name": "baseline"}, {"name": "mine", "config": {"classifier": classifier}}])
+    )
+    result = cli("eval", "holdout", small_case, "--variants-file", str(variants))
+    assert result.returncode == 2, result.stderr
+    assert "variants[1].config.classifier" in result.stderr, result.stderr
+    assert repr(classifier) in result.stderr and rule in result.stderr, result.stderr
+    listed = cli("eval", "list", small_case)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []  # nothing written
+
+
+def test_import_path_classifier_is_accepted(small_case: str, plugin_path: Path) -> None:
+    variants = plugin_path / "variants.json"
+    reference = f"{PLUGIN_MODULE}:everything_declines"
+    variants.write_text(json.dumps([{"name": "mine", "config": {"classifier": reference}}]))
+    result = cli("eval", "holdout", small_case, "--variants-file", str(variants), "--no-launch")
+    assert result.returncode == 0, result.stderr
+
+
+NODE_SOURCE = '''
+class FirstLine:
+    """A node type: the document's first line as its title."""
+
+    def prepare(self, config, where, base_dir):
+        return dict(config)
+
+    def run(self, config, document, upstream):
+        return {"title": document.text.splitlines()[0]}
+
+
+class NoRun:
+    def prepare(self, config, where, base_dir):
+        return dict(config)
+'''
+
+
+def node_workflow(folder: Path, node_type: str) -> Path:
+    path = folder / "workflow.yaml"
+    path.write_text(
+        "kind: extract\nnodes:\n"
+        f"  - id: title\n    type: '{node_type}'\n"
+        "    schema:\n      fields:\n        - {id: title, name: Title, source: title}\n"
+    )
+    return path
+
+
+def test_import_path_node_type_runs(plugin_path: Path) -> None:
+    from eval_pipelines.api import workflows as api
+
+    (plugin_path / "my_plugin_nodes.py").write_text(NODE_SOURCE)
+    saved = api.save_workflow("titles", node_workflow(plugin_path, "my_plugin_nodes:FirstLine"))
+    document = plugin_path / "invoice.txt"
+    document.write_text("ACME invoice 7\nTotal: 3 EUR\n")
+    run = api.run_workflow("titles", document)
+    assert run.error is None and run.outputs == {"title": {"title": "ACME invoice 7"}}
+    content = api.show_workflow("titles").to_json()
+    assert saved.revision in json.dumps(content)
+    assert '"source": "import path"' in json.dumps(content)  # the node's identity is pinned
+
+
+@pytest.mark.parametrize(
+    ("node_type", "rule"),
+    [
+        ("my_plugin_nodes:NoRun", "is not a node type: it has no method run"),
+        ("no_such_module_anywhere:Node", "module no_such_module_anywhere cannot be imported"),
+        ("no-such-node", "not an entry point of group eval_pipelines.nodes"),
+    ],
+)
+def test_unusable_plugin_node_type_exits_2_naming_it(
+    plugin_path: Path, node_type: str, rule: str
+) -> None:
+    (plugin_path / "my_plugin_nodes.py").write_text(NODE_SOURCE)
+    result = cli("workflow", "save", "titles", "--file", str(node_workflow(plugin_path, node_type)))
+    assert result.returncode == 2, result.stderr
+    assert f"nodes[0].type={node_type!r}" in result.stderr and rule in result.stderr, result.stderr
+    assert not (plugin_path.parent / "warehouse.duckdb").exists()  # nothing written
