@@ -138,3 +138,45 @@ def test_unusable_plugin_node_type_exits_2_naming_it(
     assert result.returncode == 2, result.stderr
     assert f"nodes[0].type={node_type!r}" in result.stderr and rule in result.stderr, result.stderr
     assert not (plugin_path.parent / "warehouse.duckdb").exists()  # nothing written
+
+
+def test_plugin_identity_is_pinned_and_a_changed_plugin_is_refused_by_compare(
+    small_case: str, plugin_path: Path
+) -> None:
+    import hashlib
+
+    from eval_pipelines import api
+    from eval_pipelines.core.errors import ConflictError
+
+    reference = f"{PLUGIN_MODULE}:everything_declines"
+    variants = [{"name": "baseline"}, {"name": "mine", "config": {"classifier": reference}}]
+    first = api.start_holdout_eval(small_case, variants, sample_size=20, seed=3, wait=True)
+    report = api.get_holdout_eval(small_case, first.eval_id).report
+    module_file = plugin_path / f"{PLUGIN_MODULE}.py"
+    pinned = {
+        "name": reference,
+        "source": "import path",
+        "target": reference,
+        "sha256": hashlib.sha256(module_file.read_bytes()).hexdigest()[:16],
+    }
+    assert "plugin" not in report["variants"][0]  # the built-in knn-vote has no identity
+    assert report["variants"][1]["plugin"] == pinned
+    assert report["variants"][1]["score"]["declineRate"]["k"] == 20  # it ran, and declined
+
+    module_file.write_text(PLUGIN_SOURCE + "\n# edited\n")
+    second = api.start_holdout_eval(small_case, variants, sample_size=20, seed=3, wait=True)
+    arguments = {
+        "baseline_eval_id": first.eval_id,
+        "candidate_eval_id": second.eval_id,
+        "baseline_variant": "mine",
+        "candidate_variant": "mine",
+    }
+    with pytest.raises(ConflictError, match="their plug-in differs"):
+        api.compare_holdout_evals(small_case, **arguments)
+    compared = api.compare_holdout_evals(small_case, allow_config_change=True, **arguments)
+    (change,) = compared.changed_besides_variant
+    assert change.what == "plug-in" and change.baseline == pinned
+    assert change.candidate["sha256"] != pinned["sha256"]
+    # Two knn-vote baselines of the same two evaluations still compare without a flag.
+    arguments |= {"baseline_variant": "baseline", "candidate_variant": "baseline"}
+    assert api.compare_holdout_evals(small_case, **arguments).changed_besides_variant == ()
