@@ -180,3 +180,64 @@ def test_plugin_identity_is_pinned_and_a_changed_plugin_is_refused_by_compare(
     # Two knn-vote baselines of the same two evaluations still compare without a flag.
     arguments |= {"baseline_variant": "baseline", "candidate_variant": "baseline"}
     assert api.compare_holdout_evals(small_case, **arguments).changed_besides_variant == ()
+
+
+# The example package (examples/eval_pipelines_example), installed by `make install`.
+EXAMPLE_CLASSIFIER = "eval_pipelines_example.classifiers:most_similar"
+
+
+def test_example_classifier_by_entry_point_and_by_import_path(small_case: str) -> None:
+    from importlib import metadata
+
+    from eval_pipelines import api
+
+    variants = [
+        {"name": "nearest", "config": {"strategy": "nearest"}},
+        {"name": "by-name", "config": {"classifier": "most-similar"}},
+        {"name": "by-path", "config": {"classifier": EXAMPLE_CLASSIFIER}},
+    ]
+    launched = api.start_holdout_eval(small_case, variants, sample_size=60, seed=2, wait=True)
+    report = api.get_holdout_eval(small_case, launched.eval_id).report
+    nearest, by_name, by_path = report["variants"]
+    version = metadata.version("eval_pipelines_example")
+    assert by_name["plugin"] == {
+        "name": "most-similar",
+        "source": "entry point",
+        "target": EXAMPLE_CLASSIFIER,
+        "distribution": "eval_pipelines_example",
+        "version": version,
+    }
+    assert by_path["plugin"] == {
+        "name": EXAMPLE_CLASSIFIER,
+        "source": "import path",
+        "target": EXAMPLE_CLASSIFIER,
+        "distribution": "eval_pipelines_example",
+        "version": version,
+    }
+    assert by_name["score"] == by_path["score"]  # one function, two ways of naming it
+    assert by_name["failedRows"] == 0 and by_name["score"]["n"] == 60
+    # Its code is the nearest record's label, as knn-vote's `nearest` strategy decides it.
+    for depth in ("3", "4"):
+        assert (
+            by_name["score"]["levels"][depth]["accuracy"]["k"]
+            == (nearest["score"]["levels"][depth]["accuracy"]["k"])
+        )
+
+
+@pytest.mark.parametrize("node_type", ["first-line", "eval_pipelines_example.nodes:FirstLine"])
+def test_example_node_type_runs_in_a_workflow(workdir: Path, node_type: str) -> None:
+    from eval_pipelines.api import workflows as api
+
+    path = workdir / "workflow.yaml"
+    path.write_text(
+        "kind: extract\nnodes:\n"
+        f"  - id: head\n    type: '{node_type}'\n    strip: true\n"
+        "    schema:\n      fields:\n"
+        "        - {id: title, name: Title, source: title}\n"
+        "        - {id: lines, name: Lines, source: lines, type: number}\n"
+    )
+    api.save_workflow("heads", path)
+    document = workdir / "invoice.txt"
+    document.write_text("\n  ACME invoice 7  \nTotal: 3 EUR\n")
+    run = api.run_workflow("heads", document)
+    assert run.error is None and run.outputs == {"head": {"title": "ACME invoice 7", "lines": 2}}
