@@ -241,3 +241,20 @@ def test_example_node_type_runs_in_a_workflow(workdir: Path, node_type: str) -> 
     document.write_text("\n  ACME invoice 7  \nTotal: 3 EUR\n")
     run = api.run_workflow("heads", document)
     assert run.error is None and run.outputs == {"head": {"title": "ACME invoice 7", "lines": 2}}
+
+
+def test_the_plugins_page_documents_the_groups_and_the_arguments() -> None:
+    from eval_pipelines.core import plugins
+
+    repo = Path(__file__).resolve().parents[1]
+    page = (repo / "docs" / "plugins.md").read_text(encoding="utf-8")
+    for name in (
+        plugins.CLASSIFIER_GROUP,
+        plugins.NODE_GROUP,
+        *plugins.CLASSIFIER_ARGUMENTS,
+        *plugins.CLASSIFIER_KEYWORDS,
+        *(f"{method}({', '.join(args)})" for method, args in plugins.NODE_METHODS.items()),
+    ):
+        assert name in page, name
+    assert "docs/plugins.md" in (repo / "README.md").read_text(encoding="utf-8")
+    assert "plugins.md" in (repo / "mkdocs.yml").read_text(encoding="utf-8")
