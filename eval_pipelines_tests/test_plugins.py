@@ -258,3 +258,24 @@ def test_the_plugins_page_documents_the_groups_and_the_arguments() -> None:
         assert name in page, name
     assert "docs/plugins.md" in (repo / "README.md").read_text(encoding="utf-8")
     assert "plugins.md" in (repo / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_an_edited_plugin_module_is_imported_again_and_a_stale_pin_refused(
+    plugin_path: Path,
+) -> None:
+    from eval_pipelines.core.plugins import PluginError, check_pinned, find, identity_of
+
+    module_file = plugin_path / "my_edited_plugin.py"
+    module_file.write_text("def answer(records, evidence, memo, config, *, tree):\n    return 1\n")
+    found = find("my_edited_plugin:answer", "eval_pipelines.classifiers")
+    pinned = identity_of("my_edited_plugin:answer", found)
+    assert found.value(None, None, None, None, tree=None) == 1
+    check_pinned("my_edited_plugin:answer", pinned)  # unchanged: runs
+
+    module_file.write_text("def answer(records, evidence, memo, config, *, tree):\n    return 22\n")
+    # The run uses the code on disk (the code whose hash it would pin), not the stale import,
+    again = find("my_edited_plugin:answer", "eval_pipelines.classifiers")
+    assert again.value(None, None, None, None, tree=None) == 22
+    # and refuses to run it under the identity pinned before the edit.
+    with pytest.raises(PluginError, match="changed since the evaluation was registered"):
+        check_pinned("my_edited_plugin:answer", pinned)

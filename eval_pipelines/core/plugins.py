@@ -85,17 +85,34 @@ def _load(target: str) -> Any:
             "an object of __main__ cannot be imported by the run's other processes; put it "
             "in a module on sys.path or in an installed package"
         )
-    try:
-        value: Any = importlib.import_module(module_name)
-    except Exception as error:  # the user's module: any failure is "cannot be imported"
-        raise PluginError(
-            f"module {module_name} cannot be imported ({type(error).__name__}: {error})"
-        ) from None
+    value: Any = _import_current(module_name)
     for part in attribute.split("."):
         if not hasattr(value, part):
             raise PluginError(f"module {module_name} has no attribute {attribute}")
         value = getattr(value, part)
     return value
+
+
+_IMPORTED: dict[str, str] = {}  # module name -> hash of the file this process imported
+
+
+def _import_current(module_name: str) -> Any:
+    """The module as its file is now: imported again when its file changed since this
+    process imported it (as a new process would), so the code that runs is the code whose
+    hash :func:`identity_of` pins."""
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and module_name in _IMPORTED:
+        if _file_hash(loaded) != _IMPORTED[module_name]:
+            del sys.modules[module_name]
+            importlib.invalidate_caches()
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # the user's module: any failure is "cannot be imported"
+        raise PluginError(
+            f"module {module_name} cannot be imported ({type(error).__name__}: {error})"
+        ) from None
+    _IMPORTED[module_name] = _file_hash(module)
+    return module
 
 
 def find(name: str, group: str) -> Resolved:
@@ -218,10 +235,33 @@ def _distribution_of(module_name: str) -> tuple[str, str] | None:
 
 
 def module_file_hash(module_name: str) -> str:
-    module = sys.modules.get(module_name) or importlib.import_module(module_name)
+    """The first 16 hex digits of the sha256 of the module's file as it is now."""
+    return _file_hash(sys.modules.get(module_name) or _import_current(module_name))
+
+
+def _file_hash(module: Any) -> str:
     path = getattr(module, "__file__", None)
     if path is None:
         content = f"built-in module of Python {sys.version}".encode()
     else:
-        content = Path(path).read_bytes()
+        try:
+            content = Path(path).read_bytes()
+        except OSError as error:
+            raise PluginError(
+                f"the file of module {module.__name__} cannot be read: {error}"
+            ) from None
     return hashlib.sha256(content).hexdigest()[:SHA256_LENGTH]
+
+
+def check_pinned(name: str, pinned: dict[str, str] | None, group: str = CLASSIFIER_GROUP) -> None:
+    """Refuse to run a plug-in whose identity is no longer the one the evaluation pinned
+    (another version installed, its module edited since it was registered): its results
+    would be reported under an identity they do not have."""
+    if pinned is None:
+        return
+    now = identity_of(name, find(name, group))
+    if now != pinned:
+        raise PluginError(
+            f"plug-in {name} changed since the evaluation was registered (pinned {pinned}, "
+            f"now {now}); start a new evaluation to evaluate the new code"
+        )
