@@ -279,3 +279,19 @@ def test_an_edited_plugin_module_is_imported_again_and_a_stale_pin_refused(
     # and refuses to run it under the identity pinned before the edit.
     with pytest.raises(PluginError, match="changed since the evaluation was registered"):
         check_pinned("my_edited_plugin:answer", pinned)
+
+
+def test_the_grouping_sweep_takes_a_plugin_classifier(small_case: str, plugin_path: Path) -> None:
+    from eval_pipelines.api.grouping import grouping_sweep
+    from eval_pipelines.core.errors import InputError
+
+    swept = grouping_sweep(
+        small_case, thresholds=[0.9], sample_size=30, seed=3, config={"classifier": "most-similar"}
+    )
+    assert len(swept.to_json()["rows"]) == 2  # ungrouped, then the threshold
+    with pytest.raises(InputError) as refused:
+        grouping_sweep(
+            small_case, thresholds=[0.9], config={"classifier": f"{PLUGIN_MODULE}:wrong_arguments"}
+        )
+    assert refused.value.field == "config.classifier"
+    assert "does not take the classifier arguments" in refused.value.rule
