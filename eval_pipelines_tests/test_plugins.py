@@ -295,3 +295,19 @@ def test_the_grouping_sweep_takes_a_plugin_classifier(small_case: str, plugin_pa
         )
     assert refused.value.field == "config.classifier"
     assert "does not take the classifier arguments" in refused.value.rule
+
+
+def test_a_plugin_declares_its_tokens_per_record_for_the_cost_confirmation(
+    small_case: str, plugin_path: Path
+) -> None:
+    from eval_pipelines import api
+    from eval_pipelines.api.holdout import TokenConfirmationNeeded
+
+    (plugin_path / "my_wordy_plugin.py").write_text(
+        PLUGIN_SOURCE + "\neverything_declines.tokens_per_record = 5000\n"
+    )
+    variants = [{"name": "wordy", "config": {"classifier": "my_wordy_plugin:everything_declines"}}]
+    with pytest.raises(TokenConfirmationNeeded) as refused:
+        api.start_holdout_eval(small_case, variants, sample_size=100, register_only=True)
+    assert "500,000" in str(refused.value) or "500000" in str(refused.value), str(refused.value)
+    assert api.list_evals(small_case) == []  # nothing written

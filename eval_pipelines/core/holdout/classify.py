@@ -188,9 +188,22 @@ def register_classifier(
 
 
 def tokens_per_record(name: str, config: ClassifyConfig) -> int:
-    """The classifier's declared token estimate per record (0 when it declared none)."""
+    """The classifier's declared token estimate per record (0 when it declared none).
+
+    A plug-in declares it as its ``tokens_per_record`` attribute: a number, or a function of
+    the config (core.plugins; docs/plugins.md).
+    """
     estimate = _TOKEN_ESTIMATES.get(name)
-    return int(estimate(config)) if estimate is not None else 0
+    if estimate is not None:
+        return int(estimate(config))
+    if name in _REGISTRY:
+        return 0
+    try:
+        classifier, _ = resolve_classifier(name)
+    except PluginError:
+        return 0  # refused where the spec is parsed, naming the field
+    declared = getattr(classifier, "tokens_per_record", 0)
+    return int(declared(config) if callable(declared) else declared)
 
 
 def get_classifier(name: str) -> Classifier:
