@@ -11,10 +11,15 @@ SITE := .site
 
 .PHONY: install demo test test-fast test-slow lint docs dev bench clean
 
-$(STAMP): pyproject.toml
+EXAMPLE := examples/eval_pipelines_example
+
+# The example plug-in package (docs/plugins.md) is installed after the project, so its entry
+# points are found in every process; a change of its pyproject installs it again.
+$(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-deps -e $(EXAMPLE)
 	$(BIN)/python -m eval_pipelines.warmup
 	touch $(STAMP)
 

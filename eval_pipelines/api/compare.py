@@ -25,7 +25,8 @@ from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 @dataclass(frozen=True)
 class ChangedBesidesVariant(JsonResult):
     """Something that differs between the two runs besides the variant (``what``: ``memo
-    version`` or ``config``), with its baseline and candidate values."""
+    version``, ``config`` or ``plug-in``: the identity of the plug-in classifier both
+    variants name), with its baseline and candidate values."""
 
     what: str
     baseline: object
@@ -67,8 +68,10 @@ def compare_holdout_evals(
     same records version with the same grouping and the same target depth (000 does not check
     the target depth yet; this does). Also refused when the two evaluations ran with different
     active memos (an approved entry changes every later evaluation, baseline included), or
-    when the same variant ran with a different memo or config, unless ``allow_memo_change`` /
-    ``allow_config_change``; the result then lists what changed besides the variant under
+    when the same variant ran with a different memo or config, or when the plug-in classifier
+    both variants name is different code (its pinned identity differs), unless
+    ``allow_memo_change`` / ``allow_config_change`` (which also allows the plug-in change);
+    the result then lists what changed besides the variant under
     ``changed_besides_variant``.
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
@@ -118,8 +121,16 @@ def compare_holdout_evals(
         _variant_of(cand_report, candidate_variant),
         same_variant=baseline_variant == candidate_variant,
     )
-    allowed = {"memo version": allow_memo_change, "config": allow_config_change}
-    flags = {"memo version": "`allow_memo_change`", "config": "`allow_config_change`"}
+    allowed = {
+        "memo version": allow_memo_change,
+        "config": allow_config_change,
+        "plug-in": allow_config_change,
+    }
+    flags = {
+        "memo version": "`allow_memo_change`",
+        "config": "`allow_config_change`",
+        "plug-in": "`allow_config_change`",
+    }
     for what, base_value, cand_value in changed:
         if not allowed[what]:
             raise ConflictError(
@@ -185,6 +196,12 @@ def _changed_besides_variant(
                 {k: candidate["config"].get(k) for k in keys},
             )
         )
+    # The same classifier name on both sides but different code under it (another version
+    # of the distribution, an edited module): a change besides the variant, like a config.
+    if baseline["config"].get("classifier") == candidate["config"].get("classifier") and (
+        baseline.get("plugin") != candidate.get("plugin")
+    ):
+        changed.append(("plug-in", baseline.get("plugin"), candidate.get("plugin")))
     return changed
 
 

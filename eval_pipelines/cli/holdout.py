@@ -345,7 +345,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "--allow-config-change",
         action="store_true",
-        help="compare even though the two variants ran with different configs",
+        help="compare even though the two variants ran with different configs or plug-in "
+        "identities",
     )
     compare.set_defaults(func=cmd_compare)
     prune = evals.add_parser(

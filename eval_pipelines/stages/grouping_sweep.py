@@ -28,6 +28,7 @@ from eval_pipelines.core.holdout.memo import MemoEntry, memo_version
 from eval_pipelines.core.holdout.sampling import Sample, draw_sample
 from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, score_variant
 from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant, parse_config
+from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.holdout import ClassifyTask, classify_variant, evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
@@ -89,11 +90,14 @@ def baseline_config(raw: Any, max_depth: int, case_target_depth: tuple[int, ...]
     config of an evaluation whose only variant has no config of its own."""
     config = parse_config(raw, where="config", max_depth=max_depth)
     if config.classifier not in known_classifiers():
-        raise InputError(
-            "config.classifier",
-            config.classifier,
-            f"unknown classifier; known: {known_classifiers()}",
-        )
+        try:  # a plug-in (core.plugins), checked as an evaluation checks it
+            resolve_classifier(config.classifier)
+        except PluginError as error:
+            raise InputError(
+                "config.classifier",
+                config.classifier,
+                f"must be a registered classifier {known_classifiers()} or a plug-in: {error}",
+            ) from None
     return replace(config, target_depth=config.target_depth or case_target_depth)
 
 

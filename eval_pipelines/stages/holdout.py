@@ -52,6 +52,7 @@ from eval_pipelines.core.holdout.scoring import (
     score_variant,
 )
 from eval_pipelines.core.holdout.spec import HoldoutSpec, Variant, spec_from_json
+from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, records_index
 from eval_pipelines.storage import cases as cases_store
@@ -272,6 +273,8 @@ class VariantPredictions:
 def classify_variant(task: ClassifyTask) -> VariantPredictions:
     """Run the variant's classifier over the shared sample (no warehouse access)."""
     classifier = get_classifier(task.variant.config.classifier)
+    # The code that runs must be the code the spec (and so the report) pins.
+    check_pinned(task.variant.config.classifier, task.variant.plugin)
     started = time.perf_counter()
     predictions: list[Prediction] = classifier(
         task.records,

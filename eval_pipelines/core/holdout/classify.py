@@ -29,6 +29,7 @@ import polars as pl
 
 from eval_pipelines.core.holdout.memo import MemoEntry
 from eval_pipelines.core.holdout.spec import ClassifyConfig
+from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
 
 ROUTES = ("auto", "review", "declined")
@@ -187,15 +188,34 @@ def register_classifier(
 
 
 def tokens_per_record(name: str, config: ClassifyConfig) -> int:
-    """The classifier's declared token estimate per record (0 when it declared none)."""
+    """The classifier's declared token estimate per record (0 when it declared none).
+
+    A plug-in declares it as its ``tokens_per_record`` attribute: a number, or a function of
+    the config (core.plugins; docs/plugins.md).
+    """
     estimate = _TOKEN_ESTIMATES.get(name)
-    return int(estimate(config)) if estimate is not None else 0
+    if estimate is not None:
+        return int(estimate(config))
+    if name in _REGISTRY:
+        return 0
+    try:
+        classifier, _ = resolve_classifier(name)
+    except PluginError:
+        return 0  # refused where the spec is parsed, naming the field
+    declared = getattr(classifier, "tokens_per_record", 0)
+    return int(declared(config) if callable(declared) else declared)
 
 
 def get_classifier(name: str) -> Classifier:
-    if name not in _REGISTRY:
-        raise KeyError(f"classifier={name!r}: not registered; known: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
+    """The registered classifier, else the plug-in ``name`` names (an entry point of
+    ``eval_pipelines.classifiers`` or ``package.module:function``, see core.plugins)."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    try:
+        classifier, _ = resolve_classifier(name)
+    except PluginError as error:
+        raise KeyError(f"classifier={name!r}: {error}; registered: {sorted(_REGISTRY)}") from None
+    return classifier  # type: ignore[return-value]
 
 
 def known_classifiers() -> list[str]:

@@ -332,6 +332,7 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
     }
     if spec.embeddings_version is not None:
         versions["embeddings"] = spec.embeddings_version
+    plugins = {v.name: dict(v.plugin) for v in spec.variants if v.plugin is not None}
     report_json: dict[str, Any] = {
         "evalId": spec.eval_id,
         "caseId": spec.case_id,
@@ -360,6 +361,8 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
                 "usage": variant.usage,
                 "leaveOut": supply_to_json(variant.supply),
                 "memoRules": dict(variant.memo_rules),
+                # Which code a plug-in classifier was (absent for registered ones).
+                **({"plugin": plugins[variant.name]} if variant.name in plugins else {}),
             }
             for variant in report.variants
         ],

@@ -15,6 +15,7 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import check_document
 from eval_pipelines.core.holdout.memo import memo_version_of
 from eval_pipelines.core.inputs import check_name, reject_non_finite
+from eval_pipelines.core.plugins import PluginError, identity_of, resolve_classifier
 
 SAMPLE_SIZE_MIN = 10
 SAMPLE_SIZE_MAX = 5_000
@@ -353,14 +354,20 @@ class Variant:
     memo_include: tuple[str, ...]
     config: ClassifyConfig
     step_key: str
+    # The plug-in classifier's identity (core.plugins.identity_of); None for a registered one.
+    plugin: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "memoInclude": list(self.memo_include),
             "config": self.config.to_json(),
             "stepKey": self.step_key,
         }
+        # Written only for plug-ins, so specs of built-in classifiers read as before.
+        if self.plugin is not None:
+            data["plugin"] = dict(self.plugin)
+        return data
 
 
 def step_key_for(name: str, taken: set[str]) -> str:
@@ -591,6 +598,7 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
                 memo_include=tuple(v["memoInclude"]),
                 config=config_of(v["config"]),
                 step_key=v["stepKey"],
+                plugin=v.get("plugin"),
             )
             for v in data["variants"]
         ),
@@ -719,13 +727,10 @@ def parse_holdout_request(
         baseline = parsed[0]
         taken = {v.step_key for v in parsed}
         parsed = (*parsed, replace(baseline, name=AA_TWIN, step_key=step_key_for(AA_TWIN, taken)))
-    for index, variant in enumerate(parsed):
-        if variant.config.classifier not in case.classifiers:
-            raise InputError(
-                f"variants[{index}].config.classifier",
-                variant.config.classifier,
-                f"unknown classifier; known: {list(case.classifiers)}",
-            )
+    parsed = tuple(
+        _with_plugin(variant, f"variants[{index}].config.classifier", case.classifiers)
+        for index, variant in enumerate(parsed)
+    )
     _require_embeddings(resolved, parsed, case)
     active = tuple(sorted(i for i, (status, _) in case.memo.items() if status == "active"))
     used = sorted({*active, *(m for v in parsed for m in v.memo_include)})
@@ -747,6 +752,23 @@ def parse_holdout_request(
         leakage_check=bool(leakage_check),
         embeddings_version=case.embeddings_version if _embedding_fields(resolved, parsed) else None,
     )
+
+
+def _with_plugin(variant: Variant, where: str, registered: tuple[str, ...]) -> Variant:
+    """The variant with its classifier's plug-in identity pinned (none for a registered
+    name); a plug-in that cannot be imported or does not take the classifier's arguments is
+    refused naming ``where``."""
+    name = variant.config.classifier
+    if name in registered:
+        return variant
+    try:
+        _, found = resolve_classifier(name)
+        identity = identity_of(name, found)
+    except PluginError as error:
+        raise InputError(
+            where, name, f"must be a registered classifier {list(registered)} or a plug-in: {error}"
+        ) from None
+    return replace(variant, plugin=identity)
 
 
 def _embedding_fields(grouping: Grouping, variants: tuple[Variant, ...]) -> list[str]:

@@ -34,7 +34,8 @@ import eval_pipelines.core.workflows.builtin_nodes  # noqa: F401
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.inputs import check_name, is_finite_number
-from eval_pipelines.core.workflows.nodes import NODE_TYPES, reject_unknown_keys
+from eval_pipelines.core.plugins import PluginError, identity_of, resolve_node_type
+from eval_pipelines.core.workflows.nodes import NODE_TYPES, node_type_for, reject_unknown_keys
 from eval_pipelines.core.workflows.schema import Schema, parse_schema
 
 KINDS = ("extract", "classify")
@@ -130,15 +131,26 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         allowed = (
             [CLASSIFY_NODE] if kind == "classify" else sorted(set(NODE_TYPES) - {CLASSIFY_NODE})
         )
+        plugin: dict[str, str] | None = None
         if node_type not in allowed:
-            raise InputError(f"{where}.type", node_type, f"must be one of {', '.join(allowed)}")
+            if kind == "classify" or not isinstance(node_type, str) or node_type in NODE_TYPES:
+                raise InputError(f"{where}.type", node_type, f"must be one of {', '.join(allowed)}")
+            try:
+                _, found = resolve_node_type(node_type)
+                plugin = identity_of(node_type, found)
+            except PluginError as error:
+                raise InputError(
+                    f"{where}.type",
+                    node_type,
+                    f"must be one of {', '.join(allowed)}, or a plug-in: {error}",
+                ) from None
         cost = raw.get("cost", DEFAULT_COST)
         if not is_finite_number(cost) or cost < 0:
             raise InputError(f"{where}.cost", cost, "cost units per step: a number >= 0")
         schema_doc = CLASSIFY_SCHEMA if kind == "classify" else raw.get("schema")
         schema = parse_schema(schema_doc, f"{where}.schema", require_source=True)
         config = {k: v for k, v in raw.items() if k not in ("id", "type", "cost", "schema")}
-        config = NODE_TYPES[node_type].prepare(config, where, base_dir)
+        config = node_type_for(node_type).prepare(config, where, base_dir)
         prepared.append(
             {
                 "id": node_id,
@@ -146,6 +158,8 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
                 "cost": float(cost),
                 "config": config,
                 "schema": schema.to_json(),
+                # A plug-in's identity is part of the revision's content (and id).
+                **({"plugin": plugin} if plugin is not None else {}),
             }
         )
     if kind == "classify" and len(prepared) != 1:

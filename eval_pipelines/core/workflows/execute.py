@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipelines.core.workflows.definition import Node, Workflow
-from eval_pipelines.core.workflows.nodes import NODE_TYPES, Document, NodeFailed
+from eval_pipelines.core.workflows.nodes import Document, NodeFailed, node_type_for
 from eval_pipelines.core.workflows.step_worker import StepCanceled
 
 CacheKey = tuple[str, str, str]  # (document_id, node_id, chain_hash)
@@ -120,7 +120,7 @@ def execute(
 
 def _run(node: Node, document: Document, upstream: dict[str, dict[str, Any]]) -> dict[str, Any]:
     try:
-        output = NODE_TYPES[node.type].run(node.config, document, dict(upstream))
+        output = node_type_for(node.type).run(node.config, document, dict(upstream))
     except (NodeFailed, StepCanceled):
         raise  # a canceled step is the run stopping, not this document failing
     except Exception as error:  # a node type's own bug must not sink the other cases

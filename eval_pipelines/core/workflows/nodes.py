@@ -78,3 +78,17 @@ NODE_TYPES: dict[str, NodeType] = {}
 
 def register_node_type(name: str, node_type: NodeType) -> None:
     NODE_TYPES[name] = node_type
+
+
+def node_type_for(name: str) -> NodeType:
+    """The registered node type, else the plug-in ``name`` names (an entry point of
+    ``eval_pipelines.nodes`` or ``package.module:Class``/``:object``, see core.plugins)."""
+    if name in NODE_TYPES:
+        return NODE_TYPES[name]
+    from eval_pipelines.core.plugins import PluginError, resolve_node_type
+
+    try:
+        node_type, _ = resolve_node_type(name)
+    except PluginError as error:
+        raise NodeFailed(f"node type {name}: {error}", cacheable=False) from None
+    return node_type  # type: ignore[no-any-return]
