@@ -66,7 +66,11 @@ def test_every_python_name_the_docs_give_exists() -> None:
     root = DEMO.parents[1]
     pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
-    names = set(re.findall(r"`(eval_pipelines(?:\.\w+)+)", text))
+    from eval_pipelines.core.plugins import CLASSIFIER_GROUP, NODE_GROUP
+
+    # Entry-point groups are spelled like modules but name no module (docs/plugins.md).
+    groups = {CLASSIFIER_GROUP, NODE_GROUP}
+    names = set(re.findall(r"`(eval_pipelines(?:\.\w+)+)", text)) - groups
     assert names
     missing = []
     for name in sorted(names):

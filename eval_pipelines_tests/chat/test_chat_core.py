@@ -66,6 +66,8 @@ def test_the_response_format_follows_the_settings() -> None:
     [
         ({"model": None}, "config.options.model"),
         ({"baseUrl": "127.0.0.1:9"}, "config.options.baseUrl"),
+        ({"baseUrl": "http://127.0.0.1:9/v1\n"}, "config.options.baseUrl"),
+        ({"baseUrl": "http://127.0.0.1:9/v 1"}, "config.options.baseUrl"),
         ({"apiKeyEnv": "UNSET_VARIABLE"}, "config.options.apiKeyEnv"),
         ({"prices": {"m1": {"input": -1, "output": 4}}}, "config.prices.m1.input"),
         ({"prices": {"m1": {"input": 1}}}, "config.prices.m1"),

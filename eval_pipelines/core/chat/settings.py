@@ -129,7 +129,7 @@ def parse_chat_settings(
     if not isinstance(model, str) or not model.strip():
         raise InputError(f"{at}.model", model, "the chat classifier needs the model's name")
     base_url = options.get("baseUrl")
-    if not isinstance(base_url, str) or not re.match(r"https?://[^\s/]+", base_url):
+    if not isinstance(base_url, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", base_url):
         raise InputError(
             f"{at}.baseUrl", base_url, "the endpoint's base URL, http(s)://host[:port]/v1"
         )
