@@ -21,7 +21,6 @@ turn it into an :class:`~eval_pipelines.core.errors.InputError` naming their fie
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import re
@@ -29,9 +28,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
+from eval_pipelines.core import module_files
 from eval_pipelines.core.errors import EvalPipelinesError
 
 CLASSIFIER_GROUP = "eval_pipelines.classifiers"
@@ -44,7 +43,6 @@ NODE_METHODS = {
     "prepare": ("config", "where", "base_dir"),
     "run": ("config", "document", "upstream"),
 }
-SHA256_LENGTH = 16
 
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 IMPORT_PATH = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
@@ -93,25 +91,18 @@ def _load(target: str) -> Any:
     return value
 
 
-_IMPORTED: dict[str, str] = {}  # module name -> hash of the file this process imported
-
-
 def _import_current(module_name: str) -> Any:
     """The module as its file is now: imported again when its file changed since this
     process imported it (as a new process would), so the code that runs is the code whose
     hash :func:`identity_of` pins."""
-    loaded = sys.modules.get(module_name)
-    if loaded is not None and module_name in _IMPORTED:
-        if _file_hash(loaded) != _IMPORTED[module_name]:
-            del sys.modules[module_name]
-            importlib.invalidate_caches()
+    module_files.forget_if_edited(module_name, _file_hash)
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # the user's module: any failure is "cannot be imported"
         raise PluginError(
             f"module {module_name} cannot be imported ({type(error).__name__}: {error})"
         ) from None
-    _IMPORTED[module_name] = _file_hash(module)
+    module_files.remember_import(module_name, _file_hash)
     return module
 
 
@@ -240,17 +231,10 @@ def module_file_hash(module_name: str) -> str:
 
 
 def _file_hash(module: Any) -> str:
-    path = getattr(module, "__file__", None)
-    if path is None:
-        content = f"built-in module of Python {sys.version}".encode()
-    else:
-        try:
-            content = Path(path).read_bytes()
-        except OSError as error:
-            raise PluginError(
-                f"the file of module {module.__name__} cannot be read: {error}"
-            ) from None
-    return hashlib.sha256(content).hexdigest()[:SHA256_LENGTH]
+    try:
+        return module_files.file_hash(module)
+    except OSError as error:
+        raise PluginError(f"the file of module {module.__name__} cannot be read: {error}") from None
 
 
 def check_pinned(name: str, pinned: dict[str, str] | None, group: str = CLASSIFIER_GROUP) -> None:

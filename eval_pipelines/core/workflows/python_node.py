@@ -29,7 +29,6 @@ would; the document, upstream outputs and options reach the function as copies.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import re
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from eval_pipelines.core import module_files
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 from eval_pipelines.core.workflows.output import to_jsonable
@@ -48,7 +48,6 @@ from eval_pipelines.core.workflows.step_worker import (
 )
 
 CONFIG_KEYS = ("function", "options", "time_limit")
-SOURCE_HASH_LENGTH = 16
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 FUNCTION_PATTERN = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
 
@@ -126,9 +125,6 @@ class PythonNode:
         )
 
 
-_IMPORTED: dict[str, str] = {}  # in a worker: module name -> hash of the source it imported
-
-
 def call_in_worker(
     reference: str,
     paths: list[str],
@@ -146,13 +142,9 @@ def call_in_worker(
     sys.dont_write_bytecode = dont_write_bytecode
     module_name = reference.partition(":")[0]
     try:
-        loaded = sys.modules.get(module_name)
-        if loaded is not None and module_name in _IMPORTED:
-            if _file_hash(loaded) != _IMPORTED[module_name]:
-                del sys.modules[module_name]  # edited since: import it afresh
-                importlib.invalidate_caches()
+        module_files.forget_if_edited(module_name, _file_hash)  # edited since: afresh
         function = load_function(reference)
-        _IMPORTED[module_name] = _file_hash(sys.modules[module_name])
+        module_files.remember_import(module_name, _file_hash)
     except LookupError as error:
         raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
     try:
@@ -177,15 +169,10 @@ def source_of(reference: str) -> dict[str, str]:
 
 
 def _file_hash(module: ModuleType) -> str:
-    path = getattr(module, "__file__", None)
-    if path is None:
-        content = f"built-in module of Python {sys.version}".encode()
-    else:
-        try:
-            content = Path(path).read_bytes()
-        except OSError as error:
-            raise LookupError(f"the source of {module.__name__} cannot be read: {error}") from None
-    return hashlib.sha256(content).hexdigest()[:SOURCE_HASH_LENGTH]
+    try:
+        return module_files.file_hash(module)
+    except OSError as error:
+        raise LookupError(f"the source of {module.__name__} cannot be read: {error}") from None
 
 
 def load_function(reference: str) -> Callable[..., Any]:
