@@ -40,3 +40,19 @@ def require_run_warehouse(warehouse: Path | str | None) -> None:
             str(given),
             f"the run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at this file instead",
         )
+
+
+def step_refusal(run_id: str, marker: str) -> str | None:
+    """The sentence a step of the run refused with (a ``dg.Failure`` whose metadata holds
+    ``marker``, see ``defs.families.refusal``), if one did."""
+    from dagster import DagsterEventType
+
+    from eval_pipelines.instance import dagster_instance
+
+    for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = event.step_failure_data if event is not None else None
+        failure = data.user_failure_data if data is not None else None
+        if failure is not None and marker in failure.metadata:
+            return str(failure.description)
+    return None

@@ -16,7 +16,12 @@ from typing import Any, TypedDict
 
 import duckdb
 
-from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
+from eval_pipelines.api._shared import (
+    EvalFailed,
+    require_run_warehouse,
+    resolve_warehouse,
+    step_refusal,
+)
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
@@ -334,19 +339,10 @@ class IngestRefused(InputError):
 
 
 def _refusal(run_id: str) -> str | None:
-    """The refusal the ingest step raised, if it raised one."""
-    from dagster import DagsterEventType
-
+    """The refusal a step of the run raised (see ``defs.lift``), if any."""
     from eval_pipelines.defs.lift import REFUSED
-    from eval_pipelines.instance import dagster_instance
 
-    for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
-        event = record.dagster_event
-        data = event.step_failure_data if event is not None else None
-        failure = data.user_failure_data if data is not None else None
-        if failure is not None and REFUSED in failure.metadata:
-            return str(failure.description)
-    return None
+    return step_refusal(run_id, REFUSED)
 
 
 def _ingested(run_id: str) -> Ingested:

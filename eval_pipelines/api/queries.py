@@ -18,7 +18,12 @@ from typing import Any
 
 import duckdb
 
-from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
+from eval_pipelines.api._shared import (
+    EvalFailed,
+    require_run_warehouse,
+    resolve_warehouse,
+    step_refusal,
+)
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.engine import check_query
 from eval_pipelines.core.evaluate.query import parse_query
@@ -266,18 +271,9 @@ def _run(eval_id: str, wait: bool, run_id: str, timeout: float) -> RunState:
 
 def _refusal(run_id: str) -> str | None:
     """The refusal a step of the run raised (see ``defs.evaluate``), if any."""
-    from dagster import DagsterEventType
-
     from eval_pipelines.defs.evaluate import REFUSED
-    from eval_pipelines.instance import dagster_instance
 
-    for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
-        event = record.dagster_event
-        data = event.step_failure_data if event is not None else None
-        failure = data.user_failure_data if data is not None else None
-        if failure is not None and REFUSED in failure.metadata:
-            return failure.description
-    return None
+    return step_refusal(run_id, REFUSED)
 
 
 def _forget(eval_id: str, warehouse: Path | str | None) -> None:
