@@ -311,3 +311,26 @@ def test_a_plugin_declares_its_tokens_per_record_for_the_cost_confirmation(
         api.start_holdout_eval(small_case, variants, sample_size=100, register_only=True)
     assert "500,000" in str(refused.value) or "500000" in str(refused.value), str(refused.value)
     assert api.list_evals(small_case) == []  # nothing written
+
+
+def test_an_entry_point_name_two_distributions_declare_differently_is_refused(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.core import plugins
+
+    # A second installed distribution (a real .dist-info on sys.path) declaring the example
+    # package's classifier name for another object: which one wins would depend on path order.
+    info = workdir / "site" / "rival_plugins-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rival_plugins\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[{plugins.CLASSIFIER_GROUP}]\nmost-similar = rival_plugins.classify:vote\n"
+    )
+    monkeypatch.syspath_prepend(str(workdir / "site"))
+    with pytest.raises(plugins.PluginError) as refused:
+        plugins.find("most-similar", plugins.CLASSIFIER_GROUP)
+    message = str(refused.value)
+    assert "rival_plugins -> rival_plugins.classify:vote" in message
+    assert f"eval_pipelines_example -> {EXAMPLE_CLASSIFIER}" in message
+    # The import path still names the example's classifier without ambiguity.
+    assert plugins.find(EXAMPLE_CLASSIFIER, plugins.CLASSIFIER_GROUP).source == "import path"

@@ -67,8 +67,26 @@ def is_import_path(name: str) -> bool:
 
 
 def _entry_point(group: str, name: str) -> metadata.EntryPoint | None:
+    """The entry point ``name`` of ``group``; refused when installed distributions declare
+    the name for different objects (which one wins would depend on ``sys.path`` order, so a
+    run's processes could disagree on the code that runs)."""
     found = [ep for ep in metadata.entry_points(group=group) if ep.name == name]
+    targets = sorted({ep.value for ep in found})
+    if len(targets) > 1:
+        declared = ", ".join(
+            sorted({f"{_declaring_distribution(ep)} -> {ep.value}" for ep in found})
+        )
+        raise PluginError(
+            f"entry point {name} of group {group} is declared for different objects by "
+            f"several installed distributions ({declared}); name the one you mean by its "
+            "import path 'package.module:attribute'"
+        )
     return found[0] if found else None
+
+
+def _declaring_distribution(entry_point: metadata.EntryPoint) -> str:
+    dist = getattr(entry_point, "dist", None)
+    return (dist.metadata["Name"] or "unknown") if dist is not None else "unknown"
 
 
 def entry_point_names(group: str) -> list[str]:
