@@ -20,7 +20,7 @@ from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.golden.gate import Gate, SetGate
 from eval_pipelines.core.results import JsonResult
-from eval_pipelines.core.workflows.definition import Workflow, validate_name
+from eval_pipelines.core.workflows.definition import Workflow, check_plugins, validate_name
 from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.execute import cache_keys, execute
 from eval_pipelines.core.workflows.files import load_workflow_file
@@ -306,6 +306,7 @@ def run_workflow(
         workflow = _resolve_revision(conn, name, revision)
         if workflow.kind != "extract":
             raise InputError("name", name, "test runs over a document need an extract workflow")
+        check_plugins(workflow)
         cache = workflows_store.cached_steps(conn, cache_keys(workflow, doc.document_id))
     execution = execute(workflow, doc, cache)
     outputs = {

@@ -255,15 +255,21 @@ def _file_hash(module: Any) -> str:
         raise PluginError(f"the file of module {module.__name__} cannot be read: {error}") from None
 
 
-def check_pinned(name: str, pinned: dict[str, str] | None, group: str = CLASSIFIER_GROUP) -> None:
-    """Refuse to run a plug-in whose identity is no longer the one the evaluation pinned
-    (another version installed, its module edited since it was registered): its results
-    would be reported under an identity they do not have."""
+def check_pinned(
+    name: str,
+    pinned: dict[str, str] | None,
+    group: str = CLASSIFIER_GROUP,
+    *,
+    pinned_when: str = "the evaluation was registered",
+    remedy: str = "start a new evaluation to evaluate the new code",
+) -> None:
+    """Refuse to run a plug-in whose identity is no longer the one pinned ``pinned_when``
+    (another version installed, its module edited since): its results would be reported
+    under an identity they do not have."""
     if pinned is None:
         return
     now = identity_of(name, find(name, group))
     if now != pinned:
         raise PluginError(
-            f"plug-in {name} changed since the evaluation was registered (pinned {pinned}, "
-            f"now {now}); start a new evaluation to evaluate the new code"
+            f"plug-in {name} changed since {pinned_when} (pinned {pinned}, now {now}); {remedy}"
         )

@@ -30,7 +30,7 @@ from eval_pipelines.core.golden.scoring import (
     skipped_case,
     summarise_run,
 )
-from eval_pipelines.core.workflows.definition import Node, Workflow
+from eval_pipelines.core.workflows.definition import Node, Workflow, check_plugins
 from eval_pipelines.core.workflows.execute import (
     CachedStep,
     CacheKey,
@@ -110,6 +110,7 @@ def run_golden_sets(
     """
     with open_warehouse(read_only=True) as conn:
         workflow = workflows_store.load_revision(conn, revision)
+        check_plugins(workflow)  # before anything is written: the run would not be this revision
         sets = [s for s in golden_store.list_sets(conn, workflow.name)]
         if set_names is not None:
             sets = [s for s in sets if s.set_name in set_names]

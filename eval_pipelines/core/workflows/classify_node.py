@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.classify import known_classifiers
 from eval_pipelines.core.holdout.spec import parse_config, parse_grouping, validate_case_id
+from eval_pipelines.core.plugins import PluginError, identity_of, resolve_classifier
 from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 
 CONFIG_KEYS = ("case", "config", "grouping", "pinned")
+# The identity of a plug-in classifier, pinned into the node when the revision is saved.
+CLASSIFIER_PLUGIN = "classifierPlugin"
 # Target depth is checked against the case's tree when the revision is pinned.
 UNCHECKED_DEPTH = 64
 
@@ -27,19 +31,38 @@ class ClassifyNode:
     def prepare(self, config: dict[str, Any], where: str, base_dir: Path) -> dict[str, Any]:
         reject_unknown_keys(config, CONFIG_KEYS, where)
         validate_case_id(config.get("case"))  # type: ignore[arg-type]
-        parse_config(config.get("config"), where=f"{where}.config", max_depth=UNCHECKED_DEPTH)
+        classify = parse_config(
+            config.get("config"), where=f"{where}.config", max_depth=UNCHECKED_DEPTH
+        )
+        plugin = classifier_identity(classify.classifier, f"{where}.config.classifier")
         grouping_config(config, where)
         return {
             "case": config["case"],
             "config": config.get("config") or {},
             "grouping": config.get("grouping") or {"mode": "nearDuplicate"},
             **({"pinned": config["pinned"]} if "pinned" in config else {}),
+            **({CLASSIFIER_PLUGIN: plugin} if plugin is not None else {}),
         }
 
     def run(
         self, config: dict[str, Any], document: Document, upstream: Mapping[str, Mapping[str, Any]]
     ) -> dict[str, Any]:
         raise NodeFailed("a classify node runs over a case's records, not over a document")
+
+
+def classifier_identity(name: str, field: str) -> dict[str, str] | None:
+    """None for a registered classifier; a plug-in's identity (core.plugins) once it is
+    resolved and checked, so a classifier that cannot run is refused when the workflow is
+    saved, not when its gate runs."""
+    if name in known_classifiers():
+        return None
+    try:
+        _, found = resolve_classifier(name)
+    except PluginError as error:
+        raise InputError(
+            field, name, f"registered: {', '.join(known_classifiers())}, or a plug-in: {error}"
+        ) from None
+    return identity_of(name, found)
 
 
 def grouping_config(config: dict[str, Any], where: str) -> Any:

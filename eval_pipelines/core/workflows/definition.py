@@ -31,10 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import eval_pipelines.core.workflows.builtin_nodes  # noqa: F401
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.inputs import check_name, is_finite_number
-from eval_pipelines.core.plugins import PluginError, identity_of, resolve_node_type
+from eval_pipelines.core.plugins import (
+    CLASSIFIER_GROUP,
+    NODE_GROUP,
+    PluginError,
+    check_pinned,
+    identity_of,
+    resolve_node_type,
+)
+from eval_pipelines.core.workflows.classify_node import CLASSIFIER_PLUGIN
 from eval_pipelines.core.workflows.nodes import NODE_TYPES, node_type_for, reject_unknown_keys
 from eval_pipelines.core.workflows.schema import Schema, parse_schema
 
@@ -60,6 +68,8 @@ class Node:
     schema: Schema
     cost: float
     chain_hash: str
+    # A plug-in node type's identity as pinned when the revision was saved (None: built-in).
+    plugin: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +183,9 @@ def workflow_from_content(name: str, content: dict[str, Any]) -> Workflow:
     nodes = []
     chain: list[Any] = []
     for raw in content["nodes"]:
-        chain.append([raw["type"], raw["config"]])
+        # A plug-in's identity is part of the chain: outputs cached under one version of its
+        # code are not served to a revision pinning another. Built-in nodes hash as before.
+        chain.append([raw["type"], raw["config"], *([raw["plugin"]] if "plugin" in raw else [])])
         nodes.append(
             Node(
                 id=raw["id"],
@@ -182,6 +194,7 @@ def workflow_from_content(name: str, content: dict[str, Any]) -> Workflow:
                 schema=parse_schema({"fields": raw["schema"]}, f"nodes.{raw['id']}.schema"),
                 cost=float(raw["cost"]),
                 chain_hash=hash_json(chain),
+                plugin=raw.get("plugin"),
             )
         )
     return Workflow(
@@ -198,3 +211,32 @@ def revision_of(name: str, content: dict[str, Any]) -> str:
     """The revision id: the hash of the workflow's name and prepared content (the name is in
     it so that a revision id names exactly one workflow, and one Dagster partition)."""
     return hash_json({"workflow": name, "content": content}, length=REVISION_LENGTH)
+
+
+def check_plugins(workflow: Workflow) -> None:
+    """Refuse to run a revision whose plug-in code is no longer the code it pinned (another
+    version installed, or its module edited since the revision was saved): its outputs would
+    be scored, and could open the gate, under a revision they do not belong to.
+
+    Raises
+    ------
+    ConflictError
+        Naming the node, the plug-in and what changed; saving the workflow again makes a new
+        revision (which a gating set must pass before it can be activated).
+    """
+    for node in workflow.nodes:
+        checks = [(node.type, node.plugin, NODE_GROUP)]
+        if node.type == CLASSIFY_NODE:
+            classifier = (node.config.get("config") or {}).get("classifier", "knn-vote")
+            checks.append((classifier, node.config.get(CLASSIFIER_PLUGIN), CLASSIFIER_GROUP))
+        for name, pinned, group in checks:
+            try:
+                check_pinned(
+                    name,
+                    pinned,
+                    group,
+                    pinned_when=f"revision {workflow.revision} was saved",
+                    remedy="save the workflow again to make a new revision",
+                )
+            except PluginError as error:
+                raise ConflictError(f"workflow {workflow.name}, node {node.id}: {error}") from None
