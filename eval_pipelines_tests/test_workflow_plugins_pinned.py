@@ -133,3 +133,38 @@ def test_a_classify_node_pins_its_plugin_classifier_and_refuses_it_once_edited(
     assert f"node classify: plug-in {name} changed since revision {saved.revision}" in str(
         failed.value
     )
+
+
+REVERSED_SOURCE = """
+from eval_pipelines.core.holdout.classify import Prediction
+
+
+def nearest_reversed(records, evidence, memo, config, *, tree):
+    # The nearest evidence label of each record, returned in reverse order.
+    return [
+        Prediction(r.record_key, evidence[r.record_key][0].label_node, 1.0, "auto")
+        for r in reversed(records)
+    ]
+"""
+
+
+def test_a_classify_node_matches_predictions_to_records_by_key_not_order(
+    small_case: str, user_code: Path
+) -> None:
+    (user_code / "my_reversed_classifiers.py").write_text(REVERSED_SOURCE)
+    for name, classifier in (
+        ("reversed", "my_reversed_classifiers:nearest_reversed"),
+        ("nearest", "knn-vote"),
+    ):
+        path = _classify_workflow(user_code, classifier)
+        path.write_text(
+            path.read_text().replace("candidates: 5", "candidates: 5, strategy: nearest")
+        )
+        workflows.save_workflow(name, path)
+        golden.create_set(f"{name}-set", workflow=name, threshold=0.5)
+        golden.add_golden_cases_from_records(f"{name}-set", sample_size=20, seed=4)
+    mine = golden.run_and_report("reversed-set").score.to_json()["fieldAccuracy"]
+    nearest = golden.run_and_report("nearest-set").score.to_json()["fieldAccuracy"]
+    # The same decisions as knn-vote's `nearest`: a reversed order must not shuffle codes.
+    assert mine["n"] == nearest["n"] == 20
+    assert mine["correct"] == nearest["correct"] > 0

@@ -174,8 +174,17 @@ def classify_executions(
     predictions = get_classifier(config.classifier)(
         to_classify, neighbours, entries, config, tree=tree
     )
+    # A plug-in may return its predictions in any order: each is matched to its record by
+    # key, and predictions for other records than those asked for are refused.
+    by_key = {prediction.record_key: prediction for prediction in predictions}
+    if sorted(by_key) != sorted(d.name for d in todo) or len(predictions) != len(todo):
+        raise RuntimeError(
+            f"classifier {config.classifier!r} returned predictions for other records than "
+            f"the {len(todo)} golden records it was given"
+        )
     depth = min(config.target_depth)
-    for document, prediction in zip(todo, predictions, strict=True):
+    for document in todo:
+        prediction = by_key[document.name]
         output = {"code": tree.ancestor_at(prediction.code, depth) if prediction.code else None}
         key = (document.document_id, node.id, node.chain_hash)
         executions[document.document_id] = Execution(
