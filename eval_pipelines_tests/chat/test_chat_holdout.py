@@ -395,3 +395,46 @@ def test_memo_rules_decide_exclude_and_instruct(tmp_path: Path) -> None:
     assert rows["r01"]["code"] == "B1"
     assert [c["code"] for c in json.loads(rows["r02"]["candidates"])] == ["A1", "A2", "B1"]
     assert result.usage["chat"]["decidedByMemo"] == 1
+
+
+def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_made(
+    small_case: str, workdir: Path
+) -> None:
+    """The run goes through the queue (dispatcher, run worker process); its worker is killed
+    with SIGKILL while the chat step is half-way; the re-run sends only what the cache lacks."""
+    import os
+    import signal
+
+    from eval_pipelines import runs
+    from eval_pipelines.storage.chat_cache import count_calls
+    from eval_pipelines_tests.stuck_runs import gone, wait_for
+
+    with serve_standin(latency_ms=150) as server:
+        config = {**chat_config(server.base_url), "concurrency": 1}
+        variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
+        started = api.start_holdout_eval(small_case, variants, sample_size=30, seed=8)
+        instance = dagster_instance()
+        assert started.run_id is not None
+        wait_for(lambda: server.request_count >= 12, seconds=240)
+        worker = runs.run_worker_pid(instance, started.run_id)
+        assert worker is not None and worker != os.getpid()
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: gone(worker))
+        wait_for(
+            lambda: (
+                runs.reap_dead_runs(instance) is not None
+                and instance.get_run_by_id(started.run_id).is_finished  # type: ignore[union-attr]
+            )
+        )
+        sent_before = server.request_count
+        with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
+            cached = count_calls(conn)
+        # One call at a time: at most the one in flight at the kill was sent and not stored.
+        assert 12 - 1 <= cached < 30 and sent_before - cached <= 1
+        again = api.rerun_holdout_eval(small_case, started.eval_id, wait=True)
+        assert again.status == "complete"
+        assert server.request_count - sent_before == 30 - cached
+    report = api.get_holdout_eval(small_case, started.eval_id).report
+    assert report is not None
+    usage = report["variants"][1]["usage"]["chat"]
+    assert (usage["callsFromCache"], usage["callsMade"]) == (cached, 30 - cached)
