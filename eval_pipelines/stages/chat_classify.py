@@ -139,7 +139,9 @@ def classify_chat(
 
     def on_progress(state: ChatProgress) -> None:
         now = time.monotonic()
-        if log is not None and (state.done == state.total or now - last_said[0] >= PROGRESS_SECONDS):
+        if log is not None and (
+            state.done == state.total or now - last_said[0] >= PROGRESS_SECONDS
+        ):
             last_said[0] = now
             log(progress_line(task.variant.name, state, settings.trials))
 

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.instance import dagster_instance
 from eval_pipelines.chat_standin import Fault, FaultRule, StandinServer, serve_standin
+from eval_pipelines.instance import dagster_instance
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
 
@@ -94,10 +94,10 @@ def test_a_knn_and_a_chat_variant_report_what_the_endpoint_answered(
 
     # Every row is the stand-in's answer to the candidates it was offered, recomputed here
     # from the tree's titles and the record's text.
-    titles = dict(
-        pl.read_parquet(small_case_files["tree"]).select("code", "title").iter_rows()
+    titles = dict(pl.read_parquet(small_case_files["tree"]).select("code", "title").iter_rows())
+    texts = dict(
+        pl.read_parquet(small_case_files["records"]).select("record_key", "text").iter_rows()
     )
-    texts = dict(pl.read_parquet(small_case_files["records"]).select("record_key", "text").iter_rows())
     rows = api.eval_rows(small_case, started.eval_id, variant="chat")
     assert len(rows) == 30
     for row in rows:
@@ -108,7 +108,10 @@ def test_a_knn_and_a_chat_variant_report_what_the_endpoint_answered(
     for depth in map(str, report["targetDepth"]):
         scored = [r for r in rows if depth in r.correct]
         accuracy = chat["score"]["targetDepth"][depth]
-        assert (accuracy["k"], accuracy["n"]) == (sum(r.correct[depth] for r in scored), len(scored))
+        assert (accuracy["k"], accuracy["n"]) == (
+            sum(r.correct[depth] for r in scored),
+            len(scored),
+        )
     # The candidate ceiling: rows whose label was among the candidates offered.
     assert chat["failedRows"] == 0
 
@@ -192,7 +195,9 @@ BAD_CHAT_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize(("what", "config", "field"), BAD_CHAT_CONFIGS, ids=[b[0] for b in BAD_CHAT_CONFIGS])
+@pytest.mark.parametrize(
+    ("what", "config", "field"), BAD_CHAT_CONFIGS, ids=[b[0] for b in BAD_CHAT_CONFIGS]
+)
 def test_each_bad_chat_config_exits_2_naming_the_field_and_writes_nothing(
     small_case: str,
     workdir: Path,
@@ -205,7 +210,9 @@ def test_each_bad_chat_config_exits_2_naming_the_field_and_writes_nothing(
     from eval_pipelines.cli.main import main
 
     variants = workdir / "variants.json"
-    variants.write_text(json.dumps([{"name": "baseline"}, {"name": "v", "config": config(server.base_url)}]))
+    variants.write_text(
+        json.dumps([{"name": "baseline"}, {"name": "v", "config": config(server.base_url)}])
+    )
     before = _evaluations()
     capsys.readouterr()
     code = main(["eval", "holdout", small_case, "--variants-file", str(variants), "--no-launch"])
@@ -277,10 +284,9 @@ TREE_NODES = pl.DataFrame(
 
 def _task(warehouse: Path, config: dict[str, Any], texts: list[str], memo: list[Any] = ()) -> Any:
     from eval_pipelines.core.holdout.classify import RecordToClassify
-    from eval_pipelines.core.holdout.spec import parse_config
+    from eval_pipelines.core.holdout.spec import Variant, parse_config
     from eval_pipelines.core.tree import tree_from_parent_links
     from eval_pipelines.stages.holdout import ClassifyTask
-    from eval_pipelines.core.holdout.spec import Variant
 
     tree = tree_from_parent_links(TREE_NODES)
     parsed = parse_config(config, where="config", max_depth=2)
@@ -321,9 +327,7 @@ def test_bad_answers_codes_outside_the_tree_and_failed_calls_are_failed_rows(
     rows = {r["record_key"]: r for r in result.predictions.to_dicts()}
     assert rows["r00"]["error"].startswith("answer is not JSON")
     assert rows["r01"]["error"] == "answer's code 'NOT-A-CANDIDATE' is not in the code tree"
-    assert rows["r02"]["error"] == (
-        "HTTP 500 from the endpoint: internal error (after 2 attempts)"
-    )
+    assert rows["r02"]["error"] == ("HTTP 500 from the endpoint: internal error (after 2 attempts)")
     assert (rows["r03"]["code"], rows["r03"]["error"]) == ("A1", None)
     chat = result.usage["chat"]
     assert (chat["callsMade"], chat["callsFailed"], chat["retries"]) == (3, 1, 1)
@@ -371,19 +375,29 @@ def test_memo_rules_decide_exclude_and_instruct(tmp_path: Path) -> None:
     tree = tree_from_parent_links(TREE_NODES)
     memo = [
         parse_memo_entry(
-            {"id": "m-assign", "instruction": "Dairy is A2.", "when": {"keywords": ["dairy"]},
-             "then": {"assign": "A2"}},
+            {
+                "id": "m-assign",
+                "instruction": "Dairy is A2.",
+                "when": {"keywords": ["dairy"]},
+                "then": {"assign": "A2"},
+            },
             tree,
         ),
         parse_memo_entry(
-            {"id": "m-exclude", "instruction": "Shops are never farming.",
-             "when": {"keywords": ["shop"]}, "then": {"exclude": ["A"]}},
+            {
+                "id": "m-exclude",
+                "instruction": "Shops are never farming.",
+                "when": {"keywords": ["shop"]},
+                "then": {"exclude": ["A"]},
+            },
             tree,
         ),
     ]
     texts = ["dairy farm", "growing cereals shop retail", "growing cereals"]
     with serve_standin() as server:
-        result = classify_variant(_task(tmp_path / "w.duckdb", chat_config(server.base_url), texts, memo))
+        result = classify_variant(
+            _task(tmp_path / "w.duckdb", chat_config(server.base_url), texts, memo)
+        )
         prompts = server.prompts()
     rows = {r["record_key"]: r for r in result.predictions.to_dicts()}
     # assign decides outright, without a call
