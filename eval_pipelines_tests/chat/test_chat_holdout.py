@@ -443,8 +443,9 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
         sent_before = server.request_count
         with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
             cached = count_calls(conn)
-        # One call at a time: at most the one in flight at the kill was sent and not stored.
-        assert 12 - 1 <= cached < 30 and sent_before - cached <= 1
+        # One call at a time, each answer written as the next call goes out: at most the call
+        # in flight and the answer being written at the kill were sent and not stored.
+        assert 12 - 2 <= cached < 30 and sent_before - cached <= 2
         again = api.rerun_holdout_eval(small_case, started.eval_id, wait=True)
         assert again.status == "complete"
         assert server.request_count - sent_before == 30 - cached
@@ -452,3 +453,41 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
     assert report is not None
     usage = report["variants"][1]["usage"]["chat"]
     assert (usage["callsFromCache"], usage["callsMade"]) == (cached, 30 - cached)
+
+
+def test_terminating_the_run_stops_the_chat_calls_in_flight(small_case: str, workdir: Path) -> None:
+    """Terminate (the UI's button, the same call Ctrl-C's cancel makes) while the chat step is
+    calling: the run ends canceled, no further request reaches the endpoint, and the answers
+    received are in the cache."""
+    import threading
+
+    from eval_pipelines import runs
+    from eval_pipelines.storage.chat_cache import count_calls
+    from eval_pipelines_tests.stuck_runs import wait_for
+
+    with serve_standin(latency_ms=100) as server:
+        config = {**chat_config(server.base_url), "concurrency": 2}
+        variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
+        eval_id = api.start_holdout_eval(
+            small_case, variants, sample_size=200, seed=6, register_only=True
+        ).eval_id
+        instance = dagster_instance()
+        run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
+        assert run is not None
+
+        def terminate_once_calling() -> None:
+            wait_for(lambda: server.request_count >= 6)
+            instance.run_launcher.terminate(run.run_id)
+
+        terminator = threading.Thread(target=terminate_once_calling)
+        terminator.start()
+        state = runs.execute_run_here(instance, run)
+        terminator.join()
+        assert state.state == "canceled"
+        stopped_at = server.request_count
+        # The step has ended (the run with it): nothing is left calling the endpoint.
+        assert stopped_at < 60
+        with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
+            cached = count_calls(conn)
+        assert stopped_at - 2 <= cached <= stopped_at  # at most the 2 in flight were lost
+        assert server.request_count == stopped_at
