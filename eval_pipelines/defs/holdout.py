@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import (
@@ -32,7 +33,6 @@ from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER
 from eval_pipelines.runs.dagster_private import DagsterExecutionInterruptedError
 from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import holdout
