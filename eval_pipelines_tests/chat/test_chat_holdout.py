@@ -491,3 +491,69 @@ def test_terminating_the_run_stops_the_chat_calls_in_flight(small_case: str, wor
             cached = count_calls(conn)
         assert stopped_at - 2 <= cached <= stopped_at  # at most the 2 in flight were lost
         assert server.request_count == stopped_at
+
+
+def test_a_chat_estimate_above_the_limit_needs_a_yes_and_writes_nothing_without(
+    small_case: str, server: StandinServer
+) -> None:
+    from eval_pipelines.api.holdout import TOKEN_CONFIRMATION_LIMIT, TokenConfirmationNeeded
+
+    variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(server.base_url)}]
+    before = _evaluations()
+    with pytest.raises(TokenConfirmationNeeded) as refused:
+        # 500 records x 20 trials x (prompt chars/4 + 64): well above 400,000 tokens
+        api.start_holdout_eval(small_case, variants, sample_size=500, trials=20, register_only=True)
+    estimate = refused.value.estimate
+    assert estimate.total_tokens > TOKEN_CONFIRMATION_LIMIT
+    (chat,) = [v for v in estimate.variants if v.classifier == "chat"]
+    assert chat.chat is not None and chat.chat["calls"] == 500 * 20
+    assert chat.tokens == chat.records * chat.tokens_per_record == chat.chat["tokens"]
+    assert _evaluations() == before and server.request_count == 0
+    started = api.start_holdout_eval(
+        small_case, variants, sample_size=500, trials=20, register_only=True, confirm_tokens=True
+    )
+    assert started.estimated_tokens == estimate.total_tokens
+
+
+def test_the_cli_shows_chat_progress_while_it_waits(
+    small_case: str, workdir: Path, server: StandinServer
+) -> None:
+    """``eval holdout --wait`` in its own process, progress forced on (stderr a pipe): the
+    chat step's lines (calls done of total, tokens so far, from cache, ETA) are shown."""
+    import os
+    import subprocess
+    import sys
+
+    from eval_pipelines.core import progress
+
+    variants = workdir / "variants.json"
+    variants.write_text(
+        json.dumps([{"name": "baseline"}, {"name": "chat", "config": chat_config(server.base_url)}])
+    )
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eval_pipelines.cli.main",
+            "eval",
+            "holdout",
+            small_case,
+            "--variants-file",
+            str(variants),
+            "--sample-size",
+            "20",
+            "--wait",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, progress.ENV: "1"},
+        timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr
+    chat_lines = [line for line in shown.stderr.splitlines() if "chat variant chat: " in line]
+    assert chat_lines, shown.stderr
+    assert re.search(
+        r"chat variant chat: 20/20 calls, 0 failed, 0 from cache, [\d,]+ tokens so far, ETA",
+        shown.stderr,
+    ), chat_lines
+    assert server.request_count == 20
