@@ -365,6 +365,7 @@ def test_an_endpoint_down_fails_every_row_fast_with_the_reason(tmp_path: Path) -
     # No retry of a refused connection; at most the calls already in flight were tried.
     assert chat["retries"] == 0 and chat["requestsSent"] <= 2
     assert chat["callsFailed"] == 5 and chat["spent"]["inputTokens"] == 0
+    assert chat["failureReasons"] == [{"reason": errors[0], "rows": 5}]
 
 
 def test_memo_rules_decide_exclude_and_instruct(tmp_path: Path) -> None:
