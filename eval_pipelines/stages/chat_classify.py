@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
