@@ -558,3 +558,27 @@ def test_the_cli_shows_chat_progress_while_it_waits(
         shown.stderr,
     ), chat_lines
     assert server.request_count == 20
+
+
+def test_an_endpoint_down_is_a_complete_report_with_every_chat_row_failed(
+    small_case: str,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = f"http://127.0.0.1:{port}/v1"
+    variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(down)}]
+    started = api.start_holdout_eval(small_case, variants, sample_size=20, seed=2, wait=True)
+    assert started.status == "complete"
+    report = api.get_holdout_eval(small_case, started.eval_id).report
+    assert report is not None
+    baseline, chat = report["variants"]
+    assert (baseline["failedRows"], chat["failedRows"]) == (0, 20)
+    reason = f"endpoint unreachable: connection refused at {down}"
+    assert chat["usage"]["chat"]["failureReasons"] == [{"reason": reason, "rows": 20}]
+    assert any(w["code"] == "failed_rows" for w in report["warnings"])
+    assert {row.error for row in api.eval_rows(small_case, started.eval_id, variant="chat")} == {
+        reason
+    }
