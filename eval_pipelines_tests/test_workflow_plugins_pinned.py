@@ -108,6 +108,8 @@ def test_a_classify_node_refuses_an_unusable_classifier_when_saved(
     assert "does not take the classifier arguments" in refused.value.rule
     with pytest.raises(InputError, match="not an import path"):
         workflows.save_workflow("coding", _classify_workflow(user_code, "no-such-classifier"))
+    with pytest.raises(InputError, match="runs in holdout evaluations only"):
+        workflows.save_workflow("coding", _classify_workflow(user_code, "chat"))
     assert [w.name for w in workflows.list_workflows()] == []  # nothing saved
 
 

@@ -16,7 +16,12 @@ from typing import Any
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.classify import known_classifiers
-from eval_pipelines.core.holdout.spec import parse_config, parse_grouping, validate_case_id
+from eval_pipelines.core.holdout.spec import (
+    CHAT_CLASSIFIER,
+    parse_config,
+    parse_grouping,
+    validate_case_id,
+)
 from eval_pipelines.core.plugins import PluginError, identity_of, resolve_classifier
 from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 
@@ -56,6 +61,13 @@ def classifier_identity(name: str, field: str) -> dict[str, str] | None:
     saved, not when its gate runs."""
     if name in known_classifiers():
         return None
+    if name == CHAT_CLASSIFIER:
+        raise InputError(
+            field,
+            name,
+            "the chat classifier runs in holdout evaluations only (eval holdout); a classify "
+            "workflow cannot call a model yet: use knn-vote or a plug-in",
+        )
     try:
         _, found = resolve_classifier(name)
     except PluginError as error:
