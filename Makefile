@@ -38,6 +38,10 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants_embedding.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --wait
+	@echo "--- plug-in variant: most-similar, a classifier from the example package examples/eval_pipelines_example (entry point eval_pipelines.classifiers, installed by make install; docs/plugins.md), against the built-in knn-vote"
+	$(CLI) eval holdout icd10cm --variants-file data/demo/variants_plugin.json \
+		--config-file data/demo/config.json --sample-size 200 --seed 7 \
+		--group-field group_key --wait
 	@echo "--- evaluate queries (spec 003): a 5-fold sweep on the case, then a real numeric table"
 	$(CLI) evaluate --file data/demo/queries/icd10cm_category.json --folds 5
 	$(BIN)/python -m eval_pipelines.demo_tables data/tables
