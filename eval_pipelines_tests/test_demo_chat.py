@@ -1,0 +1,78 @@
+"""The demos' chat helper (``eval_pipelines.demo_chat``): the demo files are pointed at the
+endpoint it starts, and the endpoint is stopped whatever the commands did."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from eval_pipelines import demo_chat
+from eval_pipelines_tests.conftest import DEMO
+
+
+def test_the_chat_variants_are_pointed_at_the_running_endpoint(tmp_path: Path) -> None:
+    copy = demo_chat.rewritten(DEMO / "variants_chat.json", tmp_path, "http://127.0.0.1:5/v1", None)
+    variants = json.loads(copy.read_text())
+    original = json.loads((DEMO / "variants_chat.json").read_text())
+    chat = [v for v in variants if v.get("config", {}).get("classifier") == "chat"]
+    assert len(chat) == 1 and chat[0]["config"]["options"]["baseUrl"] == "http://127.0.0.1:5/v1"
+    # Nothing else changes: the knn-vote baseline and the chat settings besides the URL.
+    chat[0]["config"]["options"]["baseUrl"] = original[1]["config"]["options"]["baseUrl"]
+    assert variants == original
+
+
+def test_a_model_name_replaces_the_model_and_its_level(tmp_path: Path) -> None:
+    copy = demo_chat.rewritten(DEMO / "variants_chat.json", tmp_path, "http://h:1/v1", "smol")
+    config = json.loads(copy.read_text())[1]["config"]
+    assert config["options"]["model"] == "smol" and "llmLevel" not in config
+
+
+def test_a_file_without_a_chat_classifier_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no chat classifier or node"):
+        demo_chat.rewritten(DEMO / "variants.json", tmp_path, "http://h:1/v1", None)
+
+
+def test_commands_are_split_on_the_separator() -> None:
+    assert demo_chat.split_commands(["a", "b", "---", "c"]) == [["a", "b"], ["c"]]
+    with pytest.raises(SystemExit, match="empty command"):
+        demo_chat.split_commands(["a", "---"])
+
+
+def test_the_standin_is_stopped_after_a_failing_command(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command that exits 2 (an unknown case) is reported as such, and the stand-in the
+    helper started no longer accepts connections."""
+    code = demo_chat.main(
+        [
+            "--file",
+            str(DEMO / "variants_chat.json"),
+            "--",
+            "eval",
+            "holdout",
+            "no-such-case",
+            "--variants-file",
+            str(DEMO / "variants_chat.json"),
+            "--wait",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 2
+    url = next(line for line in out.splitlines() if "chat stand-in" in line).split(" at ")[1]
+    port = int(url.split(":")[2].split("/")[0])
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+    assert "chat stand-in stopped after 0 requests" in out
+
+
+def test_the_llama_server_path_reports_a_server_that_exits(tmp_path: Path) -> None:
+    """A model server that exits before answering fails the helper with its log's tail, not a
+    hang (``false`` stands for a python without llama_cpp)."""
+    log = tmp_path / "server.log"
+    with pytest.raises(SystemExit, match="model server exited with 1"):
+        with demo_chat.llama_server("false", tmp_path / "m.gguf", port=1, log=log, extra=[]):
+            urllib.request.urlopen("http://127.0.0.1:1/")  # pragma: no cover
