@@ -42,6 +42,11 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants_plugin.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --wait
+	@echo "--- chat variant against the local stand-in: the built-in chat classifier (OpenAI-compatible client, call cache) calling eval_pipelines.chat_standin, a deterministic word-overlap server on 127.0.0.1 and NO language model (make demo-llm runs a real one), against knn-vote"
+	$(BIN)/python -m eval_pipelines.demo_chat --file data/demo/variants_chat.json -- \
+		eval holdout icd10cm --variants-file data/demo/variants_chat.json \
+		--config-file data/demo/config.json --sample-size 200 --seed 7 \
+		--group-field group_key --wait
 	@echo "--- evaluate queries (spec 003): a 5-fold sweep on the case, then a real numeric table"
 	$(CLI) evaluate --file data/demo/queries/icd10cm_category.json --folds 5
 	$(BIN)/python -m eval_pipelines.demo_tables data/tables

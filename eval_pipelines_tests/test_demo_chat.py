@@ -76,3 +76,40 @@ def test_the_llama_server_path_reports_a_server_that_exits(tmp_path: Path) -> No
     with pytest.raises(SystemExit, match="model server exited with 1"):
         with demo_chat.llama_server("false", tmp_path / "m.gguf", port=1, log=log, extra=[]):
             urllib.request.urlopen("http://127.0.0.1:1/")  # pragma: no cover
+
+
+def test_the_demo_chat_variant_runs_against_the_standin_the_helper_started(
+    small_case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``make demo``'s chat step on the four-chapter case: the chat variant's calls reach the
+    stand-in the helper started (one request per sampled record), the evaluation completes
+    with no failed row, and the stand-in is stopped afterwards."""
+    from eval_pipelines import api
+
+    code = demo_chat.main(
+        [
+            "--file",
+            str(DEMO / "variants_chat.json"),
+            "--",
+            "eval",
+            "holdout",
+            small_case,
+            "--variants-file",
+            str(DEMO / "variants_chat.json"),
+            "--sample-size",
+            "20",
+            "--seed",
+            "7",
+            "--wait",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "chat stand-in stopped after 20 requests" in out
+    (listed,) = api.list_evals(small_case)
+    report = api.get_holdout_eval(small_case, listed.eval_id).report
+    chat = next(v for v in report["variants"] if v["name"] == "chat-standin")
+    assert chat["config"]["classifier"] == "chat" and chat["failedRows"] == 0
+    assert chat["score"]["n"] == 20
+    # The stand-in the helper started answered every call (none cached: its port is new).
+    assert chat["usage"]["chat"]["callsMade"] == 20 and chat["usage"]["chat"]["callsFromCache"] == 0
