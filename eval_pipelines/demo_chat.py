@@ -139,6 +139,12 @@ def llama_server(
         str(port),
         *extra,
     ]
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            # Something already listens there: its answers must not pass for the model's.
+            raise SystemExit(f"demo_chat: port {port} on 127.0.0.1 is taken ({error})") from None
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)

@@ -113,3 +113,16 @@ def test_the_demo_chat_variant_runs_against_the_standin_the_helper_started(
     assert chat["score"]["n"] == 20
     # The stand-in the helper started answered every call (none cached: its port is new).
     assert chat["usage"]["chat"]["callsMade"] == 20 and chat["usage"]["chat"]["callsFromCache"] == 0
+
+
+def test_the_llama_server_path_refuses_a_port_already_taken(tmp_path: Path) -> None:
+    """Another server on the port would answer in the model's place: refused before starting."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit, match=f"port {port} on 127.0.0.1 is taken"):
+            with demo_chat.llama_server(
+                "false", tmp_path / "m.gguf", port=port, log=tmp_path / "l", extra=[]
+            ):
+                pass  # pragma: no cover

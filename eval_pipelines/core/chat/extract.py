@@ -73,7 +73,8 @@ def extraction_json_schema(schema: Schema) -> dict[str, Any]:
 
 def extraction_format(settings: ChatSettings, schema: Schema) -> dict[str, Any] | None:
     """The ``response_format`` the node's settings ask for: the schema's JSON schema
-    (``json_schema``, the default), any JSON object (``json_object``) or none (``none``)."""
+    (``json_schema``, the default), any JSON object (``json_object``), a JSON object with the
+    schema inside (``json_object_schema``, llama-cpp-python's server's form) or none (``none``)."""
     if settings.response_format == "json_schema":
         return {
             "type": "json_schema",
@@ -85,6 +86,8 @@ def extraction_format(settings: ChatSettings, schema: Schema) -> dict[str, Any] 
         }
     if settings.response_format == "json_object":
         return {"type": "json_object"}
+    if settings.response_format == "json_object_schema":
+        return {"type": "json_object", "schema": extraction_json_schema(schema)}
     return None
 
 

@@ -34,7 +34,9 @@ OPTION_KEYS = (
     "timeout",
     "responseFormat",
 )
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+# json_object_schema: {"type": "json_object", "schema": ...}, the form llama-cpp-python's server
+# takes (it refuses "json_schema" and turns the schema into a grammar).
+RESPONSE_FORMATS = ("json_schema", "json_object", "json_object_schema", "none")
 TRIALS_MAX = 20
 CONCURRENCY_MAX = 64
 RETRIES_MAX = 20
