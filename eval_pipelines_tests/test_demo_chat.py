@@ -126,3 +126,28 @@ def test_the_llama_server_path_refuses_a_port_already_taken(tmp_path: Path) -> N
                 "false", tmp_path / "m.gguf", port=port, log=tmp_path / "l", extra=[]
             ):
                 pass  # pragma: no cover
+
+
+def test_the_demo_llm_files_run_against_the_standin(
+    small_case: str, golden_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``make demo-llm``'s inputs, pointed at the stand-in instead of llama.cpp's server: the
+    chat variant (``json_object_schema``) and the workflow's chat node are valid, call the
+    endpoint once per record or document, and finish."""
+    golden = DEMO / "golden"
+    workflow = DEMO / "workflow_chat_invoices.yaml"
+    variants = DEMO / "variants_llm.json"
+    code = demo_chat.main(
+        ["--file", str(variants), "--file", str(workflow), "--model-name", "standin-x", "--"]
+        + ["eval", "holdout", small_case, "--variants-file", str(variants)]
+        + ["--sample-size", "10", "--seed", "7", "--wait", "---"]
+        + ["workflow", "save", "invoices_chat", "--file", str(workflow), "---"]
+        + ["golden", "create", "invoices-chat", "--workflow", "invoices_chat", "---"]
+        + ["golden", "add-case", "invoices-chat", "--document", str(golden / "hlp-1001.txt")]
+        + ["--labels", str(golden / "hlp-1001.labels.json"), "---"]
+        + ["golden", "run", "invoices-chat"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "chat stand-in stopped after 11 requests" in out
+    assert "model calls: 1 made, 0 from cache, 0 failed" in out
