@@ -174,3 +174,23 @@ def test_an_extraction_can_send_its_schema_inside_a_json_object_format() -> None
         "schema": extraction_json_schema(schema),
     }
     assert extraction_json_schema(schema)["required"] == ["total"]
+
+
+def test_a_chat_variant_takes_its_model_from_the_llm_level_table() -> None:
+    from eval_pipelines.core.chat.variant import estimate_call_tokens, variant_settings
+    from eval_pipelines.core.errors import InputError
+    from eval_pipelines.core.holdout.spec import parse_config
+
+    raw = {
+        "classifier": "chat",
+        "llmLevel": "large",
+        "models": {"small": "m-small", "large": "m-large"},
+        "options": {"baseUrl": "http://127.0.0.1:1/v1"},
+    }
+    config = parse_config(raw, where="config", max_depth=3)
+    assert variant_settings(config, {}).model == "m-large"
+    without_level = parse_config({**raw, "llmLevel": None}, where="config", max_depth=3)
+    with pytest.raises(InputError, match="config.options.model"):
+        variant_settings(without_level, {})
+    # prompt characters / 4, rounded up: 9 + 3 characters -> 3 tokens
+    assert estimate_call_tokens([("system", "123456789"), ("user", "abc")]) == 3
