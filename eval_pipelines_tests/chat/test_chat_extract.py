@@ -256,3 +256,45 @@ def test_the_standin_serves_an_extraction_and_a_fixed_answer_by_rule() -> None:
         assert ask() == '{"number": 1}'
         assert json.loads(ask() or "") == extract(prompt)
         assert [r.fault for r in server.requests] == ["content", None]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_the_cases_run_at_once_share_the_nodes_concurrency_per_endpoint(
+    tmp_path: Path, concurrency: int
+) -> None:
+    """Four threads (a golden run's four cases at once), one call each, 100 ms per answer:
+    the stand-in never answers more than ``concurrency`` of them at once."""
+    import threading
+
+    from eval_pipelines.core.chat.request import build_request
+    from eval_pipelines.stages.workflow_chat import WorkflowChat
+
+    with serve_standin(latency_ms=100) as server:
+        options = {"model": "m", "baseUrl": server.base_url}
+        settings = parse_node_chat_settings(
+            {"options": options, "concurrency": concurrency}, {}, where="n"
+        )
+        from eval_pipelines.storage.warehouse import connect
+
+        with connect(tmp_path / "w.duckdb", create=True):
+            pass  # a run's warehouse exists (and is migrated) before its steps run
+        call = WorkflowChat(tmp_path / "w.duckdb")
+        results = []
+
+        def one(number: int) -> None:
+            text = f"Invoice no. X-{number}"
+            request = build_request(settings, extraction_messages(settings, text, SCHEMA))
+            results.append(call(settings, [request]))
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert server.request_count == 4
+        assert 1 <= server.max_in_flight <= concurrency
+    assert sorted(r.counters.answered for r in results) == [1, 1, 1, 1]
+    numbers = sorted(
+        parse_extraction(r.answers[0].content, SCHEMA).output["number"] for r in results
+    )  # type: ignore[index]
+    assert numbers == ["X-0", "X-1", "X-2", "X-3"]
