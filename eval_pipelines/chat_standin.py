@@ -100,7 +100,18 @@ class StandinServer:
     schedule: dict[int, Fault] = field(default_factory=dict)
     rules: list[FaultRule] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0  # the most requests it was answering at once
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     @property
     def base_url(self) -> str:
@@ -333,6 +344,13 @@ def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": {"message": "expected model and messages"}}, {})
                 return
             fault = server_state._admit(model, prompt, self.headers.get("Authorization", ""))
+            server_state._enter()
+            try:
+                self._answer(fault, model, prompt)
+            finally:
+                server_state._leave()
+
+        def _answer(self, fault: Fault | None, model: str, prompt: str) -> None:
             if server_state.latency_s:
                 time.sleep(server_state.latency_s)
             number = server_state.request_count

@@ -295,10 +295,12 @@ def _execute_all(
             execution = future.result()
             if execution is not None:
                 done[document_id] = execution
-                if len(done) % 20 == 0:
+                if len(done) % 20 == 0 or len(done) == len(documents):
+                    usage = sum_usage([e.total_usage() for e in done.values()])
                     log(
                         f"{len(done)}/{len(documents)} documents "
                         f"({time.perf_counter() - started:.1f} s)"
+                        + (f"; {usage.summary()}" if usage is not None else "")
                     )
     except BaseException as error:  # noqa: BLE001 - Dagster's interrupt is a BaseException
         interrupted = error
