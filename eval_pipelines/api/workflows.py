@@ -19,7 +19,7 @@ from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.golden.gate import Gate, SetGate
-from eval_pipelines.core.results import JsonResult
+from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import Workflow, check_plugins, validate_name
 from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.execute import cache_keys, execute
@@ -27,6 +27,7 @@ from eval_pipelines.core.workflows.files import load_workflow_file
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.stages.golden import gate_decision
 from eval_pipelines.stages.golden_classify import pin_workflow
+from eval_pipelines.stages.workflow_chat import step_context
 from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
 from eval_pipelines.storage.workflows import StoredDocument
@@ -140,7 +141,8 @@ class WorkflowStatusResult(JsonResult):
 
 @dataclass(frozen=True)
 class TestRunResult(JsonResult):
-    """A test run over one document: each node's mapped output, what it charged."""
+    """A test run over one document: each node's mapped output, what it charged (``model``:
+    its ``chat`` steps' calls, tokens and cost, absent when it has none)."""
 
     __test__ = False  # not a pytest test class
 
@@ -153,6 +155,7 @@ class TestRunResult(JsonResult):
     executed_steps: int
     cached_steps: int
     cost_units: float
+    model: Mapping[str, object] | None = json_field(omit_none=True, default=None)
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,7 @@ def run_workflow(
             raise InputError("name", name, "test runs over a document need an extract workflow")
         check_plugins(workflow)
         cache = workflows_store.cached_steps(conn, cache_keys(workflow, doc.document_id))
-    execution = execute(workflow, doc, cache)
+    execution = execute(workflow, doc, cache, context=step_context(resolve_warehouse(warehouse)))
     outputs = {
         node.id: map_output(node.schema, execution.outputs[node.id])
         for node in workflow.nodes
@@ -331,6 +334,7 @@ def run_workflow(
         execution.executed_steps,
         execution.cached_steps,
         execution.cost_units,
+        usage.to_json() if (usage := execution.total_usage()) is not None else None,
     )
 
 

@@ -11,7 +11,7 @@ from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.output import print_json
 
 if TYPE_CHECKING:
-    from eval_pipelines.api.golden import GoldenReportResult
+    from eval_pipelines.api.golden import GoldenReportResult, ModelUsageResult
 
 
 def cmd_create(args: argparse.Namespace) -> int:
@@ -97,6 +97,17 @@ def cmd_delete_case(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_line(model: ModelUsageResult) -> str:
+    if model.cost is not None:
+        cost = f"cost {model.cost:.6g}"
+    else:
+        cost = f"cost unknown ({model.cost_note})" if model.cost_note else "cost unknown"
+    return (
+        f"model calls: {model.calls} made, {model.from_cache} from cache, {model.failed} "
+        f"failed; tokens {model.input_tokens} in, {model.output_tokens} out; {cost}"
+    )
+
+
 def _report_lines(report: GoldenReportResult) -> list[str]:
     score = report.score
 
@@ -128,6 +139,7 @@ def _report_lines(report: GoldenReportResult) -> list[str]:
         ),
         f"  charged: {charged.executed_steps} steps executed, "
         f"{charged.cached_steps} cached, {charged.cost_units:g} cost units",
+        *([f"  {_model_line(charged.model)}"] if charged.model is not None else []),
     ]
     keys = [field.key for field in score.fields]
     for field in score.fields:

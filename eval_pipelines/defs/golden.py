@@ -92,6 +92,7 @@ def golden_run(
         log=context.log.info,
         index_dir=warehouse.index_dir_path(),
         threads=warehouse.thread_count(),
+        warehouse_path=warehouse.warehouse_path(),
     )
     # What this Dagster run charged: a document two sets share ran once (each set's own
     # golden run reports the steps of its own documents).
@@ -104,9 +105,29 @@ def golden_run(
             "executed_steps": charged.executed_steps,
             "cached_steps": charged.cached_steps,
             "cost_units": charged.cost_units,
+            **usage_metadata(charged.usage),
             "skipped_cases": sum(o.skipped for o in outcomes),
         }
     )
+
+
+def usage_metadata(usage: Any) -> dict[str, Any]:
+    """The model calls of a run's metered steps (``chat`` nodes), when it had any."""
+    if usage is None:
+        return {}
+    return {
+        "model_calls": usage.calls,
+        "model_calls_from_cache": usage.from_cache,
+        "model_calls_failed": usage.failed,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        # No number when the price table has no price for the model: the note says so.
+        **(
+            {"model_cost": usage.cost}
+            if usage.cost is not None
+            else {"model_cost_note": usage.cost_note or "cost unknown"}
+        ),
+    }
 
 
 @dg.asset(

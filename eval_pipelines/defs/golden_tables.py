@@ -28,4 +28,11 @@ GOLDEN_RUNS_SCHEMA = table_schema(
     ("cost_units", "DOUBLE", "cost units charged by executed steps"),
     ("threshold", "DOUBLE", "the set's pass threshold at the time"),
     ("reason", "VARCHAR", "why a run left running by a killed process was closed as failed"),
+    ("model_calls", "INTEGER", "chat calls the endpoint answered now (paid); NULL: no chat node"),
+    ("model_calls_from_cache", "INTEGER", "chat calls served from a cache (free)"),
+    ("model_calls_failed", "INTEGER", "chat calls that got no answer"),
+    ("input_tokens", "BIGINT", "input tokens the endpoint reported for the calls made now"),
+    ("output_tokens", "BIGINT", "output tokens the endpoint reported for the calls made now"),
+    ("model_cost", "DOUBLE", "their cost from the node's price table; NULL: unknown"),
+    ("model_cost_note", "VARCHAR", "why model_cost is unknown (the model has no price)"),
 )

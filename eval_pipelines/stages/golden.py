@@ -38,8 +38,10 @@ from eval_pipelines.core.workflows.execute import (
     cache_keys,
     execute,
 )
+from eval_pipelines.core.workflows.nodes import StepContext, StepUsage
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.core.workflows.step_worker import cancel_on
+from eval_pipelines.stages.workflow_chat import step_context
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import transaction
@@ -55,11 +57,23 @@ def _now() -> datetime:
 @dataclass(frozen=True)
 class Charge:
     """What the steps of one document's execution charged (001: a cached step bills
-    nothing)."""
+    nothing); ``usage``: its model calls (None: no metered step)."""
 
     executed_steps: int
     cached_steps: int
     cost_units: float
+    usage: StepUsage | None = None
+
+
+def sum_usage(usages: Collection[StepUsage | None]) -> StepUsage | None:
+    """The usage of several executions (None when none had a metered step)."""
+    found = [u for u in usages if u is not None]
+    if not found:
+        return None
+    total = StepUsage()
+    for usage in found:
+        total = total + usage
+    return total
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,7 @@ def total_charge(outcomes: list[RunOutcome]) -> tuple[int, Charge]:
         sum(c.executed_steps for c in charges.values()),
         sum(c.cached_steps for c in charges.values()),
         sum(c.cost_units for c in charges.values()),
+        sum_usage([c.usage for c in charges.values()]),
     )
 
 
@@ -100,13 +115,15 @@ def run_golden_sets(
     log: Callable[[str], None] = lambda _: None,
     index_dir: Path | None = None,
     threads: int = 1,
+    warehouse_path: Path | None = None,
 ) -> list[RunOutcome]:
     """Run the workflow's golden sets (all of them, or ``set_names``) against ``revision``.
 
     Each distinct document runs once, however many sets use it. When the run is interrupted
     (or ``should_stop`` turns true), cases not yet started are recorded as skipped and the
     golden run as ``stopped`` (a stopped run never opens the gate); the interrupt is raised
-    again once that is stored.
+    again once that is stored. ``warehouse_path`` (default ``$EVAL_PIPELINES_WAREHOUSE``) is
+    the file ``open_warehouse`` opens: a ``chat`` node's calls are cached there.
     """
     with open_warehouse(read_only=True) as conn:
         workflow = workflows_store.load_revision(conn, revision)
@@ -161,7 +178,10 @@ def run_golden_sets(
             threads=threads,
         )
     else:
-        executions, interrupted = _execute_all(workflow, documents, cache, until, should_stop, log)
+        context = step_context(warehouse_path or settings.warehouse_path())
+        executions, interrupted = _execute_all(
+            workflow, documents, cache, until, should_stop, log, context
+        )
     stopped = len(executions) < len(documents)
     outcomes = []
     with open_warehouse() as conn, transaction(conn):
@@ -182,6 +202,7 @@ def run_golden_sets(
                     executions[d].executed_steps,
                     executions[d].cached_steps,
                     executions[d].cost_units,
+                    executions[d].total_usage(),
                 )
                 for d in sorted({c.document_id for c in cases[golden_set.set_name]})
                 if d in executions
@@ -197,6 +218,7 @@ def run_golden_sets(
                 cost_units=cost,
                 executed_steps=executed,
                 cached_steps=cached,
+                usage=sum_usage([c.usage for c in used.values()]),
             )
             outcomes.append(
                 RunOutcome(
@@ -249,6 +271,7 @@ def _execute_all(
     until: str | None,
     should_stop: Callable[[], bool],
     log: Callable[[str], None],
+    context: StepContext | None = None,
 ) -> tuple[dict[str, Execution], BaseException | None]:
     """Run the documents four at a time. An interrupt (the run terminated from the UI, or
     Ctrl-C) stops new documents from starting; the ones already done are kept, and the
@@ -261,7 +284,7 @@ def _execute_all(
         # A step under way when the run is interrupted is abandoned (its worker process
         # killed), so the pool below can wind down; the document counts as not reached.
         with cancel_on(stop):
-            return execute(workflow, documents[document_id], cache, until=until)
+            return execute(workflow, documents[document_id], cache, until=until, context=context)
 
     started = time.perf_counter()
     done: dict[str, Execution] = {}
@@ -273,10 +296,12 @@ def _execute_all(
             execution = future.result()
             if execution is not None:
                 done[document_id] = execution
-                if len(done) % 20 == 0:
+                if len(done) % 20 == 0 or len(done) == len(documents):
+                    usage = sum_usage([e.total_usage() for e in done.values()])
                     log(
                         f"{len(done)}/{len(documents)} documents "
                         f"({time.perf_counter() - started:.1f} s)"
+                        + (f"; {usage.summary()}" if usage is not None else "")
                     )
     except BaseException as error:  # noqa: BLE001 - Dagster's interrupt is a BaseException
         interrupted = error
@@ -317,6 +342,7 @@ def _case_result(
         None,
         execution.executed_steps,
         execution.cached_steps,
+        execution.total_usage(),
     )
 
 
@@ -329,6 +355,7 @@ class ScoredRun:
     cases: dict[str, CaseScore]
     drifted: tuple[str, ...]
     mixed_revisions: tuple[str, ...]
+    usage: dict[str, StepUsage] = field(default_factory=dict)  # model calls, by case id
 
 
 def score_run(
@@ -346,6 +373,7 @@ def score_run(
     schema = workflow.scored_node(golden_set.node_id).schema
     cases = {c.case_id: c for c in golden_store.list_cases(conn, run.set_name)}
     scored: dict[str, CaseScore] = {}
+    usage: dict[str, StepUsage] = {}
     drifted = []
     mixed = []
     for result in golden_store.results_of_run(conn, golden_run_id):
@@ -354,6 +382,8 @@ def score_run(
             continue  # deleted since: its results went with it
         if case_ids is not None and result.case_id not in case_ids:
             continue
+        if result.usage is not None:
+            usage[result.case_id] = result.usage
         if result.revision != run.revision:
             mixed.append(result.case_id)
         if schema_drift(case.schema_fingerprint, schema):
@@ -374,6 +404,7 @@ def score_run(
         scored,
         tuple(drifted),
         tuple(mixed),
+        usage,
     )
 
 

@@ -31,12 +31,17 @@ def scored_run_json(scored: ScoredRun) -> dict[str, Any]:
             "executedSteps": run.executed_steps,
             "cachedSteps": run.cached_steps,
             "costUnits": run.cost_units,
+            **({"model": run.usage.to_json()} if run.usage is not None else {}),
         },
         "score": scored.score.to_json(),
         "mixedRevisions": list(scored.mixed_revisions),
         "schemaDrift": list(scored.drifted),
         "cases": {
-            case_id: {**case.to_json(), "why": case_why(case) if case.status != "passed" else None}
+            case_id: {
+                **case.to_json(),
+                "why": case_why(case) if case.status != "passed" else None,
+                **({"model": scored.usage[case_id].to_json()} if case_id in scored.usage else {}),
+            }
             for case_id, case in scored.cases.items()
         },
     }
@@ -55,6 +60,7 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
         f"- stale labels: {score.stale_labels} on {score.stale_fields} field(s) (not scored)",
         f"- charged: {run.executed_steps} steps executed, {run.cached_steps} served from "
         f"cache, {run.cost_units:g} cost units",
+        *([f"- {run.usage.summary()}"] if run.usage is not None else []),
     ]
     if scored.drifted:
         lines.append(f"- schema drift (warning): cases {', '.join(scored.drifted)}")

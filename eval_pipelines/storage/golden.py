@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -10,6 +11,7 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.core.errors import ConflictError, NotFoundError
+from eval_pipelines.core.workflows.nodes import StepUsage
 
 
 def _now() -> datetime:
@@ -195,12 +197,50 @@ class GoldenRun:
     cost_units: float
     threshold: float
     reason: str | None = None  # why a run closed by reconciliation failed
+    usage: StepUsage | None = None  # its model calls (None: no metered step ran)
 
 
 _RUN_COLUMNS = (
     "golden_run_id, set_name, workflow, revision, dagster_run_id, status, started_at, "
     "finished_at, executed_steps, cached_steps, cost_units, threshold, reason"
 )
+USAGE_COLUMNS = (
+    "model_calls",
+    "model_calls_from_cache",
+    "model_calls_failed",
+    "input_tokens",
+    "output_tokens",
+    "model_cost",
+    "model_cost_note",
+)
+_SELECT_RUN = f"{_RUN_COLUMNS}, {', '.join(USAGE_COLUMNS)}"
+
+
+def usage_values(usage: StepUsage | None) -> list[Any]:
+    """The usage columns' values (all NULL: no metered step)."""
+    if usage is None:
+        return [None] * len(USAGE_COLUMNS)
+    return [
+        usage.calls,
+        usage.from_cache,
+        usage.failed,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cost,
+        usage.cost_note,
+    ]
+
+
+def usage_of_row(values: tuple[Any, ...] | list[Any]) -> StepUsage | None:
+    if values[0] is None:
+        return None
+    calls, from_cache, failed, input_tokens, output_tokens = (int(v) for v in values[:5])
+    return StepUsage(calls, from_cache, failed, input_tokens, output_tokens, values[5], values[6])
+
+
+def _run_of(row: tuple[Any, ...]) -> GoldenRun:
+    base = len(row) - len(USAGE_COLUMNS)
+    return dataclasses.replace(GoldenRun(*row[:base]), usage=usage_of_row(row[base:]))
 
 
 def start_run(conn: duckdb.DuckDBPyConnection, run: GoldenRun) -> None:
@@ -234,6 +274,7 @@ class CaseResult:
     skip_reason: str | None
     executed_steps: int
     cached_steps: int
+    usage: StepUsage | None = None  # the model calls of its document's metered steps
 
 
 def finish_run(
@@ -245,12 +286,16 @@ def finish_run(
     cost_units: float,
     executed_steps: int,
     cached_steps: int,
+    usage: StepUsage | None = None,
 ) -> None:
     """Store every case's result and close the run (``completed``, ``failed``) with what it
-    charged: steps of distinct documents (a document two cases use ran once)."""
+    charged: steps of distinct documents (a document two cases use ran once), and ``usage``
+    (their model calls)."""
     for set_name, result in results:
         conn.execute(
-            "INSERT INTO golden_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO golden_results (golden_run_id, set_name, case_id, revision, ran, "
+            "output, error, skip_reason, executed_steps, cached_steps, "
+            f"{', '.join(USAGE_COLUMNS)}) VALUES ({', '.join(['?'] * 17)})",
             [
                 golden_run_id,
                 set_name,
@@ -262,17 +307,20 @@ def finish_run(
                 result.skip_reason,
                 result.executed_steps,
                 result.cached_steps,
+                *usage_values(result.usage),
             ],
         )
     conn.execute(
         "UPDATE golden_runs SET status = ?, finished_at = ?, executed_steps = ?, "
-        "cached_steps = ?, cost_units = ? WHERE golden_run_id = ?",
+        f"cached_steps = ?, cost_units = ?, {' = ?, '.join(USAGE_COLUMNS)} = ? "
+        "WHERE golden_run_id = ?",
         [
             status,
             _now(),
             executed_steps,
             cached_steps,
             cost_units,
+            *usage_values(usage),
             golden_run_id,
         ],
     )
@@ -280,11 +328,11 @@ def finish_run(
 
 def load_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> GoldenRun:
     row = conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE golden_run_id = ?", [golden_run_id]
+        f"SELECT {_SELECT_RUN} FROM golden_runs WHERE golden_run_id = ?", [golden_run_id]
     ).fetchone()
     if row is None:
         raise NotFoundError(f"run={golden_run_id!r}: no such golden run")
-    return GoldenRun(*row)
+    return _run_of(row)
 
 
 def runs_of_set(
@@ -297,21 +345,21 @@ def runs_of_set(
 ) -> list[GoldenRun]:
     """The set's runs, newest first (optionally of one revision, one status)."""
     rows = conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE set_name = ? "
+        f"SELECT {_SELECT_RUN} FROM golden_runs WHERE set_name = ? "
         "AND (? IS NULL OR revision = ?) AND (? IS NULL OR status = ?) "
         "ORDER BY started_at DESC, golden_run_id DESC LIMIT ?",
         [set_name, revision, revision, status, status, limit],
     ).fetchall()
-    return [GoldenRun(*row) for row in rows]
+    return [_run_of(row) for row in rows]
 
 
 def running_runs(conn: duckdb.DuckDBPyConnection) -> list[GoldenRun]:
     """Every run still marked ``running`` (live, or left so by a killed process)."""
     rows = conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE status = 'running' "
+        f"SELECT {_SELECT_RUN} FROM golden_runs WHERE status = 'running' "
         "ORDER BY started_at, golden_run_id"
     ).fetchall()
-    return [GoldenRun(*row) for row in rows]
+    return [_run_of(row) for row in rows]
 
 
 def close_abandoned_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str, reason: str) -> bool:
@@ -327,16 +375,23 @@ def close_abandoned_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str, rea
 
 def runs_of_dagster_run(conn: duckdb.DuckDBPyConnection, dagster_run_id: str) -> list[GoldenRun]:
     rows = conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM golden_runs WHERE dagster_run_id = ? ORDER BY set_name",
+        f"SELECT {_SELECT_RUN} FROM golden_runs WHERE dagster_run_id = ? ORDER BY set_name",
         [dagster_run_id],
     ).fetchall()
-    return [GoldenRun(*row) for row in rows]
+    return [_run_of(row) for row in rows]
 
 
 def results_of_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str) -> list[CaseResult]:
     rows = conn.execute(
         "SELECT case_id, revision, ran, output, error, skip_reason, executed_steps, "
-        "cached_steps FROM golden_results WHERE golden_run_id = ? ORDER BY case_id",
+        f"cached_steps, {', '.join(USAGE_COLUMNS)} FROM golden_results "
+        "WHERE golden_run_id = ? ORDER BY case_id",
         [golden_run_id],
     ).fetchall()
-    return [CaseResult(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, *r[4:]) for r in rows]
+    return [
+        dataclasses.replace(
+            CaseResult(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, *r[4:8]),
+            usage=usage_of_row(r[8:]),
+        )
+        for r in rows
+    ]

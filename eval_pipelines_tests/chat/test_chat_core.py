@@ -56,9 +56,17 @@ def test_the_response_format_follows_the_settings() -> None:
     assert schema.create_arguments()["response_format"]["type"] == "json_schema"
     loose = build_request(parse_chat_settings(_config(responseFormat="json_object"), ENV), messages)
     assert loose.create_arguments()["response_format"] == {"type": "json_object"}
+    inside = build_request(
+        parse_chat_settings(_config(responseFormat="json_object_schema"), ENV), messages
+    )
+    # llama-cpp-python's server: the schema inside a json_object format
+    assert inside.create_arguments()["response_format"] == {
+        "type": "json_object",
+        "schema": schema.create_arguments()["response_format"]["json_schema"]["schema"],
+    }
     bare = build_request(parse_chat_settings(_config(responseFormat="none"), ENV), messages)
     assert "response_format" not in bare.create_arguments()
-    assert len({schema.key, loose.key, bare.key}) == 3
+    assert len({schema.key, loose.key, inside.key, bare.key}) == 4
 
 
 @pytest.mark.parametrize(
@@ -149,6 +157,23 @@ def test_cost_from_the_price_table_and_none_without_a_price() -> None:
     # 1000 input tokens at 1 per 1M + 200 output tokens at 4 per 1M
     assert call_cost(prices, "m1", 1000, 200) == pytest.approx(0.0018, rel=1e-12)
     assert call_cost(prices, "m2", 1000, 200) is None
+
+
+def test_an_extraction_can_send_its_schema_inside_a_json_object_format() -> None:
+    """``json_object_schema`` (llama-cpp-python's server refuses ``json_schema``): the node's
+    answer schema is sent as ``{"type": "json_object", "schema": ...}``."""
+    from eval_pipelines.core.chat.extract import extraction_format, extraction_json_schema
+    from eval_pipelines.core.workflows.schema import parse_schema
+
+    schema = parse_schema(
+        {"fields": [{"id": "total", "name": "Total", "type": "number", "source": "total"}]}, "s"
+    )
+    settings = parse_chat_settings(_config(responseFormat="json_object_schema"), ENV)
+    assert extraction_format(settings, schema) == {
+        "type": "json_object",
+        "schema": extraction_json_schema(schema),
+    }
+    assert extraction_json_schema(schema)["required"] == ["total"]
 
 
 def test_a_chat_variant_takes_its_model_from_the_llm_level_table() -> None:

@@ -41,13 +41,23 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 
 JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
+# The schema inside a json_object format: llama-cpp-python's server's form (docs/models.md).
+JSON_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "json_object",
+    "schema": ANSWER_SCHEMA["json_schema"]["schema"],
+}
 FROM_SETTINGS = "settings"
 
 
 def answer_format(settings: ChatSettings) -> dict[str, Any] | None:
     """The ``response_format`` the settings ask for: the answer's JSON schema (default), any
-    JSON object (endpoints without schemas), or none (endpoints that refuse the field)."""
-    return {"json_schema": ANSWER_SCHEMA, "json_object": JSON_OBJECT}.get(settings.response_format)
+    JSON object (endpoints without schemas), a JSON object with the schema inside (the form
+    llama-cpp-python's server takes), or none (endpoints that refuse the field)."""
+    return {
+        "json_schema": ANSWER_SCHEMA,
+        "json_object": JSON_OBJECT,
+        "json_object_schema": JSON_OBJECT_SCHEMA,
+    }.get(settings.response_format)
 
 
 @dataclasses.dataclass(frozen=True)

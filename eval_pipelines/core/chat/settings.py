@@ -34,7 +34,9 @@ OPTION_KEYS = (
     "timeout",
     "responseFormat",
 )
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+# json_object_schema: {"type": "json_object", "schema": ...}, the form llama-cpp-python's server
+# takes (it refuses "json_schema" and turns the schema into a grammar).
+RESPONSE_FORMATS = ("json_schema", "json_object", "json_object_schema", "none")
 TRIALS_MAX = 20
 CONCURRENCY_MAX = 64
 RETRIES_MAX = 20
@@ -185,3 +187,40 @@ def api_key(settings: ChatSettings, environ: Mapping[str, str]) -> str | None:
             "this environment variable is not set (or empty) where the calls run",
         )
     return key
+
+
+NODE_KEYS = ("options", "prices", "concurrency", "maxRetries")
+NODE_MAX_TOKENS = 1024  # an extraction answers with every field: 64 tokens would cut it off
+
+
+def parse_node_chat_settings(
+    config: Mapping[str, Any], environ: Mapping[str, str], *, where: str
+) -> ChatSettings:
+    """The settings of a workflow's ``chat`` extract node (``config``: the node mapping
+    besides ``id``, ``type``, ``cost``, ``schema``): the keys of a chat variant but
+    ``trials`` (a step runs once per document and its output is cached: a repeated trial
+    would never be made) and ``llmLevel``/``models`` (a node names its model); ``maxTokens``
+    defaults to :data:`NODE_MAX_TOKENS`.
+
+    Raises
+    ------
+    InputError
+        Naming the first bad field, as :func:`parse_chat_settings` does; ``{where}.trials``
+        and any other key besides ``options``, ``prices``, ``concurrency``, ``maxRetries``.
+    """
+    if "trials" in config:
+        raise InputError(
+            f"{where}.trials",
+            config["trials"],
+            "a workflow node runs once per document (its step is cached); repeated trials "
+            "are for holdout variants",
+        )
+    unknown = sorted(set(config) - set(NODE_KEYS))
+    if unknown:
+        raise InputError(
+            f"{where}.{unknown[0]}", config[unknown[0]], f"known: {', '.join(NODE_KEYS)}"
+        )
+    options = config.get("options", {})
+    if isinstance(options, Mapping) and "maxTokens" not in options:
+        config = {**config, "options": {**options, "maxTokens": NODE_MAX_TOKENS}}
+    return parse_chat_settings(config, environ, where=where)

@@ -6,7 +6,7 @@ A workflow is a named pipeline of nodes that turns an input into output fields::
     description: Supplier invoices
     nodes:
       - id: invoice
-        type: invoice2data        # or python (function: "module:function")
+        type: invoice2data        # or python (function: "module:function"), or chat
         templates: [...]          # invoice2data templates, inline or template_files: [...]
         cost: 1                   # cost units charged per executed (not cached) step
         schema:
@@ -160,7 +160,12 @@ def parse_workflow(document: Any, *, name: str, base_dir: Path) -> Workflow:
         schema_doc = CLASSIFY_SCHEMA if kind == "classify" else raw.get("schema")
         schema = parse_schema(schema_doc, f"{where}.schema", require_source=True)
         config = {k: v for k, v in raw.items() if k not in ("id", "type", "cost", "schema")}
-        config = node_type_for(node_type).prepare(config, where, base_dir)
+        implementation = node_type_for(node_type)
+        if getattr(implementation, "uses_schema", False):
+            # Its output depends on the schema (a chat node's prompt and answer format): the
+            # configuration, hence the step's cache key, must cover it.
+            config = {**config, "schema": schema.to_json()}
+        config = implementation.prepare(config, where, base_dir)
         prepared.append(
             {
                 "id": node_id,

@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipelines.core.workflows.definition import Node, Workflow
-from eval_pipelines.core.workflows.nodes import Document, NodeFailed, node_type_for
+from eval_pipelines.core.workflows.nodes import (
+    NODE_TYPES,
+    SERVED_FROM_STEP_CACHE,
+    Document,
+    NodeFailed,
+    StepContext,
+    StepUsage,
+    is_metered,
+    node_type_for,
+)
 from eval_pipelines.core.workflows.step_worker import StepCanceled
 
 CacheKey = tuple[str, str, str]  # (document_id, node_id, chain_hash)
@@ -39,7 +48,8 @@ class Execution:
     """What running the workflow over one document produced and charged.
 
     ``outputs`` holds each node's raw output up to the last node that ran; ``error`` says why
-    the run stopped early (a node failed); ``new_cache`` holds the steps executed now.
+    the run stopped early (a node failed); ``new_cache`` holds the steps executed now;
+    ``usage`` what the steps of metered nodes (``chat``) called, by node id.
     """
 
     document_id: str
@@ -50,6 +60,16 @@ class Execution:
     cached_steps: int
     cost_units: float
     new_cache: dict[CacheKey, CachedStep] = field(default_factory=dict)
+    usage: dict[str, StepUsage] = field(default_factory=dict)
+
+    def total_usage(self) -> StepUsage | None:
+        """The usage of every metered step (None: the workflow has none that ran)."""
+        if not self.usage:
+            return None
+        total = StepUsage()
+        for usage in self.usage.values():
+            total = total + usage
+        return total
 
 
 def cache_keys(workflow: Workflow, document_id: str, until: str | None = None) -> list[CacheKey]:
@@ -68,9 +88,11 @@ def execute(
     cache: Mapping[CacheKey, CachedStep],
     *,
     until: str | None = None,
+    context: StepContext | None = None,
 ) -> Execution:
     """Run the nodes in order (stopping after ``until``), each node seeing the outputs of
     the nodes before it. A node that fails stops the run: later nodes have nothing to work on.
+    ``context`` is handed to metered node types (a ``chat`` node's client and cache).
 
     Raises
     ------
@@ -80,6 +102,7 @@ def execute(
     """
     outputs: dict[str, dict[str, Any]] = {}
     new_cache: dict[CacheKey, CachedStep] = {}
+    usage: dict[str, StepUsage] = {}
     executed = cached = 0
     cost = 0.0
     error = None
@@ -88,6 +111,8 @@ def execute(
         if key in cache:
             entry = cache[key]
             cached += 1
+            if is_metered(NODE_TYPES.get(node.type)):
+                usage[node.id] = SERVED_FROM_STEP_CACHE
             if isinstance(entry, StepFailure):
                 error = f"node {node.id}: {entry.error}{FROM_CACHE}"
                 break
@@ -96,8 +121,12 @@ def execute(
             executed += 1
             cost += node.cost
             try:
-                output = _run(node, document, outputs)
+                output, used = _run(node, document, outputs, context or StepContext())
+                if used is not None:
+                    usage[node.id] = used
             except NodeFailed as failure:
+                if failure.usage is not None:
+                    usage[node.id] = failure.usage
                 error = f"node {node.id}: {failure}"
                 if failure.cacheable:
                     new_cache[key] = StepFailure(str(failure))
@@ -115,16 +144,26 @@ def execute(
         cached,
         cost,
         new_cache,
+        usage,
     )
 
 
-def _run(node: Node, document: Document, upstream: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _run(
+    node: Node, document: Document, upstream: dict[str, dict[str, Any]], context: StepContext
+) -> tuple[dict[str, Any], StepUsage | None]:
+    used: StepUsage | None = None
     try:
-        output = node_type_for(node.type).run(node.config, document, dict(upstream))
+        node_type = node_type_for(node.type)
+        if is_metered(node_type):
+            output, used = node_type.run_metered(  # type: ignore[attr-defined]
+                node.config, document, dict(upstream), context
+            )
+        else:
+            output = node_type.run(node.config, document, dict(upstream))
     except (NodeFailed, StepCanceled):
         raise  # a canceled step is the run stopping, not this document failing
     except Exception as error:  # a node type's own bug must not sink the other cases
         raise NodeFailed(f"{type(error).__name__}: {error}") from error
     if not isinstance(output, dict):
-        raise NodeFailed(f"returned {type(output).__name__}, not a mapping")
-    return output
+        raise NodeFailed(f"returned {type(output).__name__}, not a mapping", usage=used)
+    return output, used

@@ -8,7 +8,7 @@ reference) is folded into its configuration, so the revision's content hash pins
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,9 +40,99 @@ class NodeFailed(EvalPipelinesError, RuntimeError):
     says nothing about the step itself (its code changed under the revision, say) runs again.
     """
 
-    def __init__(self, message: str, *, cacheable: bool = True) -> None:
+    def __init__(
+        self, message: str, *, cacheable: bool = True, usage: StepUsage | None = None
+    ) -> None:
         super().__init__(message)
         self.cacheable = cacheable
+        self.usage = usage  # a metered step's calls made before it failed (they were paid)
+
+
+@dataclass(frozen=True)
+class StepUsage:
+    """What a metered step's model calls did (a ``chat`` node: one call per document).
+
+    ``calls`` were answered by the endpoint now (paid), ``from_cache`` were served from a
+    cache (the ``chat_calls`` cache, or the whole step from the step cache: free), ``failed``
+    got no answer. Tokens are the endpoint's counts for the calls made now; ``cost`` is theirs
+    from the node's price table, None when the model has no price (``cost_note`` says so).
+    """
+
+    calls: int = 0
+    from_cache: int = 0
+    failed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = 0.0
+    cost_note: str | None = None
+
+    def __add__(self, other: StepUsage) -> StepUsage:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return StepUsage(
+            self.calls + other.calls,
+            self.from_cache + other.from_cache,
+            self.failed + other.failed,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+            self.cost_note or other.cost_note,
+        )
+
+    def summary(self) -> str:
+        """One line: ``model calls: 3 made, 0 from cache, 0 failed; tokens 812 in, 96 out;
+        cost 0.000180`` (``cost unknown (...)`` without a price)."""
+        cost = (
+            f"cost {self.cost:.6g}"
+            if self.cost is not None
+            else (f"cost unknown ({self.cost_note})" if self.cost_note else "cost unknown")
+        )
+        return (
+            f"model calls: {self.calls} made, {self.from_cache} from cache, {self.failed} "
+            f"failed; tokens {self.input_tokens} in, {self.output_tokens} out; {cost}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "fromCache": self.from_cache,
+            "failed": self.failed,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cost": self.cost,
+            "costNote": self.cost_note,
+        }
+
+
+SERVED_FROM_STEP_CACHE = StepUsage(from_cache=1)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a run hands to the steps of a metered node type: ``call_chat(settings,
+    requests, stop)`` answers chat requests through the run's warehouse cache (see
+    :mod:`eval_pipelines.stages.workflow_chat`); None where no run gives one."""
+
+    call_chat: Callable[..., Any] | None = None
+
+
+class MeteredNodeType(Protocol):
+    """A node type whose steps call a model and say what that cost: the executor calls
+    :meth:`run_metered` (with the run's :class:`StepContext`) instead of ``run``, and counts a
+    step served from the step cache as one call from cache."""
+
+    def run_metered(
+        self,
+        config: dict[str, Any],
+        document: Document,
+        upstream: Mapping[str, Mapping[str, Any]],
+        context: StepContext,
+    ) -> tuple[dict[str, Any], StepUsage]:
+        """Raw output and usage; raises :class:`NodeFailed` (with its ``usage``)."""
+        ...
+
+
+def is_metered(node_type: object) -> bool:
+    return callable(getattr(node_type, "run_metered", None))
 
 
 class NodeType(Protocol):

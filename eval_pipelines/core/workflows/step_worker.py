@@ -91,6 +91,12 @@ def cancel_on(event: threading.Event) -> Iterator[None]:
         _CANCEL.reset(token)
 
 
+def cancel_event() -> threading.Event | None:
+    """The event of this thread's innermost :func:`cancel_on` (None outside one): a step that
+    runs in the thread itself (a ``chat`` node's call) stops when it is set."""
+    return _CANCEL.get()
+
+
 @dataclass
 class _Worker:
     process: subprocess.Popen[bytes]

@@ -1,0 +1,74 @@
+"""The chat client of a workflow run: what a ``chat`` node's steps call their model through.
+
+:func:`step_context` gives the :class:`~eval_pipelines.core.workflows.nodes.StepContext` a
+golden run or a test run hands to its steps: ``call_chat(settings, requests, stop)`` answers
+through :func:`~eval_pipelines.stages.chat_calls.run_chat_calls` with the run's warehouse
+(its ``chat_calls`` cache: a call answered once is never paid again, even when the step
+itself was not cached because the run was killed before it stored its steps). The API key is
+read from the environment of the process the step runs in, by ``run_chat_calls``; it is never
+part of the context.
+
+A golden run runs four cases at a time, each step one call; the node's ``concurrency`` caps
+the calls in flight per endpoint across them (a semaphore per endpoint and limit, shared by
+the run's threads), so ``concurrency: 1`` makes the calls one at a time. Waiting for a slot
+and waiting between retries end as soon as the run is stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from eval_pipelines.core.chat.request import ChatRequest
+from eval_pipelines.core.chat.settings import ChatSettings
+from eval_pipelines.core.workflows.nodes import StepContext
+from eval_pipelines.stages.chat_calls import ChatCallsResult, run_chat_calls
+
+SLOT_POLL_SECONDS = 0.1
+
+_LOCK = threading.Lock()
+_SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+
+
+def _slot(endpoint: str, concurrency: int) -> threading.BoundedSemaphore:
+    with _LOCK:
+        return _SLOTS.setdefault((endpoint, concurrency), threading.BoundedSemaphore(concurrency))
+
+
+class WorkflowChat:
+    """``call_chat`` of a run over ``warehouse``."""
+
+    def __init__(self, warehouse: Path) -> None:
+        self.warehouse = warehouse
+
+    def __call__(
+        self,
+        settings: ChatSettings,
+        requests: list[ChatRequest],
+        stop: threading.Event | None = None,
+    ) -> ChatCallsResult:
+        slot = _slot(settings.endpoint, settings.concurrency)
+        while not slot.acquire(timeout=SLOT_POLL_SECONDS):
+            if stop is not None and stop.is_set():
+                break  # run_chat_calls fails the calls as stopped (cached answers still count)
+        else:
+            try:
+                return run_chat_calls(
+                    self.warehouse, settings, requests, stop=stop, sleep=_sleeper(stop)
+                )
+            finally:
+                slot.release()
+        return run_chat_calls(self.warehouse, settings, requests, stop=stop)
+
+
+def _sleeper(stop: threading.Event | None) -> Any:
+    if stop is None:
+        return time.sleep
+    return lambda seconds: stop.wait(seconds)
+
+
+def step_context(warehouse: Path) -> StepContext:
+    """The context of a run's steps over ``warehouse``."""
+    return StepContext(call_chat=WorkflowChat(warehouse))
