@@ -215,6 +215,9 @@ def test_example_classifier_by_entry_point_and_by_import_path(small_case: str) -
         "version": version,
     }
     assert by_name["score"] == by_path["score"]  # one function, two ways of naming it
+    markdown = api.get_holdout_eval(small_case, launched.eval_id).report_markdown
+    assert markdown is not None
+    assert f"| plug-in | - | most-similar (eval_pipelines_example {version}) |" in markdown
     assert by_name["failedRows"] == 0 and by_name["score"]["n"] == 60
     # Its code is the nearest record's label, as knn-vote's `nearest` strategy decides it.
     for depth in ("3", "4"):

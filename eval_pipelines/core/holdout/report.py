@@ -562,6 +562,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines.append(
         _row(["failed rows", *(str(variant["failedRows"]) for variant in report["variants"])])
     )
+    lines += _plugin_rows(report["variants"])
     lines += _model_usage_rows(report["variants"])
     if report["comparisons"]:
         lines += [
@@ -600,6 +601,26 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 def _cost(cost: float | None, reason: str | None) -> str:
     return f"{cost:.6g}" if cost is not None else f"unknown ({reason})"
+
+
+def _plugin_rows(variants: list[dict[str, Any]]) -> list[str]:
+    """The plug-in each variant ran (name, then its distribution and version or its module
+    file's hash), so the table says which code gave its figures; none when no variant ran
+    one."""
+    if not any(variant.get("plugin") for variant in variants):
+        return []
+
+    def identity(plugin: dict[str, str] | None) -> str:
+        if not plugin:
+            return "-"
+        pinned = (
+            f"{plugin['distribution']} {plugin['version']}"
+            if "distribution" in plugin
+            else f"sha256 {plugin.get('sha256', '?')}"
+        )
+        return _cell(f"{plugin['name']} ({pinned})")
+
+    return [_row(["plug-in", *(identity(variant.get("plugin")) for variant in variants)])]
 
 
 def _model_usage_rows(variants: list[dict[str, Any]]) -> list[str]:
