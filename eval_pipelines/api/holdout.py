@@ -25,6 +25,7 @@ from eval_pipelines.core.holdout.spec import (
     HoldoutSpec,
     parse_holdout_request,
 )
+from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER
 from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.storage import cases as cases_store
@@ -56,13 +57,16 @@ class LaunchedEval(JsonResult):
 
 @dataclass(frozen=True)
 class TokenEstimateVariant(JsonResult):
-    """One variant's expected spend: ``records`` x ``tokens_per_record`` = ``tokens``."""
+    """One variant's expected spend: ``records`` x ``tokens_per_record`` = ``tokens``; for a
+    chat variant ``chat`` says how (:class:`~eval_pipelines.core.chat.variant.ChatEstimate`:
+    real prompts of sampled rows, trials, the answer budget, the cost)."""
 
     name: str
     classifier: str
     records: int
     tokens_per_record: int
     tokens: int
+    chat: dict[str, Any] | None = json_field(omit_none=True, default=None)
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,8 @@ def _case_context(conn: Any, case_id: str) -> CaseContext:
         target_depth=info.target_depth,
         metadata_columns=info.metadata_columns,
         memo=memo_store.entry_contents(conn, case_id),
-        classifiers=tuple(known_classifiers()),
+        # ``chat`` is built in for holdout variants (stages.chat_classify), not a registry entry.
+        classifiers=(*known_classifiers(), CHAT_CLASSIFIER),
         n_records=info.n_records,
         embeddings_version=_current_embeddings(conn, case_id, info.records_version),
     )
@@ -320,11 +325,25 @@ def _per_variant(estimate: TokenEstimate) -> str:
 
 def _estimate_tokens(spec: HoldoutSpec) -> TokenEstimate:
     """Tokens the evaluation is expected to spend: per variant, the sample size times its
-    classifier's declared tokens per record (the built-in knn-vote declares 0)."""
+    classifier's declared tokens per record (the built-in knn-vote declares 0); a chat
+    variant's is the estimate from real prompts stored in the spec (:func:`_chat_checked`)."""
     from eval_pipelines.core.holdout.classify import tokens_per_record
 
     variants = []
     for v in spec.variants:
+        chat = (spec.token_estimate or {}).get(v.name)
+        if chat is not None:
+            variants.append(
+                TokenEstimateVariant(
+                    v.name,
+                    v.config.classifier,
+                    chat["records"],
+                    chat["tokens"] // chat["records"],
+                    chat["tokens"],
+                    chat,
+                )
+            )
+            continue
         per_record = tokens_per_record(v.config.classifier, v.config)
         variants.append(
             TokenEstimateVariant(
@@ -336,6 +355,106 @@ def _estimate_tokens(spec: HoldoutSpec) -> TokenEstimate:
             )
         )
     return TokenEstimate(tuple(variants), sum(v.tokens for v in variants))
+
+
+def _chat_checked(conn: Any, spec: HoldoutSpec, trials: Any) -> HoldoutSpec:
+    """The spec with ``trials`` set on every chat variant, each chat variant's settings
+    checked against ``os.environ`` and its token estimate made from real prompts.
+
+    Raises
+    ------
+    InputError
+        Naming the field, for a bad chat setting, ``trials`` outside 1..20 or given without a
+        chat variant, and for ``aa`` or ``leakageCheck`` with a chat baseline.
+    """
+    import os
+
+    from eval_pipelines.core.chat.settings import TRIALS_MAX
+    from eval_pipelines.core.chat.variant import variant_settings
+
+    chat = [i for i, v in enumerate(spec.variants) if v.config.classifier == CHAT_CLASSIFIER]
+    if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= TRIALS_MAX:
+            raise InputError("trials", trials, f"must be a whole number from 1 to {TRIALS_MAX}")
+        if not chat:
+            raise InputError(
+                "trials",
+                trials,
+                "asks each record several times of a chat variant; this evaluation has no "
+                "chat variant (knn-vote and plug-ins answer the same every time)",
+            )
+        spec = replace(
+            spec,
+            variants=tuple(
+                replace(v, config=replace(v.config, trials=trials)) if i in chat else v
+                for i, v in enumerate(spec.variants)
+            ),
+        )
+    if not chat:
+        return spec
+    if 0 in chat and spec.aa:
+        raise InputError(
+            "aa",
+            True,
+            "the A/A twin of a chat baseline would be answered from the call cache (the same "
+            "requests): it measures nothing; use trials for the model's own non-determinism",
+        )
+    if 0 in chat and spec.leakage_check:
+        raise InputError(
+            "leakageCheck",
+            True,
+            "is not supported with a chat baseline (it would classify the sample a second "
+            "time with the model); put a knn-vote variant first",
+        )
+    settings = {
+        spec.variants[i].name: variant_settings(
+            spec.variants[i].config, os.environ, where=f"variants[{i}].config"
+        )
+        for i in chat
+    }
+    return replace(spec, token_estimate=_chat_estimates(conn, spec, settings))
+
+
+def _chat_estimates(conn: Any, spec: HoldoutSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Each chat variant's estimate from the real prompts of the first sampled rows: the
+    sample the run will draw (same keys, size and seed), their texts, the variant's memo
+    instructions and candidate lines with real titles (the labels of the sampled rows, as many
+    as the variant's ``candidates``: the most it can be offered)."""
+    from eval_pipelines.core.chat.classify import chat_messages
+    from eval_pipelines.core.chat.variant import ESTIMATE_ROWS, estimate_variant
+    from eval_pipelines.core.holdout.sampling import draw_sample
+
+    keys = cases_store.record_keys(conn, spec.case_id, spec.records_version)
+    sample = draw_sample(keys, spec.sample_size, seed=spec.seed)
+    rows = cases_store.records_by_key(
+        conn, spec.case_id, spec.records_version, list(sample.keys[: max(ESTIMATE_ROWS, 200)])
+    )
+    labels = list(dict.fromkeys(rows[k][1] for k in sample.keys if k in rows))
+    titles = cases_store.load_titles(conn, spec.case_id, spec.tree_version, labels)
+    estimates = {}
+    for variant in spec.variants:
+        if variant.name not in settings:
+            continue
+        chat = settings[variant.name]
+        ids = spec.memo_ids_of(variant) or ()
+        instructions = [
+            _InstructionOnly((spec.memo_entries or {}).get(i, {}).get("instruction", ""))
+            for i in ids
+        ]
+        offered = [(code, 1.0) for code in labels[: variant.config.candidates]]
+        prompts = [
+            chat_messages(chat, rows[key][0], offered, instructions, titles)  # type: ignore[arg-type]
+            for key in sample.keys[:ESTIMATE_ROWS]
+        ]
+        estimates[variant.name] = estimate_variant(chat, prompts, sample.size).to_json()
+    return estimates
+
+
+@dataclass(frozen=True)
+class _InstructionOnly:
+    """What :func:`~eval_pipelines.core.chat.classify.chat_messages` reads of a memo entry."""
+
+    instruction: str
 
 
 def start_holdout_eval(
@@ -355,8 +474,15 @@ def start_holdout_eval(
     aa: bool = False,
     leakage_check: bool = False,
     progress: Callable[[HoldoutStatus], None] | None = None,
+    trials: int | None = None,
 ) -> LaunchedEval:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
+
+    A ``chat`` variant's config is checked here against ``os.environ`` (the variable
+    ``apiKeyEnv`` names must be set; the key itself is never stored): model (``options.model``,
+    or ``models[llmLevel]``), base URL, prices, trials, concurrency, retries.
+    ``trials`` (``--trials``) sets ``trials`` on every chat variant; it is refused on an
+    evaluation without one (it would change nothing).
 
     ``aa`` adds the A/A arm (the baseline classified twice; the report gives the flip rate
     and the false-positive rate of 20 seeded half splits); ``leakage_check`` also scores the
@@ -408,6 +534,7 @@ def start_holdout_eval(
                 aa=aa,
                 leakage_check=leakage_check,
             )
+            spec = _chat_checked(conn, spec, trials)
             estimate = _estimate_tokens(spec)
             if estimate.total_tokens > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
                 raise TokenConfirmationNeeded(estimate)

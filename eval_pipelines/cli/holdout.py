@@ -143,6 +143,8 @@ def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., Launched
         "aa": args.aa,
         "leakage_check": args.leakage_check,
     }
+    if getattr(args, "trials", None) is not None:
+        options["trials"] = args.trials
     try:
         started, said = _start(args, start, confirm_tokens=args.yes, **options)
     except TokenConfirmationNeeded as needed:
@@ -304,6 +306,13 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     holdout.add_argument("case")
     holdout.add_argument("--variants-file", required=True)
     add_eval_flags(holdout)
+    holdout.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="ask each record N times (1..20) of every chat variant (sets their config "
+        "`trials`); refused on an evaluation without a chat variant",
+    )
     holdout.add_argument(
         "--no-launch",
         action="store_true",

@@ -214,19 +214,25 @@ def classify_tasks(
 ) -> Iterator[dg.DynamicOutput[Any]]:
     """Fan out: one classify step per variant, each carrying everything it needs."""
     with warehouse.connect(read_only=True) as conn:
-        tasks = holdout.classify_tasks(conn, context.partition_key)
+        tasks = holdout.classify_tasks(
+            conn, context.partition_key, warehouse=warehouse.warehouse_path()
+        )
     for task in tasks:
         yield dg.DynamicOutput(task, mapping_key=task.variant.step_key)
 
 
 @dg.op(retry_policy=dg.RetryPolicy(max_retries=2, delay=2))
 def classify_variant(context: dg.OpExecutionContext, task: Any) -> Any:
-    """Classify the shared sample with one variant's memo and config (no warehouse access)."""
+    """Classify the shared sample with one variant's memo and config (no warehouse access,
+    except a chat variant's call cache; its progress is logged as it goes)."""
     context.log.info(
         f"Classifying {len(task.records)} records with variant {task.variant.name!r} "
         f"({task.variant.config.classifier}, memo {task.memo_version})"
     )
-    result = holdout.classify_variant(task)
+    try:
+        result = holdout.classify_variant(task, log=context.log.info)
+    except REFUSALS as error:
+        raise _stage_failure(error) from None
     context.log.info(f"Variant {task.variant.name!r} done in {result.usage['seconds']} s")
     return result
 

@@ -92,6 +92,28 @@ class ChatCallsResult(JsonResult):
     waits: tuple[float, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class ChatProgress:
+    """Where a batch of calls is: ``done`` of ``total`` distinct calls answered or failed
+    (``from_cache`` of them read from the cache), the tokens of the calls answered so far
+    (cache included) and ``seconds`` since the batch started."""
+
+    done: int
+    total: int
+    from_cache: int
+    failed: int
+    tokens: int
+    seconds: float
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the pace of the calls made so far (None before one was made)."""
+        made = self.done - self.from_cache
+        if made <= 0 or self.seconds <= 0:
+            return None
+        return (self.total - self.done) * self.seconds / made
+
+
 @dataclasses.dataclass
 class _Outcome:
     answer: ChatAnswer
@@ -214,16 +236,19 @@ def run_chat_calls(
     sleep: Callable[[float], None] = time.sleep,
     seed: int = 0,
     stop: threading.Event | None = None,
+    progress: Callable[[ChatProgress], None] | None = None,
 ) -> ChatCallsResult:
     """Answer ``requests`` (in their order): from the cache where it has them, else from the
     endpoint, storing each answer in ``warehouse``'s cache as it arrives.
 
     ``environ`` (default ``os.environ``) holds the API key variable; ``sleep`` waits between
     retries (tests pass a recorder); ``seed`` seeds the jitter; ``stop``, once set, makes the
-    calls not yet started fail as stopped. Ctrl-C cancels the calls not yet started and
-    re-raises, after the answers already received are stored.
+    calls not yet started fail as stopped; ``progress`` hears where the batch is after the
+    cache lookup and after each answer (or group of answers) arrives. Ctrl-C cancels the
+    calls not yet started and re-raises, after the answers already received are stored.
     """
     environment = os.environ if environ is None else environ
+    started = time.monotonic()
     keys = list(dict.fromkeys(request.key for request in requests))
     with connect(warehouse, create=True) as conn:
         cached = cached_calls(conn, keys)
@@ -236,6 +261,25 @@ def run_chat_calls(
     to_call = list({r.key: r for r in requests if r.key not in cached}.values())
     sent = 0
     waits: list[float] = []
+
+    # Running totals for ``progress`` (kept as answers arrive: summing them anew each time
+    # would be quadratic in the calls).
+    tally = {"failed": 0, "tokens": sum(a.input_tokens + a.output_tokens for a in answers.values())}
+
+    def tell() -> None:
+        if progress is not None:
+            progress(
+                ChatProgress(
+                    done=len(answers),
+                    total=len(keys),
+                    from_cache=len(cached),
+                    failed=tally["failed"],
+                    tokens=tally["tokens"],
+                    seconds=time.monotonic() - started,
+                )
+            )
+
+    tell()
     if to_call:
         client = openai.OpenAI(
             base_url=settings.base_url,
@@ -272,6 +316,8 @@ def run_chat_calls(
                 for outcome in outcomes:
                     answer = outcome.answer
                     answers[answer.key] = answer
+                    tally["failed"] += answer.failure is not None
+                    tally["tokens"] += answer.input_tokens + answer.output_tokens
                     sent += outcome.sent
                     waits.extend(outcome.waits)
                     if answer.failure is None:
@@ -292,6 +338,7 @@ def run_chat_calls(
                 if fresh:
                     with connect(warehouse, wait_seconds=None) as conn:
                         store_calls(conn, fresh)
+                tell()
         except BaseException:
             # Ctrl-C or a terminated step: no new call starts, and closing the client's
             # connections ends the calls in flight instead of waiting out their timeout

@@ -10,10 +10,11 @@ its memo changed.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,12 @@ from eval_pipelines.core.holdout.scoring import (
     row_outcomes,
     score_variant,
 )
-from eval_pipelines.core.holdout.spec import HoldoutSpec, Variant, spec_from_json
+from eval_pipelines.core.holdout.spec import (
+    CHAT_CLASSIFIER,
+    HoldoutSpec,
+    Variant,
+    spec_from_json,
+)
 from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, records_index
@@ -185,7 +191,13 @@ def index_stage(
 
 @dataclass(frozen=True)
 class ClassifyTask:
-    """Everything one variant's classify step needs, so the step never opens the warehouse."""
+    """Everything one variant's classify step needs, so the step never opens the warehouse
+    (except a ``chat`` variant's, which keeps its calls in the warehouse's call cache).
+
+    ``titles`` (chat only) are the tree titles of the codes the variant can offer (the labels
+    of its evidence); ``warehouse`` (chat only) is the warehouse file holding the cache;
+    ``estimate`` (chat only) is the variant's token and cost estimate made before the run.
+    A chat variant's ``tree`` is the whole pinned tree (the model may answer any code)."""
 
     eval_id: str
     position: int
@@ -195,6 +207,9 @@ class ClassifyTask:
     memo: list[MemoEntry]
     memo_version: str
     tree: CodeTree
+    titles: dict[str, str] = field(default_factory=dict)
+    warehouse: str | None = None
+    estimate: dict[str, Any] | None = None
 
 
 def _variant_memo(
@@ -221,9 +236,13 @@ def _variant_memo(
     return by_variant
 
 
-def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[ClassifyTask]:
+def classify_tasks(
+    conn: duckdb.DuckDBPyConnection, eval_id: str, *, warehouse: Path | None = None
+) -> list[ClassifyTask]:
+    """One task per variant; ``warehouse`` (the file ``conn`` is open on) is handed to chat
+    variants for their call cache."""
     spec = load_spec(conn, eval_id)
-    tree = pinned_tree(conn, spec)
+    full_tree = tree = pinned_tree(conn, spec)
     records = [
         RecordToClassify(key, text, meta)
         for key, text, meta in holdout_store.sampled_records(
@@ -243,22 +262,33 @@ def classify_tasks(conn: duckdb.DuckDBPyConnection, eval_id: str) -> list[Classi
         pl.concat([frame.select("label_node") for frame in evidence.values()]),
         [e for m in memo_by_variant.values() for e in m],
     )
-    return [
-        ClassifyTask(
+    tasks = []
+    for position, variant in enumerate(spec.variants):
+        # The retrieval serves the variant asking for the most; each takes its own share.
+        share = evidence[variant.config.retrieval.key].filter(
+            pl.col("rank") <= variant.config.candidates
+        )
+        task = ClassifyTask(
             eval_id=eval_id,
             position=position,
             variant=variant,
             records=records,
-            # The retrieval serves the variant asking for the most; each takes its own share.
-            evidence=evidence[variant.config.retrieval.key].filter(
-                pl.col("rank") <= variant.config.candidates
-            ),
+            evidence=share,
             memo=memo_by_variant[variant.name],
             memo_version=memo_version(memo_by_variant[variant.name]),
             tree=tree,
         )
-        for position, variant in enumerate(spec.variants)
-    ]
+        if variant.config.classifier == CHAT_CLASSIFIER:
+            labels = share.get_column("label_node").unique().sort().to_list()
+            task = replace(
+                task,
+                tree=full_tree,
+                titles=cases_store.load_titles(conn, spec.case_id, spec.tree_version, labels),
+                warehouse=None if warehouse is None else str(warehouse),
+                estimate=(spec.token_estimate or {}).get(variant.name),
+            )
+        tasks.append(task)
+    return tasks
 
 
 @dataclass(frozen=True)
@@ -268,21 +298,38 @@ class VariantPredictions:
     memo_version: str
     predictions: pl.DataFrame
     usage: dict[str, Any]
+    # Every trial of every record (storage.holdout.TRIALS_SCHEMA) for a chat variant.
+    trials: pl.DataFrame | None = None
 
 
-def classify_variant(task: ClassifyTask) -> VariantPredictions:
-    """Run the variant's classifier over the shared sample (no warehouse access)."""
-    classifier = get_classifier(task.variant.config.classifier)
-    # The code that runs must be the code the spec (and so the report) pins.
-    check_pinned(task.variant.config.classifier, task.variant.plugin)
+def classify_variant(
+    task: ClassifyTask,
+    *,
+    log: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> VariantPredictions:
+    """Run the variant's classifier over the shared sample (no warehouse access, except a
+    chat variant's call cache; ``log`` hears its progress, ``stop`` stops its calls)."""
     started = time.perf_counter()
-    predictions: list[Prediction] = classifier(
-        task.records,
-        neighbours_from_frame(task.evidence),
-        task.memo,
-        task.variant.config,
-        tree=task.tree,
-    )
+    trials: pl.DataFrame | None = None
+    extra: dict[str, Any] = {}
+    if task.variant.config.classifier == CHAT_CLASSIFIER:
+        from eval_pipelines.stages.chat_classify import classify_chat
+
+        chat = classify_chat(task, log=log, stop=stop)
+        predictions: list[Prediction] = chat.predictions
+        trials, extra = chat.trials, chat.usage
+    else:
+        classifier = get_classifier(task.variant.config.classifier)
+        # The code that runs must be the code the spec (and so the report) pins.
+        check_pinned(task.variant.config.classifier, task.variant.plugin)
+        predictions = classifier(
+            task.records,
+            neighbours_from_frame(task.evidence),
+            task.memo,
+            task.variant.config,
+            tree=task.tree,
+        )
     seconds = time.perf_counter() - started
     frame = pl.DataFrame(
         {
@@ -315,9 +362,12 @@ def classify_variant(task: ClassifyTask) -> VariantPredictions:
         "tokens": int(frame.get_column("tokens").sum()),
         "inputTokens": sum(p.input_tokens for p in predictions),
         "outputTokens": sum(p.output_tokens for p in predictions),
+        **extra,
         "seconds": round(seconds, 3),
     }
-    return VariantPredictions(task.variant.name, task.position, task.memo_version, frame, usage)
+    return VariantPredictions(
+        task.variant.name, task.position, task.memo_version, frame, usage, trials
+    )
 
 
 def store_predictions(
@@ -340,6 +390,12 @@ def store_predictions(
         },
     )
     holdout_store.save_predictions(conn, eval_id, predictions, runs)
+    trials = [r.trials for r in ordered if r.trials is not None]
+    holdout_store.save_trials(
+        conn,
+        eval_id,
+        pl.concat(trials) if trials else pl.DataFrame(schema=holdout_store.TRIALS_SCHEMA),
+    )
     return {
         "variants": [r.name for r in ordered],
         "rows": predictions.height,

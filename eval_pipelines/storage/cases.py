@@ -325,3 +325,31 @@ def next_eval_sequence(conn: duckdb.DuckDBPyConnection, case_id: str) -> int:
     if row is None:
         raise NotFoundError(f"case={case_id!r}: no such case (create it with 'case create')")
     return int(row[0])
+
+
+def load_titles(
+    conn: duckdb.DuckDBPyConnection, case_id: str, tree_version: str, codes: list[str]
+) -> dict[str, str]:
+    """The titles of ``codes`` in one tree version (codes without a title are left out)."""
+    if not codes:
+        return {}
+    rows = conn.execute(
+        "SELECT code, title FROM tree_nodes WHERE case_id = ? AND tree_version = ? "
+        "AND title IS NOT NULL AND code IN (SELECT UNNEST(?::VARCHAR[]))",
+        [case_id, tree_version, codes],
+    ).fetchall()
+    return {str(code): str(title) for code, title in rows}
+
+
+def records_by_key(
+    conn: duckdb.DuckDBPyConnection, case_id: str, records_version: str, keys: list[str]
+) -> dict[str, tuple[str, str]]:
+    """``record_key -> (text, label_node)`` of ``keys`` in one records version."""
+    if not keys:
+        return {}
+    rows = conn.execute(
+        "SELECT record_key, text, label_node FROM records WHERE case_id = ? "
+        "AND records_version = ? AND record_key IN (SELECT UNNEST(?::VARCHAR[]))",
+        [case_id, records_version, keys],
+    ).fetchall()
+    return {str(key): (str(text), str(label)) for key, text, label in rows}

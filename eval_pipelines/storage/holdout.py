@@ -376,3 +376,41 @@ def save_leakage_gap(conn: duckdb.DuckDBPyConnection, eval_id: str, payload: dic
 def load_leakage_gap(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict | None:
     row = conn.execute("SELECT payload FROM leakage_gaps WHERE eval_id = ?", [eval_id]).fetchone()
     return json.loads(row[0]) if row else None
+
+
+TRIALS_SCHEMA = {
+    "variant": pl.String,
+    "record_key": pl.String,
+    "trial": pl.Int32,
+    "code": pl.String,
+    "confidence": pl.Float64,
+    "route": pl.String,
+    "error": pl.String,
+}
+
+
+def save_trials(conn: duckdb.DuckDBPyConnection, eval_id: str, frame: pl.DataFrame) -> None:
+    """Replace the evaluation's trials with ``frame`` (:data:`TRIALS_SCHEMA`: every trial of
+    every variant that asks each record several times; an empty frame just clears them).
+    Call inside a transaction."""
+    conn.execute("DELETE FROM variant_trials WHERE eval_id = ?", [eval_id])
+    if frame.height:
+        insert_frame(
+            conn,
+            "INSERT INTO variant_trials (eval_id, variant, record_key, trial, code, confidence, "
+            "route, error) SELECT eval_id, variant, record_key, trial, code, confidence, route, "
+            "error FROM incoming_frame",
+            frame.select(list(TRIALS_SCHEMA))
+            .cast(TRIALS_SCHEMA)  # type: ignore[arg-type]
+            .select(pl.lit(eval_id).alias("eval_id"), pl.all()),
+        )
+
+
+def load_trials(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
+    """The evaluation's trials (:data:`TRIALS_SCHEMA`), by variant, record and trial."""
+    return query_frame(
+        conn,
+        "SELECT variant, record_key, trial, code, confidence, route, error FROM variant_trials "
+        "WHERE eval_id = ? ORDER BY variant, record_key, trial",
+        [eval_id],
+    )

@@ -149,7 +149,12 @@ class ClassifyConfig:
     llm_level
         Model tier for classifiers that use one; recorded and passed through.
     options
-        Free-form settings for plug-in classifiers.
+        Free-form settings for plug-in classifiers (for ``chat``: the endpoint settings,
+        :mod:`eval_pipelines.core.chat.settings`).
+    models, prices, trials, concurrency, max_retries
+        ``chat`` only (None otherwise, and refused on other classifiers): the llmLevel ->
+        model table, the price table, the trials per record, the calls in flight and the
+        retries per call (:data:`CHAT_KEYS`).
     """
 
     classifier: str = "knn-vote"
@@ -161,6 +166,20 @@ class ClassifyConfig:
     llm_level: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     retrieval: Retrieval = Retrieval()
+    models: dict[str, Any] | None = None
+    prices: dict[str, Any] | None = None
+    trials: int | None = None
+    concurrency: int | None = None
+    max_retries: int | None = None
+
+    @property
+    def chat_keys(self) -> dict[str, Any]:
+        """The ``chat``-only keys given, by their JSON names."""
+        return {
+            name: getattr(self, attribute)
+            for name, attribute in CHAT_KEYS.items()
+            if getattr(self, attribute) is not None
+        }
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -177,8 +196,21 @@ class ClassifyConfig:
         # keys built from them) of evaluations made before embeddings read as before.
         if not self.retrieval.is_default:
             data["retrieval"] = self.retrieval.to_json()
+        # Likewise the chat-only keys: written only when given.
+        data.update(self.chat_keys)
         return data
 
+
+CHAT_CLASSIFIER = "chat"
+# Keys valid only with ``classifier: chat`` (JSON name -> attribute); checked in full by
+# core.chat.settings when the evaluation is registered.
+CHAT_KEYS = {
+    "models": "models",
+    "prices": "prices",
+    "trials": "trials",
+    "concurrency": "concurrency",
+    "maxRetries": "max_retries",
+}
 
 _CONFIG_KEYS = {
     "classifier": "classifier",
@@ -190,6 +222,7 @@ _CONFIG_KEYS = {
     "llmLevel": "llm_level",
     "options": "options",
     "retrieval": "retrieval",
+    **CHAT_KEYS,
 }
 
 
@@ -248,6 +281,20 @@ def parse_config(
         raise InputError(f"{where}.llmLevel", config.llm_level, "must be a string")
     if not isinstance(config.options, dict):
         raise InputError(f"{where}.options", config.options, "must be a JSON object")
+    if config.classifier != CHAT_CLASSIFIER:
+        for name in config.chat_keys:
+            raise InputError(
+                f"{where}.{name}",
+                raw[name],
+                f"applies to classifier {CHAT_CLASSIFIER!r} only, not {config.classifier!r}",
+            )
+    elif config.models is not None and (
+        not isinstance(config.models, dict)
+        or not all(isinstance(m, str) and m.strip() for m in config.models.values())
+    ):
+        raise InputError(
+            f"{where}.models", config.models, "must map an llmLevel to a model name"
+        )
     if "target_depth" in values:
         config = replace(
             config,
@@ -502,6 +549,9 @@ class HoldoutSpec:
     aa: bool = False
     leakage_check: bool = False
     embeddings_version: str | None = None
+    # The tokens (and cost) estimated before the run, per chat variant name: what the report
+    # shows beside what was spent (None: no chat variant, or stored before chat variants).
+    token_estimate: dict[str, dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -526,6 +576,8 @@ class HoldoutSpec:
             data["leakageCheck"] = True
         if self.embeddings_version is not None:
             data["embeddingsVersion"] = self.embeddings_version
+        if self.token_estimate is not None:
+            data["tokenEstimate"] = self.token_estimate
         return data
 
     @property
@@ -576,6 +628,7 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
             llm_level=raw["llmLevel"],
             options=raw.get("options", {}),
             retrieval=retrieval_from_json(raw.get("retrieval")),
+            **{attribute: raw.get(name) for name, attribute in CHAT_KEYS.items()},
         )
 
     grouping = data["grouping"]
@@ -610,6 +663,7 @@ def spec_from_json(data: dict[str, Any]) -> HoldoutSpec:
         aa=bool(data.get("aa", False)),
         leakage_check=bool(data.get("leakageCheck", False)),
         embeddings_version=data.get("embeddingsVersion"),
+        token_estimate=data.get("tokenEstimate"),
     )
 
 
