@@ -403,7 +403,7 @@ def trials_warnings(
                 )
             )
         own = scores.get(name)
-        if own is None:
+        if own is None or name == AA_TWIN:  # the twin is the instrument, not a candidate
             continue
         for level in summary.levels:
             interval = level.flip_rate.interval
