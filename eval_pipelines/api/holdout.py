@@ -19,13 +19,13 @@ from eval_pipelines.api._shared import (
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.classify import known_classifiers
 from eval_pipelines.core.holdout.spec import (
+    CHAT_CLASSIFIER,
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
     CaseContext,
     HoldoutSpec,
     parse_holdout_request,
 )
-from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER
 from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.storage import cases as cases_store

@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import (
@@ -32,6 +33,7 @@ from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
+from eval_pipelines.runs.dagster_private import DagsterExecutionInterruptedError
 from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import holdout
 from eval_pipelines.stages import leave_out as leave_out_stages
@@ -233,6 +235,24 @@ def classify_variant(context: dg.OpExecutionContext, task: Any) -> Any:
         result = holdout.classify_variant(task, log=context.log.info)
     except REFUSALS as error:
         raise _stage_failure(error) from None
+    except (KeyboardInterrupt, DagsterExecutionInterruptedError):
+        if task.variant.config.classifier != CHAT_CLASSIFIER:
+            raise
+        # Dagster retries an interrupted step that has a retry policy: a chat step would start
+        # its calls again after Terminate or Ctrl-C. The run is marked canceling (Terminate
+        # has done so already) and the step fails without a retry; the answers received are
+        # in the call cache, so re-executing pays only for the rest.
+        run = context.instance.get_run_by_id(context.run_id)
+        if run is not None and run.status in (
+            dg.DagsterRunStatus.STARTING,
+            dg.DagsterRunStatus.STARTED,
+        ):
+            context.instance.report_run_canceling(run, message="Interrupted during chat calls.")
+        raise dg.Failure(
+            description=f"variant {task.variant.name!r}: interrupted; the chat calls in flight "
+            "were stopped and the answers received are cached (re-execute to pay for the rest)",
+            allow_retries=False,
+        ) from None
     context.log.info(f"Variant {task.variant.name!r} done in {result.usage['seconds']} s")
     return result
 

@@ -23,6 +23,7 @@ from dagster._core.definitions.executor_definition import (
     multiple_process_executor_requirements,
 )
 from dagster._core.definitions.reconstruct import ReconstructableRepository
+from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._core.events import DagsterEvent, EngineEventData
 from dagster._core.execution.api import execute_run_iterator
 from dagster._core.execution.context.system import PlanOrchestrationContext
@@ -75,6 +76,7 @@ __all__ = [
     "SENSOR_NAME_TAG",
     "CheckStepHealthResult",
     "DagsterEvent",
+    "DagsterExecutionInterruptedError",
     "EngineEventData",
     "ErrorSource",
     "ExecuteStepArgs",

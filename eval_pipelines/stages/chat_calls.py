@@ -293,6 +293,28 @@ def run_chat_calls(
         jitter = random.Random(seed)  # its random() is one C call: safe across the threads
         pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="chat")
         pending: set[Future[_Outcome]] = set()
+        futures: list[Future[_Outcome]] = []
+        stored: set[str] = set()
+        by_key = {request.key: request for request in to_call}
+
+        def cached_row(answer: ChatAnswer) -> CachedCall:
+            request = by_key[answer.key]
+            return CachedCall(
+                answer.key,
+                request.endpoint,
+                request.model,
+                request.trial,
+                answer.content,
+                answer.input_tokens,
+                answer.output_tokens,
+            )
+
+        def store(fresh: list[CachedCall]) -> None:
+            if fresh:
+                with connect(warehouse, wait_seconds=None) as conn:
+                    store_calls(conn, fresh)
+                stored.update(call.key for call in fresh)
+
         try:
             pending = {
                 pool.submit(
@@ -308,7 +330,7 @@ def run_chat_calls(
                 )
                 for request in to_call
             }
-            by_key = {request.key: request for request in to_call}
+            futures = list(pending)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 outcomes = [future.result() for future in done]
@@ -321,23 +343,10 @@ def run_chat_calls(
                     sent += outcome.sent
                     waits.extend(outcome.waits)
                     if answer.failure is None:
-                        request = by_key[answer.key]
-                        fresh.append(
-                            CachedCall(
-                                answer.key,
-                                request.endpoint,
-                                request.model,
-                                request.trial,
-                                answer.content,
-                                answer.input_tokens,
-                                answer.output_tokens,
-                            )
-                        )
+                        fresh.append(cached_row(answer))
                     else:
                         log.warning("chat call failed: %s", answer.failure)
-                if fresh:
-                    with connect(warehouse, wait_seconds=None) as conn:
-                        store_calls(conn, fresh)
+                store(fresh)
                 tell()
         except BaseException:
             # Ctrl-C or a terminated step: no new call starts, and closing the client's
@@ -345,6 +354,20 @@ def run_chat_calls(
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             client.close()
+            # Answers that had arrived but were not yet collected are stored before the
+            # interrupt goes on: a re-run does not pay for them again.
+            received = [
+                future.result().answer
+                for future in futures
+                if future.done() and not future.cancelled() and future.exception() is None
+            ]
+            store(
+                [
+                    cached_row(answer)
+                    for answer in received
+                    if answer.failure is None and answer.key not in stored
+                ]
+            )
             raise
         finally:
             pool.shutdown(wait=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from eval_pipelines.stages.holdout import ClassifyTask
 
 PROGRESS_SECONDS = 2.0
+FAILURE_REASONS = 5
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,9 @@ def classify_chat(
 
     def on_progress(state: ChatProgress) -> None:
         now = time.monotonic()
-        if log is not None and (state.done == state.total or now - last_said[0] >= PROGRESS_SECONDS):
+        if log is not None and (
+            state.done == state.total or now - last_said[0] >= PROGRESS_SECONDS
+        ):
             last_said[0] = now
             log(progress_line(task.variant.name, state, settings.trials))
 
@@ -220,6 +224,14 @@ def classify_chat(
             "callsFailed": counters.failed,
             "requestsSent": counters.requests_sent,
             "retries": counters.retries,
+            # Why the variant's rows failed (trial 1, as scored): each reason and its rows, the
+            # most frequent first, at most FAILURE_REASONS of them (`eval rows` has every row).
+            "failureReasons": [
+                {"reason": reason, "rows": rows}
+                for reason, rows in Counter(
+                    p.error for p in ordered if p.error is not None
+                ).most_common(FAILURE_REASONS)
+            ],
             "cost": cost,
             "costReason": no_price,
             # What this run paid: the calls it made (answers from the cache cost nothing).

@@ -149,3 +149,23 @@ def test_cost_from_the_price_table_and_none_without_a_price() -> None:
     # 1000 input tokens at 1 per 1M + 200 output tokens at 4 per 1M
     assert call_cost(prices, "m1", 1000, 200) == pytest.approx(0.0018, rel=1e-12)
     assert call_cost(prices, "m2", 1000, 200) is None
+
+
+def test_a_chat_variant_takes_its_model_from_the_llm_level_table() -> None:
+    from eval_pipelines.core.chat.variant import estimate_call_tokens, variant_settings
+    from eval_pipelines.core.errors import InputError
+    from eval_pipelines.core.holdout.spec import parse_config
+
+    raw = {
+        "classifier": "chat",
+        "llmLevel": "large",
+        "models": {"small": "m-small", "large": "m-large"},
+        "options": {"baseUrl": "http://127.0.0.1:1/v1"},
+    }
+    config = parse_config(raw, where="config", max_depth=3)
+    assert variant_settings(config, {}).model == "m-large"
+    without_level = parse_config({**raw, "llmLevel": None}, where="config", max_depth=3)
+    with pytest.raises(InputError, match="config.options.model"):
+        variant_settings(without_level, {})
+    # prompt characters / 4, rounded up: 9 + 3 characters -> 3 tokens
+    assert estimate_call_tokens([("system", "123456789"), ("user", "abc")]) == 3

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+
 from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.settings import ChatSettings, parse_chat_settings
 from eval_pipelines.core.errors import InputError

@@ -4,6 +4,7 @@ and a markdown summary for the Dagster UI and the CLI."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -632,6 +633,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines.append(
         _row(["failed rows", *(str(variant["failedRows"]) for variant in report["variants"])])
     )
+    lines += _model_usage_rows(report["variants"])
     if report["comparisons"]:
         lines += [
             "",
@@ -710,6 +712,53 @@ def trials_markdown(trials: dict[str, Any], titles: dict[str, str]) -> list[str]
                 f"{flip['disagreeingPairs']}/{flip['pairs']} |"
             )
     return lines
+
+
+def _cost(cost: float | None, reason: str | None) -> str:
+    return f"{cost:.6g}" if cost is not None else f"unknown ({reason})"
+
+
+def _model_usage_rows(variants: list[dict[str, Any]]) -> list[str]:
+    """Rows of the variants that call a model (``usage.chat``): calls made, from the cache and
+    failed; tokens in and out as the endpoint reported them; cost beside the estimate made
+    before the run. None when no variant calls a model."""
+    chats = [
+        {**variant["usage"]["chat"], "tokens": variant["usage"]}
+        if variant["usage"].get("chat")
+        else None
+        for variant in variants
+    ]
+    if not any(chats):
+        return []
+
+    def estimate(chat: dict[str, Any]) -> str:
+        made = chat.get("estimate")
+        if not made:
+            return "none stored"
+        return f"{made['tokens']:,} tokens, cost {_cost(made['cost'], made['costReason'])}"
+
+    def calls(chat: dict[str, Any]) -> str:
+        return f"{chat['callsMade']} / {chat['callsFromCache']} / {chat['callsFailed']}"
+
+    def tokens(chat: dict[str, Any]) -> str:
+        usage = chat["tokens"]
+        return f"{usage['inputTokens']:,} / {usage['outputTokens']:,}"
+
+    def costs(chat: dict[str, Any]) -> str:
+        spent = chat["spent"]
+        return (
+            f"{_cost(chat['cost'], chat['costReason'])} / "
+            f"{_cost(spent['cost'], spent['costReason'])}"
+        )
+
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("model calls made / from cache / failed", calls),
+        ("model requests sent (retries)", lambda c: f"{c['requestsSent']} ({c['retries']})"),
+        ("tokens in / out (as reported)", tokens),
+        ("cost of the answers / spent now", costs),
+        ("estimate before the run", estimate),
+    ]
+    return [_row([name, *(show(chat) if chat else "-" for chat in chats)]) for name, show in rows]
 
 
 def aa_markdown(aa: dict[str, Any], titles: dict[str, str]) -> list[str]:

@@ -292,9 +292,7 @@ def parse_config(
         not isinstance(config.models, dict)
         or not all(isinstance(m, str) and m.strip() for m in config.models.values())
     ):
-        raise InputError(
-            f"{where}.models", config.models, "must map an llmLevel to a model name"
-        )
+        raise InputError(f"{where}.models", config.models, "must map an llmLevel to a model name")
     if "target_depth" in values:
         config = replace(
             config,
