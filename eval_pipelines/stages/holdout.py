@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from eval_pipelines.core.errors import ConflictError, NotFoundError
+from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.classify import (
     Prediction,
     RecordToClassify,
@@ -58,6 +58,7 @@ from eval_pipelines.core.holdout.spec import (
     Variant,
     spec_from_json,
 )
+from eval_pipelines.core.holdout.trials import TrialsSummary, summarize_trials
 from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, records_index
@@ -536,6 +537,35 @@ def evaluation_clusters(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[s
     )
 
 
+def evaluation_trials(
+    conn: duckdb.DuckDBPyConnection,
+    spec: HoldoutSpec,
+    tree: CodeTree,
+    clusters: dict[str, int],
+) -> dict[str, TrialsSummary] | None:
+    """The repeated trials' figures of the variants asked N > 1 times (``variant_trials``), or
+    None when no variant was (the report then has no trials block)."""
+    trials = holdout_store.load_trials(conn, spec.eval_id)
+    if not trials.height:
+        return None
+    labels = holdout_store.sample_labels(conn, spec.eval_id, spec.case_id, spec.records_version)
+    try:
+        summaries = summarize_trials(
+            trials,
+            labels,
+            tree,
+            target_depth=spec.target_depth,
+            clusters=clusters,
+            seed=spec.seed,
+        )
+    except InputError as error:
+        raise ConflictError(
+            f"the stored trials do not match the sample ({error}): re-materialise "
+            "variant_predictions"
+        ) from error
+    return summaries or None
+
+
 def report_stage(
     conn: duckdb.DuckDBPyConnection, eval_id: str, *, run_id: str | None
 ) -> tuple[dict[str, Any], str]:
@@ -610,6 +640,7 @@ def report_stage(
         ),
         aa_check=aa,
         leakage_gap=gap,
+        trials=evaluation_trials(conn, spec, tree, clusters),
     )
     report_json = report_to_json(report)
     markdown = report_markdown(report_json)

@@ -13,8 +13,15 @@ from eval_pipelines.core.holdout.compare import PairedLevel
 from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
 from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
 from eval_pipelines.core.holdout.spec import AA_TWIN, ClassifyConfig, HoldoutSpec
+from eval_pipelines.core.holdout.trials import (
+    DECLINED,
+    FAILED,
+    TrialsSummary,
+    trials_warnings,
+)
 from eval_pipelines.core.holdout.warnings import ReportWarning
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
+from eval_pipelines.core.stats.clustered import ClusterRatio
 from eval_pipelines.core.stats.multiple import holm
 from eval_pipelines.core.stats.verdict import BETTER, NO_DETECTABLE_DIFFERENCE, WORSE
 from eval_pipelines.core.tree import Level
@@ -76,6 +83,7 @@ class HoldoutReport:
     diagnostics: dict[str, Any] | None = None
     aa_check: dict[str, Any] | None = None
     leakage_gap: dict[str, Any] | None = None
+    trials: dict[str, TrialsSummary] | None = None
 
 
 def comparability(spec: HoldoutSpec) -> dict[str, Any]:
@@ -170,19 +178,28 @@ def build_report(
     diagnostics: dict[str, Any] | None = None,
     aa_check: dict[str, Any] | None = None,
     leakage_gap: dict[str, Any] | None = None,
+    trials: dict[str, TrialsSummary] | None = None,
 ) -> HoldoutReport:
     """Assemble the whole report and derive its warnings.
 
     ``retrievals`` (the stored retrieval rows), ``diagnostics``
     (:func:`~eval_pipelines.core.holdout.diagnostics.evaluation_diagnostics`), ``aa_check``
-    (:func:`~eval_pipelines.core.holdout.noise_floor.aa_noise_floor`) and ``leakage_gap`` are
-    reported when given. A failed A/A check is the first warning: every difference in the
-    report is read against that noise floor.
+    (:func:`~eval_pipelines.core.holdout.noise_floor.aa_noise_floor`), ``leakage_gap`` and
+    ``trials`` (:func:`~eval_pipelines.core.holdout.trials.summarize_trials`, with its
+    warnings: :func:`~eval_pipelines.core.holdout.trials.trials_warnings`) are reported when
+    given; None leaves their block out. A failed A/A check is the first warning: every
+    difference in the report is read against that noise floor.
     """
+    if trials is not None:
+        unknown = sorted(set(trials) - {v.name for v in variants})
+        if unknown:
+            raise ValueError(f"trials: summaries of variants the report does not have: {unknown}")
     warnings: list[ReportWarning] = []
     if aa_check is not None and not aa_check["passed"]:
         warnings.append(ReportWarning("aa_check_failed", aa_check["summary"]))
     warnings += _warnings(spec, sample_size, variants)
+    if trials is not None:
+        warnings += trials_warnings(trials, {v.name: v.score for v in variants})
     warnings += approximate_retrieval_warnings(list(retrievals or ()))
     return HoldoutReport(
         spec=spec,
@@ -198,6 +215,7 @@ def build_report(
         diagnostics=diagnostics,
         aa_check=aa_check,
         leakage_gap=leakage_gap,
+        trials=trials,
     )
 
 
@@ -379,7 +397,60 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
         report_json["aaCheck"] = report.aa_check
     if report.leakage_gap is not None:
         report_json["leakageGap"] = report.leakage_gap
+    if report.trials is not None:
+        order = [v.name for v in report.variants if v.name in report.trials]
+        report_json["trials"] = trials_to_json({name: report.trials[name] for name in order})
     return report_json
+
+
+def _ratio_figure(ratio: ClusterRatio, **counts: int) -> dict[str, Any]:
+    """``{value, interval, n, clusters, ...counts}`` of one cluster-bootstrap figure: value
+    ``insufficient_evidence`` and interval null below the minimum sample."""
+    figure: dict[str, Any] = {"value": INSUFFICIENT, "interval": None}
+    if ratio.estimate is not None and ratio.interval is not None:
+        figure = {
+            "value": round(ratio.estimate, 6),
+            "interval": [round(ratio.interval.low, 6), round(ratio.interval.high, 6)],
+        }
+    return {**figure, "n": ratio.n, "clusters": ratio.n_clusters, **counts}
+
+
+def trials_to_json(summaries: dict[str, TrialsSummary]) -> dict[str, Any]:
+    """The report's ``trials`` block: per variant with N > 1, N, its records and failed
+    trials, and per target level accuracy over all trials, agreement, unanimous records and
+    the flip rate, each with its cluster-bootstrap interval, ``n`` (records) and ``clusters``
+    (the resampled units), plus the counts the figure is made of (trials and right trials;
+    unanimous records; pairs and disagreeing pairs)."""
+    out = {}
+    for name, summary in summaries.items():
+        levels = {}
+        for level in summary.levels:
+            levels[str(level.depth)] = {
+                "records": level.records,
+                "trials": level.trials,
+                "failedTrials": level.failed_trials,
+                "clusters": level.clusters,
+                "accuracy": _ratio_figure(
+                    level.accuracy, trials=level.trials, rightTrials=level.right_trials
+                ),
+                "agreement": _ratio_figure(level.agreement, trials=level.trials),
+                "unanimous": _ratio_figure(level.unanimous, k=level.unanimous_records),
+                "flipRate": _ratio_figure(
+                    level.flip_rate, pairs=level.pairs, disagreeingPairs=level.disagreeing_pairs
+                ),
+            }
+        first = summary.levels[0].accuracy if summary.levels else None
+        out[name] = {
+            "trials": summary.n_trials,
+            "records": summary.records,
+            "trialRows": summary.records * summary.n_trials,
+            "failedTrials": summary.failed_trials,
+            "resamples": first.n_resamples if first else None,
+            "confidenceLevel": first.confidence_level if first else None,
+            "intervalMethod": first.method if first else None,
+            "levels": levels,
+        }
+    return out
 
 
 def _fmt(proportion: dict[str, Any]) -> str:
@@ -589,6 +660,8 @@ def report_markdown(report: dict[str, Any]) -> str:
                     f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
                     f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
                 )
+    if "trials" in report:
+        lines += ["", *trials_markdown(report["trials"], titles)]
     if "aaCheck" in report:
         lines += ["", *aa_markdown(report["aaCheck"], titles)]
     if "leakageGap" in report:
@@ -597,6 +670,49 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines += ["", *diagnostics_markdown(report["diagnostics"])]
     lines += ["", f"_{report['note']}_"]
     return "\n".join(lines)
+
+
+def _figure(figure: dict[str, Any]) -> str:
+    if figure["value"] == INSUFFICIENT:
+        return INSUFFICIENT
+    low, high = figure["interval"]
+    return f"{figure['value']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def trials_markdown(trials: dict[str, Any], titles: dict[str, str]) -> list[str]:
+    """The repeated trials per variant and target level (the report's ``trials`` block)."""
+    resamples = next(iter(trials.values()))["resamples"] if trials else None
+    lines = [
+        "### Repeated trials",
+        "",
+        "Variants whose records were each classified N times (distinct cache keys; trial 1 "
+        "is the prediction every other figure of this report uses). Accuracy: the mean over "
+        "records of the share of their trials that are right; agreement: the mean over "
+        "records of the share of their trials giving the record's most common answer; "
+        "unanimous: records whose trials all agree; flip rate: pairs of trials of one record "
+        "that disagree, pooled over records (the A/A flip rate of the model's own "
+        f"non-determinism). A failed trial counts as wrong and as the answer `{FAILED}`, a "
+        f"code that does not reach the level as the answer `{DECLINED}`. Intervals: 95% "
+        "cluster bootstrap over the sample's clusters, a record's trials staying together "
+        f"({resamples} resamples, seeded).",
+        "",
+        "| variant | level | N | records | clusters | trials (failed) | accuracy, all trials | "
+        "agreement | unanimous | flip rate | pairs disagreeing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, variant in trials.items():
+        for depth, level in variant["levels"].items():
+            unanimous = level["unanimous"]
+            flip = level["flipRate"]
+            lines.append(
+                f"| {_cell(name)} | {titles.get(depth, depth)} | {variant['trials']} | "
+                f"{level['records']} | {level['clusters']} | {level['trials']} "
+                f"({level['failedTrials']}) | {_figure(level['accuracy'])} | "
+                f"{_figure(level['agreement'])} | {_figure(unanimous)} "
+                f"{unanimous['k']}/{unanimous['n']} | {_figure(flip)} | "
+                f"{flip['disagreeingPairs']}/{flip['pairs']} |"
+            )
+    return lines
 
 
 def _cost(cost: float | None, reason: str | None) -> str:
