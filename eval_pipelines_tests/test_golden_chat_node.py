@@ -280,3 +280,28 @@ def test_a_wrong_chat_config_is_refused_at_save_with_exit_2_and_nothing_written(
     with duckdb.connect(str(golden_home / "warehouse.duckdb"), read_only=True) as conn:
         saved = conn.execute("SELECT workflow FROM workflow_revisions").fetchall()
     assert saved == [("good",)]  # nothing written for the refused one
+
+
+def test_a_test_run_through_a_chat_node_maps_the_values_and_reports_its_call(
+    golden_home: Path,
+) -> None:
+    from eval_pipelines.api import workflows
+
+    with serve_standin() as server:
+        workflows.save_workflow(WORKFLOW, chat_workflow(golden_home, server.base_url))
+        run = workflows.run_workflow(WORKFLOW, GOLDEN / "hlp-1003.txt")
+        again = workflows.run_workflow(WORKFLOW, GOLDEN / "hlp-1003.txt")
+        assert server.request_count == 1  # the second test run is served from the step cache
+    assert run.error is None
+    assert run.outputs["invoice"] == {
+        "invoice_number": "HLP-1003",
+        "invoice_date": "2026-04-01",
+        "total": 147.6,
+        "customer": "Eyre Square Books",
+        "line_items": [
+            {"sku": "NB-550", "description": "Notebook, dotted, A5", "qty": 25.0, "unit_price": 4.8}
+        ],
+    }
+    assert run.model is not None and (run.model["calls"], run.model["fromCache"]) == (1, 0)
+    assert again.model is not None and (again.model["calls"], again.model["fromCache"]) == (0, 1)
+    assert again.outputs == run.outputs

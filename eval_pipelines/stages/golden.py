@@ -298,9 +298,11 @@ def _execute_all(
                 done[document_id] = execution
                 if len(done) % 20 == 0 or len(done) == len(documents):
                     usage = sum_usage([e.total_usage() for e in done.values()])
+                    elapsed = time.perf_counter() - started
+                    left = len(documents) - len(done)
+                    eta = f", ETA {elapsed / len(done) * left:.0f} s" if left else ""
                     log(
-                        f"{len(done)}/{len(documents)} documents "
-                        f"({time.perf_counter() - started:.1f} s)"
+                        f"{len(done)}/{len(documents)} documents ({elapsed:.1f} s{eta})"
                         + (f"; {usage.summary()}" if usage is not None else "")
                     )
     except BaseException as error:  # noqa: BLE001 - Dagster's interrupt is a BaseException

@@ -11,7 +11,11 @@ part of the context.
 A golden run runs four cases at a time, each step one call; the node's ``concurrency`` caps
 the calls in flight per endpoint across them (a semaphore per endpoint and limit, shared by
 the run's threads), so ``concurrency: 1`` makes the calls one at a time. Waiting for a slot
-and waiting between retries end as soon as the run is stopped.
+and waiting between retries end as soon as the run is stopped, and so does waiting for a call
+in flight: the step raises :class:`~eval_pipelines.core.workflows.step_worker.StepCanceled`
+at once (its case is recorded as not reached) and leaves the call to end on its own in a
+daemon thread (an answer that still arrives is stored in the cache, so it is never paid
+twice; the process exiting ends the connection).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from eval_pipelines.core.chat.request import ChatRequest
 from eval_pipelines.core.chat.settings import ChatSettings
 from eval_pipelines.core.workflows.nodes import StepContext
+from eval_pipelines.core.workflows.step_worker import StepCanceled
 from eval_pipelines.stages.chat_calls import ChatCallsResult, run_chat_calls
 
 SLOT_POLL_SECONDS = 0.1
@@ -55,12 +60,38 @@ class WorkflowChat:
                 break  # run_chat_calls fails the calls as stopped (cached answers still count)
         else:
             try:
-                return run_chat_calls(
-                    self.warehouse, settings, requests, stop=stop, sleep=_sleeper(stop)
-                )
+                return self._calls(settings, requests, stop)
             finally:
                 slot.release()
         return run_chat_calls(self.warehouse, settings, requests, stop=stop)
+
+    def _calls(
+        self, settings: ChatSettings, requests: list[ChatRequest], stop: threading.Event | None
+    ) -> ChatCallsResult:
+        if stop is None:
+            return run_chat_calls(self.warehouse, settings, requests)
+        outcome: list[ChatCallsResult | BaseException] = []
+
+        def calls() -> None:
+            try:
+                outcome.append(
+                    run_chat_calls(
+                        self.warehouse, settings, requests, stop=stop, sleep=_sleeper(stop)
+                    )
+                )
+            except BaseException as error:  # handed to the step's thread
+                outcome.append(error)
+
+        worker = threading.Thread(target=calls, name="chat-step", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(SLOT_POLL_SECONDS)
+            if worker.is_alive() and stop.is_set():
+                raise StepCanceled("canceled while a chat call was in flight")
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
 
 def _sleeper(stop: threading.Event | None) -> Any:

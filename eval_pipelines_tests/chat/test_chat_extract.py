@@ -298,3 +298,42 @@ def test_the_cases_run_at_once_share_the_nodes_concurrency_per_endpoint(
         parse_extraction(r.answers[0].content, SCHEMA).output["number"] for r in results
     )  # type: ignore[index]
     assert numbers == ["X-0", "X-1", "X-2", "X-3"]
+
+
+def test_a_stopped_run_does_not_wait_for_a_chat_call_in_flight(tmp_path: Path) -> None:
+    """The stand-in holds the answer for 600 s (the client would wait 900 s): once the run's
+    stop event is set, the step raises StepCanceled instead of waiting for it."""
+    import threading
+
+    from eval_pipelines.core.chat.request import build_request
+    from eval_pipelines.core.workflows.step_worker import StepCanceled
+    from eval_pipelines.stages.workflow_chat import WorkflowChat
+    from eval_pipelines.storage.warehouse import connect
+
+    with connect(tmp_path / "w.duckdb", create=True):
+        pass
+    slow = FaultRule("X-1", Fault("slow", delay_s=600))
+    with serve_standin(rules=[slow]) as server:
+        options = {"model": "m", "baseUrl": server.base_url, "timeout": 900}
+        settings = parse_node_chat_settings({"options": options}, {}, where="n")
+        request = build_request(settings, extraction_messages(settings, "Invoice no. X-1", SCHEMA))
+        stop = threading.Event()
+        raised: list[BaseException] = []
+
+        def step() -> None:
+            try:
+                WorkflowChat(tmp_path / "w.duckdb")(settings, [request], stop)
+            except BaseException as error:
+                raised.append(error)
+
+        thread = threading.Thread(target=step, daemon=True)
+        thread.start()
+        for _ in range(600):  # until the call is in flight (a guard, not a timing)
+            if server.request_count:
+                break
+            thread.join(0.05)
+        stop.set()
+        thread.join(60)
+        assert not thread.is_alive()
+        assert [type(e) for e in raised] == [StepCanceled]
+        assert server.request_count == 1
