@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Collection
+from typing import Any
 
 from eval_pipelines.core.results import JsonResult
 
@@ -29,16 +30,25 @@ def _failed(reason: str) -> ParsedAnswer:
     return ParsedAnswer(None, None, reason)
 
 
-def parse_answer(content: str | None, *, allowed: Collection[str] | None = None) -> ParsedAnswer:
-    """The answer in ``content``; with ``allowed``, a code outside it is a failure."""
+def json_object_of(content: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """``(object, None)`` when ``content`` is a JSON object, else ``(None, why not)``: the
+    first check of every model answer (classification and extraction alike)."""
     if content is None or not content.strip():
-        return _failed("empty answer")
+        return None, "empty answer"
     try:
         value = json.loads(content)
     except json.JSONDecodeError as error:
-        return _failed(f"answer is not JSON ({error.msg} at char {error.pos}): {content[:80]!r}")
+        return None, f"answer is not JSON ({error.msg} at char {error.pos}): {content[:80]!r}"
     if not isinstance(value, dict):
-        return _failed(f"answer is not a JSON object: {content[:80]!r}")
+        return None, f"answer is not a JSON object: {content[:80]!r}"
+    return value, None
+
+
+def parse_answer(content: str | None, *, allowed: Collection[str] | None = None) -> ParsedAnswer:
+    """The answer in ``content``; with ``allowed``, a code outside it is a failure."""
+    value, problem = json_object_of(content)
+    if value is None:
+        return _failed(problem or "empty answer")
     extra = sorted(set(value) - {"code", "confidence"})
     if extra:
         return _failed(f"answer has unexpected keys {extra}")

@@ -20,6 +20,7 @@ import json
 import math
 from typing import Any
 
+from eval_pipelines.core.chat.answer import json_object_of
 from eval_pipelines.core.chat.settings import ChatSettings
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.workflows.schema import Column, Field, Schema
@@ -180,14 +181,9 @@ def parse_extraction(content: str | None, schema: Schema) -> ParsedExtraction:
     """The raw output in ``content``, checked strictly against ``schema``: a JSON object
     with exactly the fields' sources as keys, each value of its type or null, each table an
     array (or null) of objects with exactly its columns."""
-    if content is None or not content.strip():
-        return _failed("empty answer")
-    try:
-        value = json.loads(content)
-    except json.JSONDecodeError as error:
-        return _failed(f"answer is not JSON ({error.msg} at char {error.pos}): {content[:80]!r}")
-    if not isinstance(value, dict):
-        return _failed(f"answer is not a JSON object: {content[:80]!r}")
+    value, problem = json_object_of(content)
+    if value is None:
+        return _failed(problem or "empty answer")
     problem = _keys_error(value, [f.source for f in schema.fields], "answer")
     if problem:
         return _failed(problem)
