@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,11 @@ CLI_WAIT_SECONDS = 15.0
 # warehouse file must not inherit one left from a removed warehouse of the same name.
 COMPANION_SUFFIXES = (".lift-settings.json",)
 WRITE_WAIT_SECONDS = 120.0
+# DuckDB keeps one database instance per file per process, shared by its connections. Opening a
+# file on one thread while another thread closes that file's last connection (the instance
+# being torn down) fails with "Unique file handle conflict: Cannot attach ..." (DuckDB 1.5.6,
+# a golden run's four cases at once): opening and closing are serialised within the process.
+_INSTANCE_LOCK = threading.Lock()
 
 
 class WarehouseBusy(EvalPipelinesError, RuntimeError):
@@ -145,7 +151,8 @@ def _open(
     next_notice = 10.0
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            with _INSTANCE_LOCK:
+                return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as error:
             if not _is_lock_error(error):
                 raise _unavailable(path, error) from None
@@ -162,6 +169,11 @@ def _open(
                 next_notice += 30.0
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _close(conn: duckdb.DuckDBPyConnection) -> None:
+    with _INSTANCE_LOCK:
+        conn.close()
 
 
 def _unavailable(path: Path, error: Exception) -> WarehouseUnavailable:
@@ -226,7 +238,7 @@ def connect(
     if read_only:
         conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
         if schema_version(conn) < latest_schema_version():
-            conn.close()
+            _close(conn)
             with connect(path, wait_seconds=wait_seconds, on_wait=on_wait):
                 pass  # upgrades the file in place
             conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
@@ -240,12 +252,12 @@ def connect(
         try:
             migrate(conn)
         except BaseException:
-            conn.close()
+            _close(conn)
             raise
     try:
         yield conn
     finally:
-        conn.close()
+        _close(conn)
 
 
 @contextmanager
