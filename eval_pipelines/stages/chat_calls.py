@@ -2,7 +2,9 @@
 
 :func:`run_chat_calls` answers a list of requests: those already in the warehouse's
 ``chat_calls`` cache are read from it (they cost nothing), the rest are called with at most
-``settings.concurrency`` in flight (a thread pool), and each answer is stored in the cache as
+``settings.concurrency`` in flight to the endpoint (a thread pool, and a slot per request
+shared with every other batch on the machine calling the same endpoint:
+:mod:`~eval_pipelines.stages.endpoint_slots`), and each answer is stored in the cache as
 it arrives, so a run killed halfway and started again pays only for the calls it had not yet
 made. A call that still fails after its retries is returned as a failure with its reason; one
 row never raises.
@@ -40,6 +42,7 @@ from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import ChatRequest
 from eval_pipelines.core.chat.settings import ChatSettings, api_key
 from eval_pipelines.core.results import JsonResult
+from eval_pipelines.stages.endpoint_slots import EndpointSlots
 from eval_pipelines.storage.chat_cache import CachedCall, cached_calls, store_calls
 from eval_pipelines.storage.warehouse import connect
 
@@ -164,6 +167,7 @@ def _call_one(
     down: threading.Event,
     down_reason: list[str],
     stop: threading.Event,
+    slots: EndpointSlots,
 ) -> _Outcome:
     waits: list[float] = []
     sent = 0
@@ -179,9 +183,12 @@ def _call_one(
         if stop.is_set():
             return failed("stopped before the call was made")
         wait_for: float | None = None
-        sent += 1
         try:
-            reply = client.chat.completions.create(**request.create_arguments())
+            with slots.slot(give_up=lambda: stop.is_set() or down.is_set()) as holding:
+                if not holding:
+                    continue  # stopped or down while waiting: said at the top of the loop
+                sent += 1
+                reply = client.chat.completions.create(**request.create_arguments())
         except openai.APITimeoutError:
             reason = "the endpoint did not answer within the timeout"
         except openai.APIConnectionError as error:
@@ -237,6 +244,7 @@ def run_chat_calls(
     seed: int = 0,
     stop: threading.Event | None = None,
     progress: Callable[[ChatProgress], None] | None = None,
+    slots_root: Path | None = None,
 ) -> ChatCallsResult:
     """Answer ``requests`` (in their order): from the cache where it has them, else from the
     endpoint, storing each answer in ``warehouse``'s cache as it arrives.
@@ -244,7 +252,9 @@ def run_chat_calls(
     ``environ`` (default ``os.environ``) holds the API key variable; ``sleep`` waits between
     retries (tests pass a recorder); ``seed`` seeds the jitter; ``stop``, once set, makes the
     calls not yet started fail as stopped; ``progress`` hears where the batch is after the
-    cache lookup and after each answer (or group of answers) arrives. Ctrl-C cancels the
+    cache lookup and after each answer (or group of answers) arrives; ``slots_root`` is
+    where the endpoint's slot files are (default: the system's temp folder; see
+    :mod:`~eval_pipelines.stages.endpoint_slots`). Ctrl-C cancels the
     calls not yet started and re-raises, after the answers already received are stored.
     """
     environment = os.environ if environ is None else environ
@@ -291,6 +301,7 @@ def run_chat_calls(
         down_reason: list[str] = []
         stopping = stop or threading.Event()
         jitter = random.Random(seed)  # its random() is one C call: safe across the threads
+        slots = EndpointSlots(settings.endpoint, settings.concurrency, root=slots_root)
         pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="chat")
         pending: set[Future[_Outcome]] = set()
         futures: list[Future[_Outcome]] = []
@@ -327,6 +338,7 @@ def run_chat_calls(
                     down=down,
                     down_reason=down_reason,
                     stop=stopping,
+                    slots=slots,
                 )
                 for request in to_call
             }

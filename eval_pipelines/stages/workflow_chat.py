@@ -9,13 +9,15 @@ read from the environment of the process the step runs in, by ``run_chat_calls``
 part of the context.
 
 A golden run runs four cases at a time, each step one call; the node's ``concurrency`` caps
-the calls in flight per endpoint across them (a semaphore per endpoint and limit, shared by
-the run's threads), so ``concurrency: 1`` makes the calls one at a time. Waiting for a slot
-and waiting between retries end as soon as the run is stopped, and so does waiting for a call
-in flight: the step raises :class:`~eval_pipelines.core.workflows.step_worker.StepCanceled`
-at once (its case is recorded as not reached) and leaves the call to end on its own in a
-daemon thread (an answer that still arrives is stored in the cache, so it is never paid
-twice; the process exiting ends the connection).
+the calls in flight per endpoint across them, and across every other run on the machine
+calling that endpoint (each request holds one of the endpoint's slots:
+:mod:`~eval_pipelines.stages.endpoint_slots`), so ``concurrency: 1`` makes the calls one at a
+time. Waiting for a slot and waiting between retries end as soon as the run is stopped, and
+so does waiting for a call in flight: the step raises
+:class:`~eval_pipelines.core.workflows.step_worker.StepCanceled` at once (its case is
+recorded as not reached) and leaves the call to end on its own in a daemon thread (an answer
+that still arrives is stored in the cache, so it is never paid twice; the process exiting
+ends the connection).
 """
 
 from __future__ import annotations
@@ -31,15 +33,7 @@ from eval_pipelines.core.workflows.nodes import StepContext
 from eval_pipelines.core.workflows.step_worker import StepCanceled
 from eval_pipelines.stages.chat_calls import ChatCallsResult, run_chat_calls
 
-SLOT_POLL_SECONDS = 0.1
-
-_LOCK = threading.Lock()
-_SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
-
-
-def _slot(endpoint: str, concurrency: int) -> threading.BoundedSemaphore:
-    with _LOCK:
-        return _SLOTS.setdefault((endpoint, concurrency), threading.BoundedSemaphore(concurrency))
+STOP_POLL_SECONDS = 0.1
 
 
 class WorkflowChat:
@@ -53,20 +47,6 @@ class WorkflowChat:
         settings: ChatSettings,
         requests: list[ChatRequest],
         stop: threading.Event | None = None,
-    ) -> ChatCallsResult:
-        slot = _slot(settings.endpoint, settings.concurrency)
-        while not slot.acquire(timeout=SLOT_POLL_SECONDS):
-            if stop is not None and stop.is_set():
-                break  # run_chat_calls fails the calls as stopped (cached answers still count)
-        else:
-            try:
-                return self._calls(settings, requests, stop)
-            finally:
-                slot.release()
-        return run_chat_calls(self.warehouse, settings, requests, stop=stop)
-
-    def _calls(
-        self, settings: ChatSettings, requests: list[ChatRequest], stop: threading.Event | None
     ) -> ChatCallsResult:
         if stop is None:
             return run_chat_calls(self.warehouse, settings, requests)
@@ -85,7 +65,7 @@ class WorkflowChat:
         worker = threading.Thread(target=calls, name="chat-step", daemon=True)
         worker.start()
         while worker.is_alive():
-            worker.join(SLOT_POLL_SECONDS)
+            worker.join(STOP_POLL_SECONDS)
             if worker.is_alive() and stop.is_set():
                 raise StepCanceled("canceled while a chat call was in flight")
         result = outcome[0]
