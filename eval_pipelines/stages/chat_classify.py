@@ -33,6 +33,7 @@ from eval_pipelines.core.chat.classify import (
     chat_messages,
     offered_candidates,
     prediction_from_answer,
+    supplied_evidence,
 )
 from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import ChatRequest, build_request
@@ -68,7 +69,7 @@ def _under(tree: CodeTree, code: str, ancestor: str) -> bool:
 
 
 def _decided(
-    record_key: str, code: str | None, matched: list[MemoEntry], task: ClassifyTask
+    record_key: str, code: str | None, matched: list[MemoEntry], task: ClassifyTask, supplied: int
 ) -> Prediction:
     """A row a memo rule decides outright (``decline``: no code; ``assign``: its code)."""
     config = task.variant.config
@@ -83,7 +84,7 @@ def _decided(
         ),
         candidates=[] if code is None else [{"code": code, "score": 1.0}],
         requested_candidates=config.candidates,
-        effective_candidates=0,
+        effective_candidates=supplied,
         memo_applied=[entry.entry_id for entry in matched],
     )
 
@@ -119,15 +120,17 @@ def classify_chat(
     settings = variant_settings(config, environment, where=f"variant {task.variant.name}.config")
     neighbours = neighbours_from_frame(task.evidence)
     decided: dict[str, Prediction] = {}
-    asked: list[tuple[str, list[tuple[str, float]], list[str], list[ChatRequest]]] = []
+    asked: list[tuple[str, list[tuple[str, float]], int, list[str], list[ChatRequest]]] = []
     for record in task.records:
+        retrieved = neighbours.get(record.record_key, [])
+        supplied = supplied_evidence(retrieved, config.candidates)
         matched = [e for e in task.memo if e.rule.matches(record.text, record.metadata)]
         ruling = next((e for e in matched if e.rule.action in ("decline", "assign")), None)
         if ruling is not None:
             code = ruling.rule.codes[0] if ruling.rule.action == "assign" else None
-            decided[record.record_key] = _decided(record.record_key, code, matched, task)
+            decided[record.record_key] = _decided(record.record_key, code, matched, task, supplied)
             continue
-        offered = offered_candidates(neighbours.get(record.record_key, []), config.candidates)
+        offered = offered_candidates(retrieved, config.candidates)
         excluded = [c for e in matched if e.rule.action == "exclude" for c in e.rule.codes]
         offered = [o for o in offered if not any(_under(task.tree, o[0], x) for x in excluded)]
         messages = chat_messages(settings, record.text, offered, task.memo, task.titles)
@@ -135,7 +138,9 @@ def classify_chat(
             build_request(settings, messages, trial=trial)
             for trial in range(1, settings.trials + 1)
         ]
-        asked.append((record.record_key, offered, [e.entry_id for e in matched], requests))
+        asked.append(
+            (record.record_key, offered, supplied, [e.entry_id for e in matched], requests)
+        )
 
     last_said = [0.0]
 
@@ -159,7 +164,7 @@ def classify_chat(
     answers = iter(result.answers)
     predictions: dict[str, Prediction] = dict(decided)
     trial_rows: list[dict[str, Any]] = []
-    for record_key, offered, applied, requests in asked:
+    for record_key, offered, supplied, applied, requests in asked:
         for request in requests:
             answer = next(answers)
             prediction = prediction_from_answer(
@@ -167,6 +172,7 @@ def classify_chat(
                 answer.content,
                 answer.failure,
                 offered,
+                supplied=supplied,
                 config=config,
                 tree=task.tree,
                 input_tokens=answer.input_tokens,

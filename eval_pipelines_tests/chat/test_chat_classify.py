@@ -13,6 +13,7 @@ from eval_pipelines.core.chat.classify import (
     chat_messages,
     offered_candidates,
     prediction_from_answer,
+    supplied_evidence,
 )
 from eval_pipelines.core.chat.request import build_request
 from eval_pipelines.core.chat.settings import parse_chat_settings
@@ -54,6 +55,14 @@ def test_offered_candidates_are_distinct_labels_of_the_evidence_asked_for() -> N
         Neighbour("r4", 0.8, "A2"),
     ]
     assert offered_candidates(retrieved, 3) == [("A1", 0.9), ("B1", 0.4)]
+    # The row was supplied the 3 records it asked for: two sharing a label is no shortfall
+    # (a count of the labels offered, 2, read as "retrieval returned fewer than 3").
+    assert supplied_evidence(retrieved, 3) == 3
+    assert supplied_evidence(retrieved[:2], 3) == 2
+    failed = prediction_from_answer(
+        "k", None, "down", offered_candidates(retrieved, 3), supplied=3, config=CONFIG, tree=TREE
+    )
+    assert (failed.effective_candidates, failed.requested_candidates) == (3, 3)
 
 
 def test_answers_become_predictions_or_failed_rows_with_their_reason(tmp_path: Path) -> None:
@@ -76,6 +85,7 @@ def test_answers_become_predictions_or_failed_rows_with_their_reason(tmp_path: P
             a.content,
             a.failure,
             offered,
+            supplied=len(retrieved),
             config=CONFIG,
             tree=TREE,
             input_tokens=a.input_tokens,
@@ -104,6 +114,7 @@ def test_a_failed_call_is_a_failed_row() -> None:
         None,
         "endpoint unreachable: connection refused at http://x/v1",
         [("A1", 0.9)],
+        supplied=1,
         config=CONFIG,
         tree=TREE,
     )

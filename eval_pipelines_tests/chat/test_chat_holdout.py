@@ -114,6 +114,21 @@ def test_a_knn_and_a_chat_variant_report_what_the_endpoint_answered(
         )
     # The candidate ceiling: rows whose label was among the candidates offered.
     assert chat["failedRows"] == 0
+    # Evidence supplied is counted in records, as for knn-vote: a row's ranked evidence is the
+    # same for both variants, the baseline asking 20 and the chat variant 10. Rows where
+    # several records share a label are offered fewer codes, and are not short for that.
+    baseline_rows = {
+        row.record_key: row
+        for row in api.eval_rows(small_case, started.eval_id, variant="baseline")
+    }
+    for row in rows:
+        assert row.effective_candidates == min(
+            10, baseline_rows[row.record_key].effective_candidates
+        )
+    assert any(len(row.candidates) < row.effective_candidates for row in rows)
+    short = sum(row.effective_candidates < 10 for row in rows)
+    assert chat["leaveOut"]["rowsShort"] == short
+    assert any(w["code"] == "candidates_short" for w in report["warnings"]) == (short > 0)
 
     # Usage: calls, cache, tokens as the endpoint reported them (the stand-in counts words),
     # cost from the price table.

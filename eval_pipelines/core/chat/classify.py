@@ -23,6 +23,13 @@ from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import CodeTree
 
 
+def supplied_evidence(retrieved: Sequence[Neighbour], limit: int) -> int:
+    """Evidence records retrieval supplied of the ``limit`` asked for: the row's
+    ``effective_candidates``, as for every classifier (a row falls short only when retrieval
+    found fewer records, not when several of them share a label)."""
+    return len(retrieved[:limit])
+
+
 def offered_candidates(retrieved: Sequence[Neighbour], limit: int) -> list[tuple[str, float]]:
     """``(code, best similarity)`` of the distinct labels among the first ``limit`` evidence
     records, in the order they first appear."""
@@ -53,12 +60,14 @@ def prediction_from_answer(
     failure: str | None,
     offered: Sequence[tuple[str, float]],
     *,
+    supplied: int,
     config: ClassifyConfig,
     tree: CodeTree,
     input_tokens: int = 0,
     output_tokens: int = 0,
 ) -> Prediction:
-    """The prediction of one answered (or failed) call; a bad answer is a failed row."""
+    """The prediction of one answered (or failed) call; a bad answer is a failed row.
+    ``supplied`` is :func:`supplied_evidence` of the row."""
     candidates = [{"code": code, "score": round(score, 6)} for code, score in offered]
 
     def predicted(code: str | None, confidence: float, route: str, error: str | None) -> Prediction:
@@ -69,7 +78,7 @@ def prediction_from_answer(
             route=route,
             candidates=candidates,
             requested_candidates=config.candidates,
-            effective_candidates=len(offered),
+            effective_candidates=supplied,
             error=error,
             tokens=input_tokens + output_tokens,
             input_tokens=input_tokens,
