@@ -11,7 +11,7 @@ from typing import Any
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.compare import PairedLevel
 from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
-from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
+from eval_pipelines.core.holdout.scoring import CandidateSupply, LevelScore, VariantScore
 from eval_pipelines.core.holdout.spec import AA_TWIN, ClassifyConfig, HoldoutSpec
 from eval_pipelines.core.holdout.trials import (
     DECLINED,
@@ -112,6 +112,17 @@ def comparability_key(spec: HoldoutSpec) -> str:
     return f"{label}.{hash_json(comparability(spec), length=8)}"
 
 
+def _stops_above(score: VariantScore, level: LevelScore) -> bool:
+    """Whether every row scored at ``level`` was declined there while some shallower level
+    has codes: the classifier's codes stop above ``level`` (e.g. a plug-in that answers
+    categories scored at a subcategory target)."""
+    if level.accuracy.n == 0 or level.declined < level.accuracy.n:
+        return False
+    return any(
+        other.declined < other.accuracy.n for other in score.levels if other.depth < level.depth
+    )
+
+
 def _warnings(
     spec: HoldoutSpec, sample_size: int, variants: tuple[VariantResult, ...]
 ) -> tuple[ReportWarning, ...]:
@@ -152,7 +163,18 @@ def _warnings(
                 )
             )
         for depth in variant.score.target_depth:
-            accuracy = variant.score.level(depth).accuracy
+            level = variant.score.level(depth)
+            accuracy = level.accuracy
+            if _stops_above(variant.score, level):
+                warnings.append(
+                    ReportWarning(
+                        "no_codes_at_target",
+                        f"variant {variant.name}: none of its {accuracy.n} predictions reaches "
+                        f"target level L{depth} {level.name}, though codes reach shallower "
+                        "levels: its accuracy there is 0 by construction (a code shallower "
+                        "than a level counts as declined at it), not a measure of wrong codes",
+                    )
+                )
             if not accuracy.sufficient:
                 warnings.append(
                     ReportWarning(

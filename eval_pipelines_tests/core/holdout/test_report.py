@@ -99,9 +99,9 @@ def _variant(name, config, frame, memo_ids):
     )
 
 
-def _report():
+def _report(candidate=("near|est", NEAREST, CANDIDATE, ("m_a", "m_b", "m_c"))):
     base_outcomes, base = _variant("baseline", WEIGHTED, BASELINE, ())
-    cand_outcomes, cand = _variant("near|est", NEAREST, CANDIDATE, ("m_a", "m_b", "m_c"))
+    cand_outcomes, cand = _variant(*candidate)
     spec = HoldoutSpec(
         eval_id="demo-e1-s7",
         case_id="demo",
@@ -112,7 +112,7 @@ def _report():
         target_depth=(2,),
         variants=(
             Variant("baseline", (), WEIGHTED, "baseline"),
-            Variant("near|est", (), NEAREST, "near_est"),
+            Variant(cand.name, (), cand.config, "near_est"),
         ),
         records_version="rv1",
         tree_version="tv1",
@@ -128,7 +128,7 @@ def _report():
         variants=(base, cand),
         comparisons=(
             Comparison(
-                "baseline", "near|est", compare_outcomes(base_outcomes, cand_outcomes, TREE, seed=0)
+                "baseline", cand.name, compare_outcomes(base_outcomes, cand_outcomes, TREE, seed=0)
             ),
         ),
     )
@@ -262,3 +262,32 @@ def test_a_verdict_needs_the_interval_and_the_exact_test() -> None:
     assert confirmed_verdict("better", 0.0037) == "better"
     assert confirmed_verdict("worse", 0.01) == "worse"
     assert confirmed_verdict("insufficient_evidence", 0.01) == "insufficient_evidence"
+
+
+# Codes that stop at level 1 (chapters A, B) under a level-2 target: right at L1 for all 12,
+# none reaching L2, where all 12 rows count as declined.
+CHAPTERS_ONLY = _rows(
+    codes=["A"] * 9 + ["B"] * 3,
+    routes=["declined"] * N,
+    votes=[3] * N,
+    effective=[3] * N,
+    memo_applied=[[]] * N,
+)
+
+
+def test_a_variant_whose_codes_stop_above_a_target_level_is_warned_about():
+    report = _report(("chapters", WEIGHTED, CHAPTERS_ONLY, ()))
+    chapters = report["variants"][1]["score"]
+    assert chapters["targetDepth"]["2"]["k"] == 0 and chapters["targetDepth"]["2"]["n"] == 12
+    shallow = [w for w in report["warnings"] if w["code"] == "no_codes_at_target"]
+    assert shallow == [
+        {
+            "code": "no_codes_at_target",
+            "message": "variant chapters: none of its 12 predictions reaches target level L2 "
+            "block, though codes reach shallower levels: its accuracy there is 0 by "
+            "construction (a code shallower than a level counts as declined at it), not a "
+            "measure of wrong codes",
+        }
+    ]
+    # Variants with codes at the target (one row declined is not every row) are not named.
+    assert "no_codes_at_target" not in [w["code"] for w in _report()["warnings"]]
