@@ -170,7 +170,8 @@ def _warnings(
                     ReportWarning(
                         "no_codes_at_target",
                         f"variant {variant.name}: none of its {accuracy.n} predictions reaches "
-                        f"target level L{depth} {level.name}, though codes reach shallower "
+                        f"target level L{depth} {level.name.removesuffix(f' L{depth}')}, "
+                        "though codes reach shallower "
                         "levels: its accuracy there is 0 by construction (a code shallower "
                         "than a level counts as declined at it), not a measure of wrong codes",
                     )

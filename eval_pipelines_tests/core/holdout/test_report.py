@@ -3,6 +3,7 @@ level, target levels marked; versions, memo version and config per variant), on 
 rows."""
 
 import json
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -99,7 +100,7 @@ def _variant(name, config, frame, memo_ids):
     )
 
 
-def _report(candidate=("near|est", NEAREST, CANDIDATE, ("m_a", "m_b", "m_c"))):
+def _report(candidate=("near|est", NEAREST, CANDIDATE, ("m_a", "m_b", "m_c")), levels=None):
     base_outcomes, base = _variant("baseline", WEIGHTED, BASELINE, ())
     cand_outcomes, cand = _variant(*candidate)
     spec = HoldoutSpec(
@@ -120,7 +121,7 @@ def _report(candidate=("near|est", NEAREST, CANDIDATE, ("m_a", "m_b", "m_c"))):
     )
     report = build_report(
         spec,
-        TREE.levels,
+        TREE.levels if levels is None else levels,
         sample_hash="abc",
         sample_size=N,
         group_members_excluded=0,
@@ -288,6 +289,12 @@ def test_a_variant_whose_codes_stop_above_a_target_level_is_warned_about():
             "construction (a code shallower than a level counts as declined at it), not a "
             "measure of wrong codes",
         }
+    ]
+    # A level named with its depth (several levels of one kind) reads once, as in the tables.
+    named = tuple(replace(level, name=f"{level.name} L{level.depth}") for level in TREE.levels)
+    again = _report(("chapters", WEIGHTED, CHAPTERS_ONLY, ()), levels=named)["warnings"]
+    assert [w["message"] for w in again if w["code"] == "no_codes_at_target"] == [
+        shallow[0]["message"]
     ]
     # Variants with codes at the target (one row declined is not every row) are not named.
     assert "no_codes_at_target" not in [w["code"] for w in _report()["warnings"]]
