@@ -134,3 +134,17 @@ def test_a_stop_while_waiting_for_a_slot_fails_the_calls_not_made(tmp_path: Path
         assert server.request_count == 0
     assert result.counters.failed == 3
     assert {a.failure for a in result.answers} == {"stopped before the call was made"}
+
+
+def test_a_process_keeps_no_slot_file_open_once_its_calls_are_done(tmp_path: Path) -> None:
+    # One process calling many endpoints (a test worker, a notebook) must not keep their slot
+    # files open: with 1,024 descriptors, 4 per endpoint would run out after 256 endpoints.
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_descriptors()
+    for port in range(50):
+        slots = EndpointSlots(f"http://127.0.0.1:{port}/v1", 4, root=tmp_path)
+        with slots.slot() as first, slots.slot() as second:
+            assert (first, second) == (True, True)
+    assert open_descriptors() == before
