@@ -36,6 +36,12 @@ WRITE_WAIT_SECONDS = 120.0
 # being torn down) fails with "Unique file handle conflict: Cannot attach ..." (DuckDB 1.5.6,
 # a golden run's four cases at once): opening and closing are serialised within the process.
 _INSTANCE_LOCK = threading.Lock()
+# Connections this process has open, per file. DuckDB's lock on a database file is a POSIX
+# record lock, which the kernel drops when its process closes *any* descriptor of that file:
+# the header check (check_is_duckdb reads it with open()) runs only while this count is 0, or
+# another process could open a file this one is writing (seen: a run's commit failing on the
+# WAL lock of a warehouse the test process still had open).
+_OPEN_CONNECTIONS: dict[Path, int] = {}
 
 
 class WarehouseBusy(EvalPipelinesError, RuntimeError):
@@ -152,7 +158,12 @@ def _open(
     while True:
         try:
             with _INSTANCE_LOCK:
-                return duckdb.connect(str(path), read_only=read_only)
+                key = path.resolve()
+                if not _OPEN_CONNECTIONS.get(key):
+                    check_is_duckdb(path)
+                conn = duckdb.connect(str(path), read_only=read_only)
+                _OPEN_CONNECTIONS[key] = _OPEN_CONNECTIONS.get(key, 0) + 1
+                return conn
         except duckdb.IOException as error:
             if not _is_lock_error(error):
                 raise _unavailable(path, error) from None
@@ -171,9 +182,15 @@ def _open(
             delay = min(delay * 2, 1.0)
 
 
-def _close(conn: duckdb.DuckDBPyConnection) -> None:
+def _close(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     with _INSTANCE_LOCK:
         conn.close()
+        key = path.resolve()
+        left = _OPEN_CONNECTIONS.get(key, 1) - 1
+        if left > 0:
+            _OPEN_CONNECTIONS[key] = left
+        else:
+            _OPEN_CONNECTIONS.pop(key, None)
 
 
 def _unavailable(path: Path, error: Exception) -> WarehouseUnavailable:
@@ -229,7 +246,6 @@ def connect(
     """
     if path.exists() and path.is_dir():
         raise InputError("warehouse", str(path), "is a directory; give the DuckDB file's path")
-    check_is_duckdb(path)
     if not create and not path.exists():
         raise WarehouseUnavailable(
             f"warehouse {path} does not exist yet: create a case first "
@@ -238,7 +254,7 @@ def connect(
     if read_only:
         conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
         if schema_version(conn) < latest_schema_version():
-            _close(conn)
+            _close(conn, path)
             with connect(path, wait_seconds=wait_seconds, on_wait=on_wait):
                 pass  # upgrades the file in place
             conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
@@ -252,12 +268,12 @@ def connect(
         try:
             migrate(conn)
         except BaseException:
-            _close(conn)
+            _close(conn, path)
             raise
     try:
         yield conn
     finally:
-        _close(conn)
+        _close(conn, path)
 
 
 @contextmanager

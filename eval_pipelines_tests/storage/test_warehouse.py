@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipelines.core.errors import InputError
 from eval_pipelines.storage.warehouse import (
     WarehouseBusy,
     WarehouseUnavailable,
@@ -145,3 +146,47 @@ def test_threads_opening_and_closing_the_warehouse_at_once_all_succeed(tmp_path:
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+OPEN_FROM_ANOTHER_PROCESS = """
+import sys, duckdb
+try:
+    duckdb.connect(sys.argv[1])
+except duckdb.IOException as error:
+    print("refused" if "Conflicting lock" in str(error) else f"other error: {error}")
+else:
+    print("opened")
+"""
+
+
+def test_a_second_connection_in_a_process_keeps_the_file_locked_to_others(tmp_path: Path) -> None:
+    # DuckDB's lock is a POSIX record lock, dropped when its process closes any descriptor of
+    # the file: reading the header with open() on every connect let another process open a
+    # file this one was writing (a golden run's threads each connect while others hold it).
+    path = tmp_path / "w.duckdb"
+
+    def other_process() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", OPEN_FROM_ANOTHER_PROCESS, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    with connect(path, create=True):
+        assert other_process() == "refused"
+        with connect(path):
+            pass
+        assert other_process() == "refused"
+
+
+def test_a_file_that_is_not_duckdb_is_refused_naming_the_warehouse(tmp_path: Path) -> None:
+    path = tmp_path / "records.parquet"
+    path.write_bytes(b"PAR1" + bytes(64))
+    before = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(InputError, match="is not a DuckDB database file"):
+            with connect(path, read_only=read_only):
+                pass
+    assert path.read_bytes() == before  # DuckDB refused it without writing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records.parquet"]
