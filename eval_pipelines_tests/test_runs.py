@@ -12,10 +12,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pytest
 import yaml
 
@@ -28,6 +28,7 @@ from eval_pipelines.instance import (
     dagster_instance,
     set_pool_limit,
 )
+from eval_pipelines.storage.warehouse import connect
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 
@@ -82,6 +83,13 @@ def _worker_pid(instance: dg.DagsterInstance, run_id: str, timeout: float = 120)
     raise AssertionError(f"run {run_id} never reported its process")
 
 
+def _hold_warehouse() -> ExitStack:
+    """This process's connection to the warehouse, held until ``close()``."""
+    stack = ExitStack()
+    stack.enter_context(connect(Path(os.environ["EVAL_PIPELINES_WAREHOUSE"])))
+    return stack
+
+
 def _wait_for(predicate, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -95,8 +103,10 @@ def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
     reference = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6, wait=True)
     expected = api.get_holdout_eval(small_case, reference.eval_id).report
 
-    # Hold the warehouse so the submitted run blocks in its first step, inside the pool.
-    holder = duckdb.connect(os.environ["EVAL_PIPELINES_WAREHOUSE"])
+    # Hold the warehouse so the submitted run blocks in its first step, inside the pool. It is
+    # held through connect(), as the package holds it: a bare duckdb.connect in this process
+    # is unknown to connect(), whose header check would then drop its lock.
+    holder = _hold_warehouse()
     try:
         started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6)
         instance = dagster_instance()
@@ -132,7 +142,7 @@ def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
 
 
 def test_terminating_a_cli_started_run_reads_canceled(small_case: str) -> None:
-    holder = duckdb.connect(os.environ["EVAL_PIPELINES_WAREHOUSE"])
+    holder = _hold_warehouse()
     try:
         started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=2)
         instance = dagster_instance()
