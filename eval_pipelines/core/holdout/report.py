@@ -170,10 +170,10 @@ def _warnings(
                     ReportWarning(
                         "no_codes_at_target",
                         f"variant {variant.name}: none of its {accuracy.n} predictions reaches "
-                        f"target level L{depth} {level.name.removesuffix(f' L{depth}')}, "
-                        "though codes reach shallower "
-                        "levels: its accuracy there is 0 by construction (a code shallower "
-                        "than a level counts as declined at it), not a measure of wrong codes",
+                        f"target level {_level_title(depth, level.name)}, though codes reach "
+                        "shallower levels: its accuracy there is 0 by construction (a code "
+                        "shallower than a level counts as declined at it), not a measure of "
+                        "wrong codes",
                     )
                 )
             if not accuracy.sufficient:
@@ -502,13 +502,19 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _level_title(depth: int | str, name: str) -> str:
+    """``L<d> <name>``, the depth said once (a name made unique as ``subcategory L4`` reads
+    ``L4 subcategory``)."""
+    return f"L{depth} {name.removesuffix(f' L{depth}')}".strip()
+
+
 def _level_titles(report: dict[str, Any]) -> dict[str, str]:
     """``L<d> <name>`` per level; target levels in bold and marked ``(target)``."""
     targets = {str(d) for d in report["targetDepth"]}
     titles = {}
     for level in report["levels"]:
         depth = str(level["depth"])
-        title = f"L{depth} {level['name'].removesuffix(f' L{depth}')}".strip()
+        title = _level_title(depth, level["name"])
         titles[depth] = f"**{title}** (target)" if depth in targets else title
     return titles
 
