@@ -147,6 +147,7 @@ def _is_lock_error(error: duckdb.Error) -> bool:
 
 def _open(
     path: Path,
+    key: Path,
     *,
     read_only: bool,
     wait_seconds: float | None,
@@ -158,7 +159,6 @@ def _open(
     while True:
         try:
             with _INSTANCE_LOCK:
-                key = path.resolve()
                 if not _OPEN_CONNECTIONS.get(key):
                     check_is_duckdb(path)
                 conn = duckdb.connect(str(path), read_only=read_only)
@@ -182,10 +182,11 @@ def _open(
             delay = min(delay * 2, 1.0)
 
 
-def _close(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
+def _close(conn: duckdb.DuckDBPyConnection, key: Path) -> None:
+    """Close ``conn``, opened by :func:`_open` with the same ``key`` (the file's resolved path,
+    so the count it keeps is the one the open added to)."""
     with _INSTANCE_LOCK:
         conn.close()
-        key = path.resolve()
         left = _OPEN_CONNECTIONS.get(key, 1) - 1
         if left > 0:
             _OPEN_CONNECTIONS[key] = left
@@ -246,34 +247,35 @@ def connect(
     """
     if path.exists() and path.is_dir():
         raise InputError("warehouse", str(path), "is a directory; give the DuckDB file's path")
+    key = path.resolve()  # one name per file for the open-connection count
     if not create and not path.exists():
         raise WarehouseUnavailable(
             f"warehouse {path} does not exist yet: create a case first "
             "(eval-pipelines case create ...)"
         )
     if read_only:
-        conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
+        conn = _open(path, key, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
         if schema_version(conn) < latest_schema_version():
-            _close(conn, path)
+            _close(conn, key)
             with connect(path, wait_seconds=wait_seconds, on_wait=on_wait):
                 pass  # upgrades the file in place
-            conn = _open(path, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
+            conn = _open(path, key, read_only=True, wait_seconds=wait_seconds, on_wait=on_wait)
     else:
         check_writable(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             for suffix in COMPANION_SUFFIXES:
                 path.with_name(path.name + suffix).unlink(missing_ok=True)
-        conn = _open(path, read_only=False, wait_seconds=wait_seconds, on_wait=on_wait)
+        conn = _open(path, key, read_only=False, wait_seconds=wait_seconds, on_wait=on_wait)
         try:
             migrate(conn)
         except BaseException:
-            _close(conn, path)
+            _close(conn, key)
             raise
     try:
         yield conn
     finally:
-        _close(conn, path)
+        _close(conn, key)
 
 
 @contextmanager

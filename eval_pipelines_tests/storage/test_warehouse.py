@@ -188,5 +188,5 @@ def test_a_file_that_is_not_duckdb_is_refused_naming_the_warehouse(tmp_path: Pat
         with pytest.raises(InputError, match="is not a DuckDB database file"):
             with connect(path, read_only=read_only):
                 pass
-    assert path.read_bytes() == before  # DuckDB refused it without writing
+    assert path.read_bytes() == before  # refused from its header, before DuckDB opened it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["records.parquet"]
