@@ -103,7 +103,6 @@ class EndpointSlots:
     def __init__(self, endpoint: str, limit: int, *, root: Path | None = None) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        self.endpoint = endpoint
         self.limit = limit
         self._files = _slot_files(slots_directory(endpoint, root))
 
