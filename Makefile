@@ -9,7 +9,7 @@ CLI := $(BIN)/eval-pipelines
 PORT ?= 3000
 SITE := .site
 
-.PHONY: install demo demo-llm test test-fast test-slow lint docs dev bench clean
+.PHONY: install demo demo-llm test test-fast test-slow lint docs docs-serve dev bench clean
 
 EXAMPLE := examples/eval_pipelines_example
 
@@ -126,6 +126,11 @@ lint: install
 
 docs: install  ## build the docs/ site with mkdocs --strict into .site/ (a broken link or anchor fails; not --quiet, which hides the warnings --strict counts)
 	$(BIN)/mkdocs build --strict -d $(SITE)
+
+DOCS_PORT ?= 8000
+docs-serve: docs  ## serve the built site on http://127.0.0.1:$(DOCS_PORT) (search needs it: a browser will not load the search index of a page opened as a file)
+	@echo "docs: http://127.0.0.1:$(DOCS_PORT)/index.html (Ctrl-C stops)"
+	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE) $(DOCS_PORT)
 
 test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers
 	$(BIN)/python -m pytest -q -m "not slow" -n 2
