@@ -131,7 +131,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     reason = refused(capsys, "workflow", "activate", WORKFLOW, broken, "--by", "ana")
     assert reason == (
         f"revision {broken} of {WORKFLOW} cannot be activated: "
-        "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 3 of 3 wrong)"
     )
     code, out, _ = cli(capsys, "workflow", "status", WORKFLOW)
     assert code == 0
@@ -139,7 +139,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
         f"  active revision: {good} (by ana, {entries[0]['activatedAt']})",
         f"  newest revision: {broken}",
         f"  gate for {broken}: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 "
-        "(misses: customer 0/3)",
+        "(misses: customer 3 of 3 wrong)",
     ]
 
     other = cli_json(capsys, "workflow", "save", "other_invoices", "--file", WORKFLOW_FILE)
@@ -479,7 +479,8 @@ def test_golden_run_of_a_blocked_revision_exits_1_though_its_dagster_run_succeed
     # The exit code comes from the gate's decision, as before: 1 when a gating set fails.
     assert code == 1, err
     assert out.splitlines()[-1] == (
-        "  gate: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        "  gate: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 "
+        "(misses: customer 3 of 3 wrong)"
     )
     code, out, err = cli(capsys, "golden", "run", "inv", "--json")
     assert code == 1, err
@@ -538,7 +539,7 @@ def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
     assert "    customer                         0.500 (1/2)" in out.splitlines()
     reason = refused(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
     assert reason.endswith(
-        "set inv: scored 0.956 (22/23) below threshold 1.0 (misses: customer 1/2)"
+        "set inv: scored 0.956 (22/23) below threshold 1.0 (misses: customer 1 of 2 wrong)"
     )
     code, out, _ = cli(capsys, "golden", "trend", "inv")
     assert out.splitlines()[1].endswith(f"rev {revision}  0.956  n=23")

@@ -279,7 +279,8 @@ def listed(case_ids: Sequence[str]) -> str:
 
 
 def missed_fields(score: RunScore) -> str:
-    """`` (misses: customer 0/3, line_items.qty 4/6)``: the worst fields, so a refusal says
+    """`` (misses: customer 3 of 3 wrong, line_items.qty 2 of 6 wrong)``: the fields with the
+    lowest share right first (each with its values wrong of those scored), so a refusal says
     where to look."""
     missed = sorted(
         (f for f in score.fields if not f.stale and f.scored and f.correct < f.scored),
@@ -287,7 +288,9 @@ def missed_fields(score: RunScore) -> str:
     )
     if not missed:
         return ""
-    shown = ", ".join(f"{f.key} {f.correct}/{f.scored}" for f in missed[:MISSED_FIELDS_SHOWN])
+    shown = ", ".join(
+        f"{f.key} {f.scored - f.correct} of {f.scored} wrong" for f in missed[:MISSED_FIELDS_SHOWN]
+    )
     more = (
         f" and {len(missed) - MISSED_FIELDS_SHOWN} more"
         if len(missed) > MISSED_FIELDS_SHOWN

@@ -98,7 +98,7 @@ def test_a_score_below_the_threshold_blocks_and_names_the_missed_fields():
     gate = decide_gate("wf", "rev1", [evidence(score=run_score(RIGHT, WRONG_CUSTOMER))])
     assert not gate.passed
     assert gate.reason == (
-        "set invoices: scored 0.750 (3/4) below threshold 1.0 (misses: customer 1/2)"
+        "set invoices: scored 0.750 (3/4) below threshold 1.0 (misses: customer 1 of 2 wrong)"
     )
 
 
