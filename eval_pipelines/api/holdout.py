@@ -668,11 +668,31 @@ def _step_statuses(
     return statuses
 
 
+def report_step_succeeded(instance: Any, report_run_id: str | None) -> bool:
+    """Whether the ``eval_report`` step of the run that wrote the stored report succeeded.
+
+    The step commits the report before it ends, so an interrupt in between (the UI's
+    Terminate, Ctrl-C) leaves the report of a step that did not succeed, in a canceled run
+    whose ``eval_report`` the UI shows missing: such a report does not count. A report with
+    no run id, or whose run this instance does not hold, has nothing to contradict it and
+    counts."""
+    from dagster import DagsterEventType
+
+    if report_run_id is None or instance.get_run_by_id(report_run_id) is None:
+        return True
+    return any(
+        record.dagster_event is not None and record.dagster_event.step_key == _REPORT_ASSET
+        for record in instance.all_logs(report_run_id, of_type=DagsterEventType.STEP_SUCCESS)
+    )
+
+
 def _evaluation_status(
     report_run_id: str | None, has_report: bool, run: RunInfo | None, *, writes_report: bool
 ) -> str:
     """The evaluation's status from its stored report and the newest run's state.
 
+    ``has_report`` is true only for a report whose step succeeded
+    (:func:`report_step_succeeded`), or that its run, still running, has just written.
     ``complete`` once a report exists that matches the newest run: the run wrote it and has
     finished, or the run was launched for the whole chain (``writes_report``: a re-run in
     progress or failed leaves the earlier report complete; the run says what it is doing).
@@ -729,6 +749,11 @@ def _status(instance: Any, stored: _Stored, dagster_run: Any) -> HoldoutStatus:
         else {}
     )
     writes_report = selection.selects(_REPORT_ASSET)
+    if report is not None and not (
+        run is not None and not run.finished and run.run_id == report.run_id
+    ):
+        if not report_step_succeeded(instance, report.run_id):
+            report = None  # written by a step that did not succeed: it does not count
     return HoldoutStatus(
         eval_id=stored.row.eval_id,
         case_id=stored.row.case_id,
@@ -974,6 +999,11 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
     ) as conn:
         cases_store.load_case(conn, case_id)
         frame = evaluations_store.list_evaluations(conn, case_id)
+    instance = None
+    if frame["has_report"].any():
+        from eval_pipelines.instance import dagster_instance
+
+        instance = dagster_instance()
     listed = []
     for row in frame.iter_rows(named=True):
         spec = json.loads(row["spec_json"])
@@ -988,7 +1018,8 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
                 variants=tuple(v["name"] for v in spec["variants"]),
                 records_version=spec["recordsVersion"],
                 memo_version=spec["memoVersion"],
-                complete=bool(row["has_report"]),
+                complete=bool(row["has_report"])
+                and report_step_succeeded(instance, row["report_run_id"]),
             )
         )
     return listed
