@@ -264,6 +264,6 @@ def test_a_case_enabled_again_since_the_run_blocks_and_one_disabled_since_is_lef
     # the run is left out, and the reason says so.
     assert gate.passed and gate.sets[0].golden_run_id == second.golden_run_id
     assert gate.reason == (
-        "set gate: scored 1.000 (17/17) at or above threshold 1.0 (case-0001 disabled since "
+        "set gate: scored 17/17 at or above threshold 1.0 (case-0001 disabled since "
         "the run, left out)"
     )
