@@ -15,6 +15,7 @@ from eval_pipelines.api._shared import (
     EvalInterrupted,
     require_run_warehouse,
     resolve_warehouse,
+    stored_by_a_succeeded_step,
 )
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.classify import known_classifiers
@@ -668,31 +669,13 @@ def _step_statuses(
     return statuses
 
 
-def report_step_succeeded(instance: Any, report_run_id: str | None) -> bool:
-    """Whether the ``eval_report`` step of the run that wrote the stored report succeeded.
-
-    The step commits the report before it ends, so an interrupt in between (the UI's
-    Terminate, Ctrl-C) leaves the report of a step that did not succeed, in a canceled run
-    whose ``eval_report`` the UI shows missing: such a report does not count. A report with
-    no run id, or whose run this instance does not hold, has nothing to contradict it and
-    counts."""
-    from dagster import DagsterEventType
-
-    if report_run_id is None or instance.get_run_by_id(report_run_id) is None:
-        return True
-    return any(
-        record.dagster_event is not None and record.dagster_event.step_key == _REPORT_ASSET
-        for record in instance.all_logs(report_run_id, of_type=DagsterEventType.STEP_SUCCESS)
-    )
-
-
 def _evaluation_status(
     report_run_id: str | None, has_report: bool, run: RunInfo | None, *, writes_report: bool
 ) -> str:
     """The evaluation's status from its stored report and the newest run's state.
 
-    ``has_report`` is true only for a report whose step succeeded
-    (:func:`report_step_succeeded`), or that its run, still running, has just written.
+    ``has_report`` is true only for a report whose ``eval_report`` step succeeded
+    (:func:`stored_by_a_succeeded_step`), or that its run, still running, has just written.
     ``complete`` once a report exists that matches the newest run: the run wrote it and has
     finished, or the run was launched for the whole chain (``writes_report``: a re-run in
     progress or failed leaves the earlier report complete; the run says what it is doing).
@@ -752,7 +735,7 @@ def _status(instance: Any, stored: _Stored, dagster_run: Any) -> HoldoutStatus:
     if report is not None and not (
         run is not None and not run.finished and run.run_id == report.run_id
     ):
-        if not report_step_succeeded(instance, report.run_id):
+        if not stored_by_a_succeeded_step(instance, report.run_id, _REPORT_ASSET):
             report = None  # written by a step that did not succeed: it does not count
     return HoldoutStatus(
         eval_id=stored.row.eval_id,
@@ -1019,7 +1002,7 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
                 records_version=spec["recordsVersion"],
                 memo_version=spec["memoVersion"],
                 complete=bool(row["has_report"])
-                and report_step_succeeded(instance, row["report_run_id"]),
+                and stored_by_a_succeeded_step(instance, row["report_run_id"], _REPORT_ASSET),
             )
         )
     return listed
