@@ -12,7 +12,9 @@ stores, five weeks, and units that are a function of store and week.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -222,6 +224,48 @@ def test_the_same_query_on_the_same_data_is_answered_from_the_stored_result(
     assert reloaded.evaluation.cached is False
     assert without_evaluation(reloaded) == without_evaluation(first)
     assert len(query_runs()) == 2
+
+
+def test_a_result_stored_by_a_run_interrupted_before_its_step_succeeded_is_not_served(
+    workdir: Path,
+) -> None:
+    # The interrupt (SIGINT, as Ctrl-C and the UI's Terminate send it) reaches evaluate_result
+    # after the step stored its result and before the step succeeded: the run ends canceled,
+    # and the result it left must be neither complete nor served from the store.
+    from eval_pipelines import api, runs
+    from eval_pipelines.instance import dagster_instance
+
+    load_products(workdir)
+    eval_id = api.run_query(PREDICT).evaluation.eval_id
+    instance = dagster_instance()
+    rerun = runs.create_inline_run(instance, runs.kind_of("query"), eval_id)
+    assert rerun is not None
+
+    def interrupt_once_the_result_is_stored(event: dg.DagsterEvent) -> None:
+        if (
+            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+            and event.asset_key is not None
+            and event.asset_key.path[-1] == "evaluate_result"
+        ):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(runs.RunInterrupted):
+        runs.execute_run_here(instance, rerun, on_event=interrupt_once_the_result_is_stored)
+
+    conn = duckdb.connect(str(workdir / "warehouse.duckdb"), read_only=True)
+    try:
+        (written_by,) = conn.execute(
+            "SELECT run_id FROM query_results WHERE eval_id = ?", [eval_id]
+        ).fetchone()
+    finally:
+        conn.close()
+    assert written_by == rerun.run_id  # stored before the interrupt
+    stored = api.get_query(eval_id)
+    assert stored.evaluation.status == "no result" and stored.response is None
+    assert stored.evaluation.run is not None and stored.evaluation.run["state"] == "canceled"
+    again = api.run_query(PREDICT)
+    assert again.evaluation.cached is False and again.evaluation.run_id != rerun.run_id
+    assert api.get_query(eval_id).evaluation.status == "complete"
 
 
 def test_folds_sweep_every_row_once_and_are_an_evaluation_of_their_own(workdir: Path) -> None:

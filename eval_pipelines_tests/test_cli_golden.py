@@ -123,7 +123,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
             "key": "customer",
             "scored": 3,
             "correct": 0,
-            "accuracy": 0.0,
+            "accuracy": "insufficient_evidence",  # 3 values: fewer than 20
             "stale": False,
             "staleLabels": 0,
         }
@@ -131,7 +131,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
     reason = refused(capsys, "workflow", "activate", WORKFLOW, broken, "--by", "ana")
     assert reason == (
         f"revision {broken} of {WORKFLOW} cannot be activated: "
-        "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 3 of 3 wrong)"
     )
     code, out, _ = cli(capsys, "workflow", "status", WORKFLOW)
     assert code == 0
@@ -139,7 +139,7 @@ def test_gate_refuses_with_the_reason_and_leaves_the_ledger_alone(
         f"  active revision: {good} (by ana, {entries[0]['activatedAt']})",
         f"  newest revision: {broken}",
         f"  gate for {broken}: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 "
-        "(misses: customer 0/3)",
+        "(misses: customer 3 of 3 wrong)",
     ]
 
     other = cli_json(capsys, "workflow", "save", "other_invoices", "--file", WORKFLOW_FILE)
@@ -320,7 +320,11 @@ def test_add_run_seeds_a_case_from_the_approved_values(
 
     report = golden.run_and_report("reviewed").to_json()
     # 16 labels; the extraction reads "Corrib Print Studio", the approved label is "... Ltd".
-    assert report["score"]["fieldAccuracy"] == {"correct": 15, "n": 16, "value": 15 / 16}
+    assert report["score"]["fieldAccuracy"] == {
+        "correct": 15,
+        "n": 16,
+        "value": "insufficient_evidence",  # fewer than 20 values
+    }
     misses = [i for i in report["cases"]["case-0001"]["items"] if not i["matched"]]
     assert [(i["fieldId"], i["expected"], i["actual"]) for i in misses] == [
         ("customer", "Corrib Print Studio Ltd", "Corrib Print Studio")
@@ -343,7 +347,11 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     b = golden.run_and_report("inv").to_json()
     assert b["revision"] == broken["revision"]
     # Cases 2 and 3: 10 + 7 = 17 values, 2 customers missed.
-    assert b["score"]["fieldAccuracy"] == {"correct": 15, "n": 17, "value": 15 / 17}
+    assert b["score"]["fieldAccuracy"] == {
+        "correct": 15,
+        "n": 17,
+        "value": "insufficient_evidence",
+    }
 
     compared = cli_json(capsys, "golden", "compare", a["goldenRunId"], b["goldenRunId"])
     assert compared["a"] == {"goldenRunId": a["goldenRunId"], "revision": good}
@@ -413,8 +421,8 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     assert lines[0] == "set inv, customer: accuracy over the last runs"
     stamp = r"  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d  "
     expected = [
-        (a["goldenRunId"], good, "1.000", 3),
-        (b["goldenRunId"], broken["revision"], "0.000", 2),
+        (a["goldenRunId"], good, "insufficient_evidence", 3),  # fewer than 20 values
+        (b["goldenRunId"], broken["revision"], "insufficient_evidence", 2),
         (c["goldenRunId"], removed["revision"], "gap (not scored)", 0),
     ]
     assert len(lines) == 4
@@ -446,17 +454,17 @@ def test_golden_run_through_the_queue_prints_the_report(
     assert match, lines[0]
     assert lines[1:] == [
         "  field accuracy 1.000 (33/33), threshold 1.0",
-        "  document pass rate 1.000 (3/3); errored 0, skipped 0",
+        "  document pass rate insufficient_evidence (3/3); errored 0, skipped 0",
         "  stale labels 0 on 0 field(s)",
         "  charged: 3 steps executed, 0 cached, 3 cost units",
-        f"    {'invoice_number':<32} 1.000 (3/3)",
-        f"    {'invoice_date':<32} 1.000 (3/3)",
-        f"    {'total':<32} 1.000 (3/3)",
-        f"    {'customer':<32} 1.000 (3/3)",
-        f"    {'line_items.sku':<32} 1.000 (6/6)",
-        f"    {'line_items.description':<32} 1.000 (3/3)",
-        f"    {'line_items.qty':<32} 1.000 (6/6)",
-        f"    {'line_items.unit_price':<32} 1.000 (6/6)",
+        f"    {'invoice_number':<32} insufficient_evidence (3/3)",
+        f"    {'invoice_date':<32} insufficient_evidence (3/3)",
+        f"    {'total':<32} insufficient_evidence (3/3)",
+        f"    {'customer':<32} insufficient_evidence (3/3)",
+        f"    {'line_items.sku':<32} insufficient_evidence (6/6)",
+        f"    {'line_items.description':<32} insufficient_evidence (3/3)",
+        f"    {'line_items.qty':<32} insufficient_evidence (6/6)",
+        f"    {'line_items.unit_price':<32} insufficient_evidence (6/6)",
         "  gate: passed: set inv: scored 1.000 (33/33) at or above threshold 1.0",
     ]
     report = cli_json(capsys, "golden", "report", match.group(1), "--json")
@@ -479,7 +487,8 @@ def test_golden_run_of_a_blocked_revision_exits_1_though_its_dagster_run_succeed
     # The exit code comes from the gate's decision, as before: 1 when a gating set fails.
     assert code == 1, err
     assert out.splitlines()[-1] == (
-        "  gate: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        "  gate: blocked: set inv: scored 0.909 (30/33) below threshold 1.0 "
+        "(misses: customer 3 of 3 wrong)"
     )
     code, out, err = cli(capsys, "golden", "run", "inv", "--json")
     assert code == 1, err
@@ -535,10 +544,10 @@ def test_one_score_reads_the_same_in_the_report_and_in_the_gate(
     code, out, _ = cli(capsys, "golden", "report", run["goldenRunId"])
     assert code == 0
     assert "  field accuracy 0.956 (22/23), threshold 1.0" in out.splitlines()
-    assert "    customer                         0.500 (1/2)" in out.splitlines()
+    assert "    customer                         insufficient_evidence (1/2)" in out.splitlines()
     reason = refused(capsys, "workflow", "activate", WORKFLOW, revision, "--by", "ana")
     assert reason.endswith(
-        "set inv: scored 0.956 (22/23) below threshold 1.0 (misses: customer 1/2)"
+        "set inv: scored 0.956 (22/23) below threshold 1.0 (misses: customer 1 of 2 wrong)"
     )
     code, out, _ = cli(capsys, "golden", "trend", "inv")
     assert out.splitlines()[1].endswith(f"rev {revision}  0.956  n=23")

@@ -237,6 +237,46 @@ def test_an_inline_run_is_recorded_like_a_submitted_run(
     assert not (Path(instance.root_directory) / "eval_pipelines_dispatcher.log").exists()
 
 
+def test_a_report_written_by_a_run_interrupted_before_its_step_succeeded_does_not_count(
+    small_case: str, instance: dg.DagsterInstance
+) -> None:
+    # The interrupt (SIGINT, as Ctrl-C and the UI's Terminate send it) reaches eval_report after
+    # the step committed its report and before the step succeeded: the run ends canceled, and
+    # the report it left must not read complete.
+    eval_id = _registered(small_case)
+    run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
+    assert run is not None
+
+    def interrupt_once_the_report_is_written(event: dg.DagsterEvent) -> None:
+        if (
+            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+            and event.asset_key is not None
+            and event.asset_key.path[-1] == "eval_report"
+        ):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(runs.RunInterrupted):
+        runs.execute_run_here(instance, run, on_event=interrupt_once_the_report_is_written)
+
+    with connect(Path("warehouse.duckdb"), read_only=True) as conn:
+        (written_by,) = conn.execute(
+            "SELECT run_id FROM eval_reports WHERE eval_id = ?", [eval_id]
+        ).fetchone()
+    assert written_by == run.run_id  # the rows were written before the interrupt
+    status = api.get_holdout_eval(small_case, eval_id)
+    assert (status.status, status.run.state) == ("canceled", "canceled")
+    assert status.report is None and status.report_markdown is None
+    with pytest.raises(api.EvalFailed, match="canceled"):
+        api.wait_for_eval(small_case, eval_id, timeout=30)
+    assert [e.complete for e in api.list_evals(small_case)] == [False]
+
+    # A run that completes writes the report that counts.
+    again = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
+    assert again is not None and runs.execute_run_here(instance, again).state == "succeeded"
+    assert api.get_holdout_eval(small_case, eval_id).status == "complete"
+    assert [e.complete for e in api.list_evals(small_case)] == [True]
+
+
 def test_an_inline_run_waits_for_the_duckdb_pool_slot(
     small_case: str, instance: dg.DagsterInstance
 ) -> None:

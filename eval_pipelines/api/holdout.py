@@ -15,6 +15,7 @@ from eval_pipelines.api._shared import (
     EvalInterrupted,
     require_run_warehouse,
     resolve_warehouse,
+    stored_by_a_succeeded_step,
 )
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.classify import known_classifiers
@@ -673,6 +674,8 @@ def _evaluation_status(
 ) -> str:
     """The evaluation's status from its stored report and the newest run's state.
 
+    ``has_report`` is true only for a report whose ``eval_report`` step succeeded
+    (:func:`stored_by_a_succeeded_step`), or that its run, still running, has just written.
     ``complete`` once a report exists that matches the newest run: the run wrote it and has
     finished, or the run was launched for the whole chain (``writes_report``: a re-run in
     progress or failed leaves the earlier report complete; the run says what it is doing).
@@ -729,6 +732,11 @@ def _status(instance: Any, stored: _Stored, dagster_run: Any) -> HoldoutStatus:
         else {}
     )
     writes_report = selection.selects(_REPORT_ASSET)
+    if report is not None and not (
+        run is not None and not run.finished and run.run_id == report.run_id
+    ):
+        if not stored_by_a_succeeded_step(instance, report.run_id, _REPORT_ASSET):
+            report = None  # written by a step that did not succeed: it does not count
     return HoldoutStatus(
         eval_id=stored.row.eval_id,
         case_id=stored.row.case_id,
@@ -974,6 +982,11 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
     ) as conn:
         cases_store.load_case(conn, case_id)
         frame = evaluations_store.list_evaluations(conn, case_id)
+    instance = None
+    if frame["has_report"].any():
+        from eval_pipelines.instance import dagster_instance
+
+        instance = dagster_instance()
     listed = []
     for row in frame.iter_rows(named=True):
         spec = json.loads(row["spec_json"])
@@ -988,7 +1001,8 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
                 variants=tuple(v["name"] for v in spec["variants"]),
                 records_version=spec["recordsVersion"],
                 memo_version=spec["memoVersion"],
-                complete=bool(row["has_report"]),
+                complete=bool(row["has_report"])
+                and stored_by_a_succeeded_step(instance, row["report_run_id"], _REPORT_ASSET),
             )
         )
     return listed

@@ -23,6 +23,7 @@ from eval_pipelines.api._shared import (
     require_run_warehouse,
     resolve_warehouse,
     step_refusal,
+    stored_by_a_succeeded_step,
 )
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.engine import check_query
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 KIND = "query"
+RESULT_STEP = "evaluate_result"  # the step that stores the result: it counts once that succeeded
 # The longest maxTime (3600 s) and room for the run to start and store its result.
 DEFAULT_TIMEOUT = 3900.0
 
@@ -229,7 +231,10 @@ def run_query(
         stored = query_evaluations_store.find_query(conn, eval_id)
         result = query_evaluations_store.find_result(conn, eval_id)
         if stored is not None and result is not None and not result.truncated:
-            return _response(stored, result, cached=True)
+            from eval_pipelines.instance import dagster_instance
+
+            if stored_by_a_succeeded_step(dagster_instance(), result.run_id, RESULT_STEP):
+                return _response(stored, result, cached=True)
         # Refuse what the data cannot answer (a column, a link, a target's kind, a sweep's
         # selector) before anything is stored or a run is launched.
         check_query(parsed, lambda name: data_tables_store.read_source(conn, name), folds=folds)
@@ -301,6 +306,8 @@ def get_query(eval_id: str, *, warehouse: Path | str | None = None) -> StoredQue
         stored = query_evaluations_store.load_query(conn, eval_id)
         result = query_evaluations_store.find_result(conn, eval_id)
     instance = dagster_instance()
+    if result is not None and not stored_by_a_succeeded_step(instance, result.run_id, RESULT_STEP):
+        result = None  # stored by a step that did not succeed: it does not count
     newest = runs.newest_run(instance, eval_id)
     about = StoredQueryEvaluation(
         eval_id=eval_id,

@@ -111,16 +111,16 @@ def _model_line(model: ModelUsageResult) -> str:
 def _report_lines(report: GoldenReportResult) -> list[str]:
     score = report.score
 
-    from eval_pipelines.core.golden.summary import format_share as fmt  # as the gate shows it
+    from eval_pipelines.core.golden.summary import counted_share  # as the report shows it
 
     charged = report.charged
     lines = [
         f"golden run {report.golden_run_id}: set {report.set_name} on revision "
         f"{report.revision} ({report.status})",
         *([f"  {report.reason}"] if report.reason else []),
-        f"  field accuracy {fmt(score.field_accuracy)} ({score.field_correct}/"
-        f"{score.field_scored}), threshold {report.threshold}",
-        f"  document pass rate {fmt(score.pass_rate)} ({score.passed}/{score.pass_rate_n}); "
+        f"  field accuracy {counted_share(score.field_correct, score.field_scored)}, "
+        f"threshold {report.threshold}",
+        f"  document pass rate {counted_share(score.passed, score.pass_rate_n)}; "
         f"errored {score.errored}, skipped {score.skipped}",
         f"  stale labels {score.stale_labels} on {score.stale_fields} field(s)",
         *(
@@ -148,9 +148,7 @@ def _report_lines(report: GoldenReportResult) -> list[str]:
             if field.scored == 0:
                 continue  # no invented row
             note = " (invented rows: each one a miss)"
-        lines.append(
-            f"    {field.key:<32} {fmt(field.accuracy)} ({field.correct}/{field.scored}){note}"
-        )
+        lines.append(f"    {field.key:<32} {counted_share(field.correct, field.scored)}{note}")
     for case_id, case in report.cases.items():
         if case.status != "passed":
             lines.append(f"  {case_id}: {case.status}: {case.why}")
@@ -198,7 +196,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
-    from eval_pipelines.core.golden.summary import format_share
+    from eval_pipelines.core.golden.summary import shown_share
 
     trend = golden.trend(args.set, field=args.field, last=args.last, warehouse=args.warehouse)
     if args.json:
@@ -206,7 +204,9 @@ def cmd_trend(args: argparse.Namespace) -> int:
         return 0
     print(f"set {trend.set_name}, {trend.field or 'all fields'}: accuracy over the last runs")
     for point in trend.points:
-        value = "gap (not scored)" if point.accuracy is None else format_share(point.accuracy)
+        value = (
+            "gap (not scored)" if point.accuracy is None else shown_share(point.accuracy, point.n)
+        )
         print(
             f"  {point.finished_at}  {point.golden_run_id}  rev {point.revision}  "
             f"{value}  n={point.n}"

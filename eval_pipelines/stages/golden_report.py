@@ -6,12 +6,9 @@ from typing import Any
 
 from eval_pipelines.core.golden.gate import Gate
 from eval_pipelines.core.golden.scoring import CaseScore, FieldScore, RunScore
-from eval_pipelines.core.golden.summary import format_share
+from eval_pipelines.core.golden.summary import counted_share, shown_share
+from eval_pipelines.core.stats.policy import is_sufficient
 from eval_pipelines.stages.golden import ScoredRun
-
-
-def _fmt(value: float | None) -> str:
-    return format_share(value)  # truncated, as the gate's reason shows it
 
 
 def scored_run_json(scored: ScoredRun) -> dict[str, Any]:
@@ -52,10 +49,10 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
     lines = [
         f"## Set `{run.set_name}` on revision `{run.revision}` ({run.status})",
         "",
-        f"- field accuracy: **{_fmt(score.field_accuracy)}** "
+        f"- field accuracy: **{shown_share(score.field_accuracy, score.field_scored)}** "
         f"({score.field_correct}/{score.field_scored} labelled values); threshold "
         f"{run.threshold}",
-        f"- document pass rate: {_fmt(score.pass_rate)} ({score.passed}/{score.pass_rate_n}); "
+        f"- document pass rate: {counted_share(score.passed, score.pass_rate_n)}; "
         f"errored {score.errored}, skipped {score.skipped} (outside the pass rate)",
         f"- stale labels: {score.stale_labels} on {score.stale_fields} field(s) (not scored)",
         f"- charged: {run.executed_steps} steps executed, {run.cached_steps} served from "
@@ -73,7 +70,8 @@ def _set_markdown(scored: ScoredRun) -> list[str]:
         label = f"{field.key} (stale)" if field.stale else field.key
         if is_invented_rows(field, score):
             label = f"{field.key} (invented rows: one miss each)"
-        lines.append(f"| `{label}` | {field.scored} | {field.correct} | {_fmt(field.accuracy)} |")
+        accuracy = shown_share(field.accuracy, field.scored)
+        lines.append(f"| `{label}` | {field.scored} | {field.correct} | {accuracy} |")
     failing = [(c, s) for c, s in scored.cases.items() if s.status != "passed"]
     if failing:
         lines += ["", "| case | status | why |", "|---|---|---|"]
@@ -125,19 +123,20 @@ def report_markdown(runs: list[ScoredRun], gate: Gate) -> str:
 
 
 def report_metadata(runs: list[ScoredRun]) -> dict[str, Any]:
-    """Numeric metadata with stable keys (plotted across materialisations). A field a run did
-    not score gets no key at all: a gap in the plot, never a zero."""
+    """Numeric metadata with stable keys (plotted across materialisations). A share a run did
+    not score, or scored from fewer than 20 observations, gets no key at all: a gap in the
+    plot, never a zero nor an estimate from too few."""
     metadata: dict[str, Any] = {}
     for scored in runs:
         prefix = scored.run.set_name
         score = scored.score
-        if score.field_accuracy is not None:
+        if score.field_accuracy is not None and is_sufficient(score.field_scored):
             metadata[f"{prefix}/field_accuracy"] = round(score.field_accuracy, 4)
-        if score.pass_rate is not None:
+        if score.pass_rate is not None and is_sufficient(score.pass_rate_n):
             metadata[f"{prefix}/pass_rate"] = round(score.pass_rate, 4)
         metadata[f"{prefix}/n_values"] = score.field_scored
         metadata[f"{prefix}/stale_labels"] = score.stale_labels
         for field in score.fields:
-            if field.accuracy is not None and not field.stale:
+            if field.accuracy is not None and not field.stale and is_sufficient(field.scored):
                 metadata[f"{prefix}/field/{field.key}"] = round(field.accuracy, 4)
     return metadata

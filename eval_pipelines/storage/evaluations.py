@@ -81,11 +81,12 @@ def evaluation_row(conn: duckdb.DuckDBPyConnection, eval_id: str) -> EvaluationR
 
 
 def list_evaluations(conn: duckdb.DuckDBPyConnection, case_id: str) -> pl.DataFrame:
-    """The case's evaluations, oldest first, with their spec and whether a report exists."""
+    """The case's evaluations, oldest first, with their spec, whether a report exists and the
+    run that wrote it."""
     return query_frame(
         conn,
         "SELECT e.eval_id, e.kind, e.seed, e.spec_json, e.run_id, e.created_at, "
-        "r.eval_id IS NOT NULL AS has_report FROM evaluations e "
+        "r.eval_id IS NOT NULL AS has_report, r.run_id AS report_run_id FROM evaluations e "
         "LEFT JOIN eval_reports r USING (eval_id) WHERE e.case_id = ? "
         "ORDER BY e.created_at, e.eval_id",
         [case_id],

@@ -88,7 +88,7 @@ def test_a_blocked_revision_is_a_successful_run_whose_error_check_fails_and_says
         assert not gate.passed
         assert gate.severity == dg.AssetCheckSeverity.ERROR
         # Customer names have two or three words: 3 of 33 values wrong -> 30/33 = 0.909.
-        reason = "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        reason = "set inv: scored 0.909 (30/33) below threshold 1.0 (misses: customer 3 of 3 wrong)"
         assert gate.metadata["reason"].value == reason
         assert gate.metadata["summary"].value == "gate blocked: inv 30/33"
         assert gate.description == f"gate blocked: inv 30/33 \u2014 {reason}"

@@ -297,7 +297,7 @@ def test_a_revision_the_gate_blocks_is_a_successful_sensor_run_with_a_failed_err
     assert check.severity == dg.AssetCheckSeverity.ERROR
     assert check.description == (
         "gate blocked: inv 30/33 \u2014 set inv: scored 0.909 (30/33) below threshold 1.0 "
-        "(misses: customer 0/3)"
+        "(misses: customer 3 of 3 wrong)"
     )
     # The run succeeded, the gate did not pass: activation is still refused.
     with pytest.raises(workflows.ActivationRefused, match="scored 0.909"):

@@ -98,14 +98,14 @@ def test_a_threshold_below_one_lets_a_partial_score_pass(revision: str, workdir:
     assert verdicts == {
         "gate": (
             False,
-            "set gate: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)",
+            "set gate: scored 0.909 (30/33) below threshold 1.0 (misses: customer 3 of 3 wrong)",
         ),
         "lenient": (True, "set lenient: scored 0.909 (30/33) at or above threshold 0.9"),
     }
     assert (
         not gate.passed
         and gate.reason
-        == "set gate: scored 0.909 (30/33) below threshold 1.0 (misses: customer 0/3)"
+        == "set gate: scored 0.909 (30/33) below threshold 1.0 (misses: customer 3 of 3 wrong)"
     )
 
 
@@ -217,7 +217,7 @@ def test_cases_added_while_the_run_ran_are_not_covered_and_block(
         rerun = {s.set_name: s for s in gate_decision(conn, revision).sets}["late"]
     assert (rerun.passed, rerun.reason) == (
         False,
-        "set late: scored 0.978 (45/46) below threshold 1.0 (misses: line_items 0/1)",
+        "set late: scored 0.978 (45/46) below threshold 1.0 (misses: line_items 1 of 1 wrong)",
     )
 
 
@@ -264,6 +264,6 @@ def test_a_case_enabled_again_since_the_run_blocks_and_one_disabled_since_is_lef
     # the run is left out, and the reason says so.
     assert gate.passed and gate.sets[0].golden_run_id == second.golden_run_id
     assert gate.reason == (
-        "set gate: scored 1.000 (17/17) at or above threshold 1.0 (case-0001 disabled since "
+        "set gate: scored 17/17 at or above threshold 1.0 (case-0001 disabled since "
         "the run, left out)"
     )

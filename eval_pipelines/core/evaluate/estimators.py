@@ -5,8 +5,12 @@ number scaled by its training standard deviation, any other column a category co
 matches nothing).
 
 - ``knn``: distance = number of category fields that differ + sum over numeric fields of
-  min(1, |a - b| / sd); the estimate is the mean target of the k nearest training rows
-  (ties broken by table position).
+  min(1, |a - b| / sd); rows the capped distance ties are ordered by the uncapped one (the
+  same sum without the cap, a null farther than any number), so a value more than 1 sd from
+  every training row is still estimated from the training rows nearest to it. The estimate is
+  the mean target of the k nearest training rows; rows tied with the k-th on both distances
+  share the places left equally (the mean over every way of breaking the tie), so no estimate
+  depends on the order of the table's rows.
 - ``regression``: least squares on an intercept, one indicator per category value seen in
   training and the scaled floats (null -> the training mean), with a small ridge (1e-6 * n)
   so collinear indicators stay solvable.
@@ -110,17 +114,35 @@ def knn_estimates(
     take = min(k, n_train)
     for start in range(0, len(rows), step):
         chunk = rows[start : start + step]
-        distance = np.zeros((len(chunk), n_train))
+        capped = np.zeros((len(chunk), n_train))
         for j in range(evidence.test_codes.shape[1]):
             a = evidence.test_codes[chunk, j][:, None]
             b = evidence.train_codes[:, j][None, :]
-            distance += (a != b) | (a < 0)
+            capped += (a != b) | (a < 0)
+        uncapped = capped.copy()
         for j in range(evidence.test_numbers.shape[1]):
             diff = np.abs(evidence.test_numbers[chunk, j][:, None] - evidence.train_numbers[:, j])
-            distance += np.where(np.isnan(diff), 1.0, np.minimum(diff, 1.0))
-        nearest = np.argsort(distance, axis=1, kind="stable")[:, :take]
-        out[start : start + len(chunk)] = train_target[nearest].mean(axis=1)
+            missing = np.isnan(diff)
+            capped += np.where(missing, 1.0, np.minimum(diff, 1.0))
+            uncapped += np.where(missing, np.inf, diff)
+        out[start : start + len(chunk)] = _mean_of_nearest(capped, uncapped, train_target, take)
     return out
+
+
+def _mean_of_nearest(
+    capped: np.ndarray, uncapped: np.ndarray, target: np.ndarray, take: int
+) -> np.ndarray:
+    """Per row, the mean target of its ``take`` nearest training rows by (capped, uncapped)
+    distance; the rows tied with the ``take``-th share its remaining places equally."""
+    order = np.lexsort((uncapped, capped), axis=1)
+    last = order[:, take - 1 : take]
+    last_capped = np.take_along_axis(capped, last, axis=1)
+    last_uncapped = np.take_along_axis(uncapped, last, axis=1)
+    tied = (capped == last_capped) & (uncapped == last_uncapped)
+    closer = (capped < last_capped) | ((capped == last_capped) & (uncapped < last_uncapped))
+    n_closer = closer.sum(axis=1)
+    tied_mean = (tied * target).sum(axis=1) / tied.sum(axis=1)
+    return ((closer * target).sum(axis=1) + (take - n_closer) * tied_mean) / take
 
 
 def _design(codes: np.ndarray, numbers: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:

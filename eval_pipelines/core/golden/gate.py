@@ -16,6 +16,7 @@ from typing import Any
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.golden.summary import RunScore, format_share
 from eval_pipelines.core.results import JsonResult, json_field
+from eval_pipelines.core.stats.policy import is_sufficient
 from eval_pipelines.core.workflows.schema import Schema
 
 
@@ -51,7 +52,9 @@ def passes_gate(run: RunScore, *, threshold: float) -> GateDecision:
     Returns
     -------
     GateDecision
-        Passed when something was scored and ``correct / scored >= threshold``.
+        Passed when something was scored and ``correct / scored >= threshold``; the reason
+        gives the share and its counts (``scored 0.909 (30/33) below threshold 1.0``), the
+        counts alone from fewer than 20 values (``scored 3/4 below threshold 1.0``).
 
     Raises
     ------
@@ -67,8 +70,10 @@ def passes_gate(run: RunScore, *, threshold: float) -> GateDecision:
     # 0.28 * 25 is 7.000000000000001 in floating point, which would fail 7 of 25.
     accuracy = run.field_correct / run.field_scored
     # Truncated like every report (format_share), so 0.9996 below 1.0 never reads "1.000
-    # below 1.0"; with the counts beside it.
-    shown = f"{format_share(accuracy)} ({run.field_correct}/{run.field_scored})"
+    # below 1.0"; with the counts beside it. From fewer than 20 values the counts alone: the
+    # rule compares them with the threshold at any n, but such a share is no estimate to print.
+    counts = f"{run.field_correct}/{run.field_scored}"
+    shown = f"{format_share(accuracy)} ({counts})" if is_sufficient(run.field_scored) else counts
     if accuracy >= limit:
         return GateDecision(True, f"scored {shown} at or above threshold {limit}")
     return GateDecision(False, f"scored {shown} below threshold {limit}")
@@ -279,7 +284,8 @@ def listed(case_ids: Sequence[str]) -> str:
 
 
 def missed_fields(score: RunScore) -> str:
-    """`` (misses: customer 0/3, line_items.qty 4/6)``: the worst fields, so a refusal says
+    """`` (misses: customer 3 of 3 wrong, line_items.qty 2 of 6 wrong)``: the fields with the
+    lowest share right first (each with its values wrong of those scored), so a refusal says
     where to look."""
     missed = sorted(
         (f for f in score.fields if not f.stale and f.scored and f.correct < f.scored),
@@ -287,7 +293,9 @@ def missed_fields(score: RunScore) -> str:
     )
     if not missed:
         return ""
-    shown = ", ".join(f"{f.key} {f.correct}/{f.scored}" for f in missed[:MISSED_FIELDS_SHOWN])
+    shown = ", ".join(
+        f"{f.key} {f.scored - f.correct} of {f.scored} wrong" for f in missed[:MISSED_FIELDS_SHOWN]
+    )
     more = (
         f" and {len(missed) - MISSED_FIELDS_SHOWN} more"
         if len(missed) > MISSED_FIELDS_SHOWN

@@ -9,7 +9,7 @@ from typing import Any
 
 from eval_pipelines.core.golden.case import STATUSES, CaseScore
 from eval_pipelines.core.results import JsonResult
-from eval_pipelines.core.stats import Interval, estimate_proportion
+from eval_pipelines.core.stats import INSUFFICIENT, Interval, estimate_proportion, is_sufficient
 from eval_pipelines.core.workflows.schema import Schema
 
 
@@ -26,6 +26,35 @@ def format_share(value: float | None) -> str:
     if value is None:
         return "—"
     return f"{math.floor(round(value * 1000, 6)) / 1000:.3f}"
+
+
+def shown_share(value: float | None, n: int) -> str:
+    """A share of ``n`` observations as a report prints it: :func:`format_share`, or
+    ``insufficient_evidence`` from fewer than 20 (the one minimum-sample rule,
+    :mod:`eval_pipelines.core.stats.policy`), ``—`` when nothing was scored."""
+    if value is None or n == 0:
+        return "—"
+    return format_share(value) if is_sufficient(n) else INSUFFICIENT
+
+
+def counted_share(correct: int, n: int) -> str:
+    """``0.909 (30/33)``; ``insufficient_evidence (3/4)`` from fewer than 20: the counts are
+    always shown."""
+    return f"{shown_share(correct / n if n else None, n)} ({correct}/{n})"
+
+
+def json_share(value: float | None, n: int) -> float | str | None:
+    """A share as the JSON documents write it: the value, ``insufficient_evidence`` from
+    fewer than 20 observations (as every report's proportions), None when nothing was
+    scored; the counts are written beside it."""
+    if value is None or n == 0:
+        return None
+    return value if is_sufficient(n) else INSUFFICIENT
+
+
+def _share_from_json(value: Any, k: int, n: int) -> float | None:
+    """The exact share back from :func:`json_share`'s value and the counts beside it."""
+    return None if value is None else k / n
 
 
 @dataclass(frozen=True)
@@ -54,13 +83,18 @@ class FieldScore(JsonResult):
     stale: bool = False
     stale_labels: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["accuracy"] = json_share(self.accuracy, self.scored)
+        return document
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FieldScore:
         return cls(
             key=data["key"],
             scored=data["scored"],
             correct=data["correct"],
-            accuracy=data["accuracy"],
+            accuracy=_share_from_json(data["accuracy"], data["correct"], data["scored"]),
             stale=bool(data.get("stale", False)),
             stale_labels=int(data.get("staleLabels", 0)),
         )
@@ -69,6 +103,11 @@ class FieldScore(JsonResult):
 @dataclass(frozen=True)
 class RunScore(JsonResult):
     """An evaluation run's figures, each with its n.
+
+    The shares are kept here as exact ratios of their counts (the gate compares them with its
+    threshold at any n); :meth:`to_json` and every report write a share of fewer than 20
+    observations as ``insufficient_evidence`` beside its counts (:func:`json_share`,
+    :func:`counted_share`).
 
     Attributes
     ----------
@@ -117,12 +156,12 @@ class RunScore(JsonResult):
             "fieldAccuracy": {
                 "correct": self.field_correct,
                 "n": self.field_scored,
-                "value": self.field_accuracy,
+                "value": json_share(self.field_accuracy, self.field_scored),
             },
             "passRate": {
                 "passed": self.passed,
                 "n": self.pass_rate_n,
-                "value": self.pass_rate,
+                "value": json_share(self.pass_rate, self.pass_rate_n),
                 "interval": None
                 if interval is None
                 else {
@@ -142,9 +181,15 @@ class RunScore(JsonResult):
         return cls(
             field_correct=data["fieldAccuracy"]["correct"],
             field_scored=data["fieldAccuracy"]["n"],
-            field_accuracy=data["fieldAccuracy"]["value"],
+            field_accuracy=_share_from_json(
+                data["fieldAccuracy"]["value"],
+                data["fieldAccuracy"]["correct"],
+                data["fieldAccuracy"]["n"],
+            ),
             **{status: data["counts"][status] for status in STATUSES},
-            pass_rate=data["passRate"]["value"],
+            pass_rate=_share_from_json(
+                data["passRate"]["value"], data["passRate"]["passed"], data["passRate"]["n"]
+            ),
             pass_rate_interval=None
             if interval is None
             else Interval(interval["low"], interval["high"], interval["confidenceLevel"]),

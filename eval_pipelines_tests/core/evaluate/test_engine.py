@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import sparse
+from sklearn.datasets import load_diabetes
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import log_loss, mean_absolute_error
@@ -396,6 +397,89 @@ def test_knn_estimates_equal_scikit_learn_neighbours() -> None:
         mean_absolute_error(y[test], oracle.predict(x[test])), abs=1e-9
     )
     assert outcome.result["n"] == int(test.sum())
+
+
+def _diabetes() -> pl.DataFrame:
+    """scikit-learn's diabetes table, unscaled (bmi in kg/m², sd about 4.4), sex as text."""
+    frame = pl.from_pandas(load_diabetes(as_frame=True, scaled=False).frame)
+    return frame.with_columns(sex=pl.col("sex").cast(pl.Int64).cast(pl.String))
+
+
+def test_a_value_beyond_every_training_row_is_estimated_from_its_nearest_rows() -> None:
+    # Three rows with bmi = 100 (about 13 sd above every other row) are the test rows. Every
+    # training row is more than 1 sd away, so under the capped distance they all tied and
+    # each test row was estimated from the first 10 training rows by table position.
+    far = [0, 5, 10]
+    frame = _diabetes().with_columns(
+        bmi=pl.when(pl.int_range(0, pl.len()).is_in(far)).then(100.0).otherwise("bmi")
+    )
+    outcome = run_query(
+        query(
+            **{"test": {"bmi": 100.0}},
+            estimate="target",
+            where={"bmi": {"$get": "bmi"}},
+            select=["n", "mae", "testSamples"],
+        ),
+        resolver(products=frame),
+    )
+    test = np.isin(np.arange(frame.height), far)
+    sd = frame["bmi"].filter(pl.Series(~test)).std(ddof=0)
+    x = (frame["bmi"].to_numpy() / sd)[:, None]
+    y = frame["target"].to_numpy()
+    oracle = KNeighborsRegressor(n_neighbors=10, metric="manhattan").fit(x[~test], y[~test])
+    highest = np.sort(frame["bmi"].filter(pl.Series(~test)).to_numpy())[::-1]
+    assert highest[9] > highest[10]  # no tie at the 10th: the oracle's choice is unambiguous
+    # expected from sklearn KNeighborsRegressor (manhattan on the sd-scaled value: the 10
+    # training rows of highest bmi) and mean_absolute_error; tolerance 1e-9.
+    assert outcome.result["n"] == 3
+    assert outcome.result["mae"] == pytest.approx(
+        mean_absolute_error(y[test], oracle.predict(x[test])), abs=1e-9
+    )
+
+
+def _tie_sharing_knn(
+    train: list[tuple[tuple[float, ...], float]], row: tuple[float, ...], k: int
+) -> float:
+    """Brute force, row by row: the mean target of the k nearest training rows, the rows tied
+    with the k-th sharing its remaining places equally (the mean over every tie break)."""
+    scored = sorted((sum(abs(a - b) for a, b in zip(x, row, strict=True)), t) for x, t in train)
+    kth = scored[k - 1][0]
+    closer = [t for d, t in scored if d < kth]
+    tied = [t for d, t in scored if d == kth]
+    return (sum(closer) + (k - len(closer)) * sum(tied) / len(tied)) / k
+
+
+def test_knn_estimates_do_not_depend_on_the_order_of_the_rows() -> None:
+    # Sex (text) and age (whole years) tie many training rows at the 10th place: which of
+    # them count must not depend on where they sit in the table. The test rows are chosen by
+    # a field, so the same rows are tested in either order.
+    frame = _diabetes().with_columns(fold=pl.int_range(0, pl.len()) % 5)
+    shuffled = frame.sample(fraction=1.0, shuffle=True, seed=3)
+    answers = [
+        run_query(
+            query(
+                **{"test": {"fold": 0}},
+                estimate="target",
+                where={"sex": {"$get": "sex"}, "age": {"$get": "age"}},
+                select=["n", "mae"],
+            ),
+            resolver(products=table),
+        ).result
+        for table in (frame, shuffled)
+    ]
+    test = (frame["fold"] == 0).to_numpy()
+    assert answers[0]["n"] == answers[1]["n"] == int(test.sum())
+    assert answers[1]["mae"] == pytest.approx(answers[0]["mae"], abs=1e-9)
+    # The oracle: a sex that differs counts 1, age in training sds (no age is 1 sd from its
+    # nearest rows' ages here, so the cap never applies), the rows tied at the 10th place
+    # sharing it; tolerance 1e-9.
+    age = frame["age"].to_numpy() / frame["age"].filter(pl.Series(~test)).std(ddof=0)
+    sex = (frame["sex"] == "2").to_numpy().astype(float)
+    target = frame["target"].to_numpy()
+    rows = list(zip(zip(sex, age, strict=True), target, strict=True))
+    train = [rows[i] for i in np.flatnonzero(~test)]
+    expected = [_tie_sharing_knn(train, rows[i][0], 10) for i in np.flatnonzero(test)]
+    assert answers[0]["mae"] == pytest.approx(mean_absolute_error(target[test], expected), abs=1e-9)
 
 
 def test_regression_estimates_equal_least_squares() -> None:

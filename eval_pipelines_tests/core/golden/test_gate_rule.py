@@ -52,7 +52,7 @@ def test_a_workflow_no_set_gates_may_be_activated():
 def test_a_set_that_covers_every_enabled_case_and_reaches_its_threshold_passes():
     gate = decide_gate("wf", "rev1", [evidence()])
     assert gate.passed
-    assert gate.reason == "set invoices: scored 1.000 (4/4) at or above threshold 1.0"
+    assert gate.reason == "set invoices: scored 4/4 at or above threshold 1.0"
     assert gate.sets[0].field_accuracy == 1.0
     assert gate.to_json()["sets"][0]["goldenRunId"] == "gr-1"
 
@@ -98,7 +98,7 @@ def test_a_score_below_the_threshold_blocks_and_names_the_missed_fields():
     gate = decide_gate("wf", "rev1", [evidence(score=run_score(RIGHT, WRONG_CUSTOMER))])
     assert not gate.passed
     assert gate.reason == (
-        "set invoices: scored 0.750 (3/4) below threshold 1.0 (misses: customer 1/2)"
+        "set invoices: scored 3/4 below threshold 1.0 (misses: customer 1 of 2 wrong)"
     )
 
 
@@ -113,6 +113,39 @@ def test_the_reason_lists_only_the_failing_sets_when_one_fails():
     failing = evidence(set_name="b", score=run_score(WRONG_CUSTOMER, WRONG_CUSTOMER))
     gate = decide_gate("wf", "rev1", [passing, failing])
     assert not gate.passed
-    assert gate.reason.startswith("set b: scored 0.500 (2/4) below threshold 1.0")
+    assert gate.reason.startswith("set b: scored 2/4 below threshold 1.0")
     assert "set a" not in gate.reason
     assert [s.passed for s in gate.sets] == [True, False]
+
+
+def test_a_small_set_is_gated_on_its_counts_and_prints_no_share_as_an_estimate():
+    # 4 values: the gate still decides (4/4 reaches 1.0, 3/4 does not), but a share of fewer
+    # than 20 observations is written insufficient_evidence beside its counts, never 0.750.
+    assert decide_gate("wf", "rev1", [evidence()]).passed
+    score = run_score(RIGHT, WRONG_CUSTOMER)
+    document = score.to_json()
+    assert document["fieldAccuracy"] == {
+        "correct": 3,
+        "n": 4,
+        "value": "insufficient_evidence",
+    }
+    assert (document["passRate"]["passed"], document["passRate"]["n"]) == (1, 2)
+    assert document["passRate"]["value"] == "insufficient_evidence"
+    customer = next(f for f in document["fields"] if f["key"] == "customer")
+    assert (customer["correct"], customer["scored"], customer["accuracy"]) == (
+        1,
+        2,
+        "insufficient_evidence",
+    )
+    # The exact shares come back from the counts.
+    again = type(score).from_json(document)
+    assert (again.field_accuracy, again.pass_rate, again.field("customer").accuracy) == (
+        0.75,
+        0.5,
+        0.5,
+    )
+    # From 20 values on, the share is printed: 19 of 20 right is 0.95.
+    large = run_score(*([RIGHT] * 9), WRONG_CUSTOMER)
+    assert large.to_json()["fieldAccuracy"]["value"] == 0.95
+    gate = decide_gate("wf", "rev1", [evidence(score=large)])
+    assert gate.reason.startswith("set invoices: scored 0.950 (19/20) below threshold 1.0")

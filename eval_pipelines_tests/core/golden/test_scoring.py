@@ -361,8 +361,15 @@ def test_json_round_trips():
     run = summarise_run(cases, schema=SCHEMA)
     assert RunScore.from_json(run.to_json()) == run
     shape = run.to_json()
-    assert shape["fieldAccuracy"] == {"correct": 7, "n": 8, "value": 0.875}
-    assert shape["passRate"] == {"passed": 1, "n": 2, "value": 0.5, "interval": None}
+    # Shares of fewer than 20 observations are written insufficient_evidence beside their
+    # counts (and read back exactly from the counts: the round trip above).
+    assert shape["fieldAccuracy"] == {"correct": 7, "n": 8, "value": "insufficient_evidence"}
+    assert shape["passRate"] == {
+        "passed": 1,
+        "n": 2,
+        "value": "insufficient_evidence",
+        "interval": None,
+    }
     assert shape["counts"] == {
         "passed": 1,
         "failed": 1,
@@ -384,14 +391,14 @@ def _run(correct, scored):
 
 def test_gate_below_threshold():
     decision = passes_gate(_run(7, 8), threshold=1.0)
-    assert (decision.passed, decision.reason) == (False, "scored 0.875 (7/8) below threshold 1.0")
+    assert (decision.passed, decision.reason) == (False, "scored 7/8 below threshold 1.0")
 
 
 def test_gate_at_threshold():
     decision = passes_gate(_run(7, 8), threshold=0.875)
     assert (decision.passed, decision.reason) == (
         True,
-        "scored 0.875 (7/8) at or above threshold 0.875",
+        "scored 7/8 at or above threshold 0.875",
     )
 
 
