@@ -282,11 +282,11 @@ def test_a_workspace_case_must_exist(workdir: Path) -> None:
 def test_logs_whose_keys_are_not_the_assigned_ones_park_the_claim(workdir: Path) -> None:
     """Cluster keys logged per request while the arms were assigned per trace: the A/A of the
     control arm passes, but the arms re-derived from the logged keys disagree with the
-    stamped ones and every trace cluster is one request, so the claim is parked, not
-    confirmed."""
+    stamped ones, so the claim is parked, not confirmed; with child spans logged, the
+    cluster-size check names the trace key logged per request too."""
     from eval_pipelines.api import lift
 
-    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4)
+    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.08, seed=4, marks=True)
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     for row in rows:
         if row["key_source"] == "trace":
@@ -296,7 +296,8 @@ def test_logs_whose_keys_are_not_the_assigned_ones_park_the_claim(workdir: Path)
     report = lift.report()
     (claim,) = report.report["claims"]
     assert claim["status"] == "parked" and claim["verdict"] == "parked"
-    assert "assignment mismatch" in claim["reason"] and "single request" in claim["reason"]
+    assert "assignment mismatch" in claim["reason"]
+    assert "(the trace key was logged per request" in claim["reason"]
     assert claim["checks"]["assignment"]["mismatchedRows"] > 0
     assert "FAILED: the instrument is parked" in report.markdown
 

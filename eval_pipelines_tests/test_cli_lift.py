@@ -8,10 +8,11 @@ import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.core.lift.assignment import LiftConfig, fnv1a_32
 from eval_pipelines_tests.lift_traffic import write_log
 from eval_pipelines_tests.test_cli_tables import cli
 
@@ -96,6 +97,73 @@ def test_from_a_log_to_a_verdict(workdir: Path, capsys: pytest.CaptureFixture[st
     code, out, _ = cli(capsys, "lift", "ledger")
     assert out.startswith("ws/invoice_coding/e2/memo-v2: treated − lever_holdout +0.0")
     assert "n " in out and "clusters" in out and "no offline screening" in out
+
+
+def _rewritten(log: Path, keep: Any) -> Path:
+    """The log with each row passed through ``keep`` (a row, or None to leave it out)."""
+    rows = [keep(json.loads(line)) for line in log.read_text().splitlines()]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows if r is not None))
+    return log
+
+
+def test_single_request_traffic_is_read_and_the_report_says_the_check_could_not_run(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 28, item 1: a one-call service (every trace and conversation one request) with a
+    # true lift read `parked` (the cluster-size check); now it is read, and the report and
+    # ledger say the check could not run.
+    code, _, _ = cli(capsys, "lift", "settings", "--workspace", "ws", "--lever", "memo-v2")
+    log = write_log(
+        workdir / "week.jsonl",
+        LiftConfig("ws", "e2", lever="memo-v2"),
+        true_lift=0.06,
+        seed=5,
+        days=3,
+    )
+    _rewritten(log, lambda row: row if row["request_id"].endswith("-0") else None)
+    code, out, err = cli(capsys, "lift", "ingest", log)
+    assert code == 0, err
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0 and "verdict parked" not in out and "FAILED" not in out
+    assert "passed, but the cluster-size check could not run (not parked)" in out
+    assert "could not run: " in out and "trace-keyed clusters hold one request" in out
+    code, out, _ = cli(capsys, "lift", "ledger")
+    assert "cluster-size check could not run (" in out and "parked" not in out
+
+
+@pytest.mark.parametrize("turns", [True, False])
+def test_conversation_keys_logged_per_request_are_parked_or_said_unchecked(
+    workdir: Path, capsys: pytest.CaptureFixture[str], turns: bool
+) -> None:
+    # Issue 28, item 2: each request of an untagged conversation logged under its own conv-
+    # token. With `turn` logged the report parks the claim; without it, it says the check
+    # could not run for the conversation keys (the trace keys beside them pass).
+    cli(capsys, "lift", "settings", "--workspace", "ws", "--lever", "memo-v2")
+    log = write_log(
+        workdir / "week.jsonl",
+        LiftConfig("ws", "e2", lever="memo-v2"),
+        true_lift=0.0,
+        seed=4,
+        days=3,
+        marks=turns,
+    )
+
+    def per_request(row: dict[str, Any]) -> dict[str, Any]:
+        if row["key_source"] == "conversation":
+            row["cluster"] = f"conv-{fnv1a_32(row['request_id'].encode()):08x}"
+        return row
+
+    code, _, err = cli(capsys, "lift", "ingest", _rewritten(log, per_request))
+    assert code == 0, err
+    code, out, _ = cli(capsys, "lift", "report")
+    assert code == 0
+    if turns:
+        assert "verdict parked" in out and "the conversation key was logged per request" in out
+    else:
+        assert "verdict parked" not in out
+        assert "could not run: " in out and "conversation-keyed clusters hold one request" in out
+        code, out, _ = cli(capsys, "lift", "ledger")
+        assert "cluster-size check could not run (" in out and "conversation-keyed" in out
 
 
 def test_assign_does_not_wait_on_another_process_writing_the_warehouse(

@@ -22,7 +22,7 @@ import polars as pl
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines.core.lift.audit import AuditFile
-from eval_pipelines.core.lift.checks import UNAUDITED
+from eval_pipelines.core.lift.checks import NOT_RUN, UNAUDITED
 from eval_pipelines.core.lift.evidence import (
     Baseline,
     Confirmation,
@@ -610,6 +610,7 @@ def claim_line(claim: dict[str, Any]) -> str:
         else ("no interval")
     )
     status = claim["status"] + (f" ({claim['reason']})" if claim["reason"] else "")
+    status += cluster_size_mark(claim.get("checks"))
     status += f", outcome audit {audit_mark(claim.get('audit'))}"
     if claim.get("auditSinceSettled"):
         status += f"; audited since it was settled: {audit_mark(claim['auditSinceSettled'])}"
@@ -626,6 +627,38 @@ def claim_line(claim: dict[str, Any]) -> str:
         f"{interval}, n {claim['nTreated']} vs {claim['nControl']} "
         f"({claim['clustersTreated']} vs {claim['clustersControl']} clusters), "
         f"verdict {claim['verdict']}, {status}{beside}"
+    )
+
+
+def _cluster_size_words(size: dict[str, Any]) -> str:
+    """The cluster-size check of a report document in words (a claim stored before the check
+    read marked later requests has only its trace clusters)."""
+    if "words" in size:
+        return str(size["words"])
+    if size.get("traceClusters"):
+        return (
+            f"{size['singleRequestClusters']} of {size['traceClusters']} trace clusters are "
+            "one request"
+        )
+    return "no trace-keyed rows"
+
+
+def cluster_size_mark(checks: dict[str, Any] | None) -> str:
+    """What a ledger line adds for the cluster-size check: that it could not run and for which
+    key source, else nothing (a failed check parks the claim, and the reason says so)."""
+    size = (checks or {}).get("clusterSize") or {}
+    unknown = [s for s in size.get("bySource", []) if s.get("state") == NOT_RUN]
+    if not unknown:
+        return ""
+    counts = ", ".join(
+        f"{s['singleRequestClusters']} of {s['clusters']} {s['keySource']}-keyed clusters "
+        "hold one request"
+        for s in unknown
+    )
+    return (
+        f", cluster-size check could not run ({counts} and too few requests are logged as a "
+        "later turn or child span to tell a key logged per request from single-request "
+        "traffic)"
     )
 
 
@@ -711,21 +744,16 @@ def report_markdown(report: dict[str, Any]) -> str:
                 if assignment["ran"]
                 else "not run (no split of this epoch)"
             )
-            single = (
-                f"{size['singleRequestClusters']} of {size['traceClusters']} trace clusters are "
-                "one request"
-                if size["traceClusters"]
-                else "no trace-keyed rows"
-            )
+            single = _cluster_size_words(size)
             lines.append(
                 f"  - Checks before reading: sample ratio {srm}; assignment re-derived from the "
                 f"logged keys: {derived}; cluster size: {single}: "
                 + (
-                    "passed"
-                    if all(
-                        checks[k]["passed"] for k in ("sampleRatio", "assignment", "clusterSize")
-                    )
-                    else "FAILED: the instrument is parked"
+                    "FAILED: the instrument is parked"
+                    if not all(checks[k]["passed"] for k in _LOG_CHECKS)
+                    else "passed, but the cluster-size check could not run (not parked)"
+                    if size.get("state") == NOT_RUN
+                    else "passed"
                 )
             )
         lines.append(_audit_line(claim.get("audit")))

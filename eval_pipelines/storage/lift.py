@@ -20,7 +20,7 @@ from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
     "claim_type, situation_class, source, outcome, artifact_key, candidate, baseline_head, "
-    "app_config, key_source"
+    "app_config, key_source, turn, child_span"
 )
 
 
@@ -43,7 +43,7 @@ def stored_requests(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> 
             "SELECT e.request_id, e.line AS stored_line, f.path AS stored_path, e.ts, "
             "e.workspace_id, e.cluster, e.exposure_arm, e.exposure_epoch, e.claim_type, "
             "e.situation_class, e.source, e.outcome, e.artifact_key, e.candidate, "
-            "e.baseline_head, e.app_config, e.key_source "
+            "e.baseline_head, e.app_config, e.key_source, e.turn, e.child_span "
             "FROM lift_events e JOIN incoming_frame i ON i.request_id = e.request_id "
             "LEFT JOIN lift_files f ON f.file_id = e.file_id ORDER BY e.request_id, e.line"
         ).pl()

@@ -21,11 +21,22 @@ Assignment
     assignment used (keys logged per request while arms were assigned per trace, an arm
     stamped from the outcome path, another split or lever).
 Cluster size
-    Where the logs say the key source is ``trace`` (the optional ``key_source`` column,
-    :attr:`~eval_pipelines.core.lift.assignment.Assignment.key_source`), trace clusters that
-    are nearly all single requests (at least :data:`SINGLETON_SHARE` of at least
-    ``MIN_N`` clusters) fail: the logged cluster is most likely the request, and the
-    cluster bootstrap would treat correlated requests of one trace as independent.
+    A key logged per request while every turn of a conversation (or every request of a
+    trace) was meant to share it makes the cluster bootstrap treat correlated requests as
+    independent. Over the clusters keyed on a trace, and on their own those keyed on a
+    conversation (``key_source`` conversation, or an unlabelled ``conv-`` token), the
+    evidence is a request the log marks as a later request of its unit (``turn`` of 2 or
+    more, or ``child_span`` true: the optional log columns of
+    :mod:`eval_pipelines.core.lift.logs`) that sits alone in its cluster: its unit's other
+    requests were logged under other keys. At least :data:`SINGLETON_SHARE` of at least
+    ``MIN_N`` such requests alone fail the check. One request per cluster alone is no
+    evidence (a one-call service has single-request traces): with fewer than ``MIN_N``
+    marked later requests and at least :data:`SINGLETON_SHARE` of at least ``MIN_N``
+    clusters holding one request, the check reads :data:`NOT_RUN` (the logs cannot tell a
+    key logged per request from single-request traces or conversations), which the report
+    says and which does not park. A scope that logs only later turns (its claim type is
+    asked after the first turn, and no other turn of the conversation is logged in it) has
+    them alone too: the check cannot tell that from a key logged per request, and parks.
 Outcome audit
     A bias in how one arm's outcomes are logged (a treated failure logged as a success)
     leaves arms, keys and counts intact: only outcomes established outside the logging path
@@ -68,6 +79,7 @@ __all__ = [
     "AUDIT_ALPHA",
     "FAILED",
     "INSUFFICIENT_AUDIT",
+    "NOT_RUN",
     "PASSED",
     "SINGLETON_SHARE",
     "SRM_ALPHA",
@@ -75,21 +87,28 @@ __all__ = [
     "AuditCheck",
     "ClusterSizeCheck",
     "InstrumentChecks",
+    "KeyedClusters",
     "SampleRatioCheck",
     "UNAUDITED",
     "audit_p_value",
+    "cluster_size_check",
     "instrument_checks",
     "outcome_audit",
 ]
 
 #: A sample-ratio p-value below this fails the check.
 SRM_ALPHA = 0.001
-#: Trace-keyed clusters this share of which are single requests fail the cluster-size check.
+#: Marked later requests this share of which sit alone in their cluster fail the cluster-size
+#: check; without enough of them, clusters this share of which hold one request leave it
+#: unable to run.
 SINGLETON_SHARE = 0.95
 #: An outcome audit whose Fisher exact p-value is below this fails.
 AUDIT_ALPHA = 0.001
 #: The outcome audit's states.
 UNAUDITED, INSUFFICIENT_AUDIT, PASSED, FAILED = "unaudited", "insufficient", "passed", "failed"
+#: The cluster-size check's state when the logs cannot tell a key logged per request from
+#: single-request units.
+NOT_RUN = "not_run"
 
 _CONVERSATION_TOKEN = re.compile(r"^conv-[0-9a-f]{8}$")
 _TREATED, _CONTROL = "treated", "lever_holdout"
@@ -148,30 +167,135 @@ class AssignmentCheck:
 
 
 @dataclass(frozen=True)
-class ClusterSizeCheck:
-    """Trace-keyed clusters and how many of them hold one request (None: no key source)."""
+class KeyedClusters:
+    """The clusters of one key source (``trace`` or ``conversation``): how many, how many hold
+    one request, and the requests the log marks as a later turn or child span: how many, and
+    how many sit alone in their cluster (``marked_requests``: requests with a ``turn`` or
+    ``child_span`` at all)."""
 
-    trace_clusters: int
+    key_source: str
+    clusters: int
     single_request_clusters: int
-    ran: bool
+    marked_requests: int = 0
+    later_requests: int = 0
+    later_alone: int = 0
 
     @property
     def single_share(self) -> float | None:
-        return self.single_request_clusters / self.trace_clusters if self.trace_clusters else None
+        return self.single_request_clusters / self.clusters if self.clusters else None
 
     @property
-    def passed(self) -> bool:
+    def state(self) -> str:
+        """:data:`FAILED` (later requests alone), :data:`PASSED` or :data:`NOT_RUN`."""
+        if self.later_requests >= MIN_N:
+            alone = self.later_alone >= SINGLETON_SHARE * self.later_requests
+            return FAILED if alone else PASSED
         share = self.single_share
-        return not (self.trace_clusters >= MIN_N and share is not None and share >= SINGLETON_SHARE)
+        if self.clusters >= MIN_N and share is not None and share >= SINGLETON_SHARE:
+            return NOT_RUN
+        return PASSED
+
+    def words(self) -> str:
+        """The counts in words, and what the state means."""
+        clusters = (
+            f"{self.single_request_clusters} of {self.clusters} {self.key_source}-keyed "
+            "clusters hold one request"
+        )
+        later = (
+            f"{self.later_alone} of {self.later_requests} requests logged as a later turn or "
+            "child span sit alone in their cluster"
+        )
+        state = self.state
+        if state == FAILED:
+            return (
+                f"{later} (the {self.key_source} key was logged per request: every turn of a "
+                f"conversation and every request of a trace shares its key); {clusters}"
+            )
+        if state == PASSED:
+            return f"{clusters}; {later}" if self.later_requests else clusters
+        why = (
+            f"only {self.later_requests} requests are logged as a later turn or child span "
+            f"(it needs {MIN_N})"
+            if self.marked_requests
+            else "the log has no `turn` or `child_span` to mark later requests"
+        )
+        return (
+            f"could not run: {clusters} and {why}, so a {self.key_source} key logged per "
+            f"request cannot be told from single-request {self.key_source}s (a key logged per "
+            "request reads correlated requests as independent)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         share = self.single_share
         return {
-            "traceClusters": self.trace_clusters,
+            "keySource": self.key_source,
+            "state": self.state,
+            "clusters": self.clusters,
             "singleRequestClusters": self.single_request_clusters,
             "singleShare": None if share is None else round(share, 6),
-            "maxSingleShare": SINGLETON_SHARE,
-            "ran": self.ran,
+            "markedRequests": self.marked_requests,
+            "laterRequests": self.later_requests,
+            "laterAlone": self.later_alone,
+        }
+
+
+@dataclass(frozen=True)
+class ClusterSizeCheck:
+    """The cluster-size check of each key source whose clusters are meant to hold several
+    requests (trace, conversation): failed when one fails, not run when one could not run."""
+
+    by_source: tuple[KeyedClusters, ...] = ()
+
+    @property
+    def state(self) -> str:
+        """:data:`FAILED`, :data:`NOT_RUN` or :data:`PASSED`."""
+        states = {keyed.state for keyed in self.by_source}
+        return next((s for s in (FAILED, NOT_RUN) if s in states), PASSED)
+
+    @property
+    def passed(self) -> bool:
+        return self.state != FAILED
+
+    @property
+    def keyed_clusters(self) -> int:
+        return sum(keyed.clusters for keyed in self.by_source)
+
+    @property
+    def single_request_clusters(self) -> int:
+        return sum(keyed.single_request_clusters for keyed in self.by_source)
+
+    @property
+    def single_share(self) -> float | None:
+        total = self.keyed_clusters
+        return self.single_request_clusters / total if total else None
+
+    @property
+    def later_requests(self) -> int:
+        return sum(keyed.later_requests for keyed in self.by_source)
+
+    @property
+    def later_alone(self) -> int:
+        return sum(keyed.later_alone for keyed in self.by_source)
+
+    def words(self) -> str:
+        """Each key source's check in words (the failed or not-run ones first)."""
+        if not self.by_source:
+            return "no trace- or conversation-keyed rows"
+        order = {FAILED: 0, NOT_RUN: 1, PASSED: 2}
+        ranked_sources = sorted(self.by_source, key=lambda keyed: order[keyed.state])
+        return "; ".join(keyed.words() for keyed in ranked_sources)
+
+    def to_json(self) -> dict[str, Any]:
+        share = self.single_share
+        return {
+            "state": self.state,
+            "keyedClusters": self.keyed_clusters,
+            "singleRequestClusters": self.single_request_clusters,
+            "singleShare": None if share is None else round(share, 6),
+            "bySource": [keyed.to_json() for keyed in self.by_source],
+            "maxAloneShare": SINGLETON_SHARE,
+            "minLaterRequests": MIN_N,
+            "words": self.words(),
             "passed": self.passed,
         }
 
@@ -398,13 +522,8 @@ class InstrumentChecks:
                 "land in another arm than the one stamped (the logged keys or arms are not "
                 "the ones the assignment used)"
             )
-        size = self.cluster_size
-        if not size.passed:
-            out.append(
-                f"cluster size: {size.single_request_clusters} of {size.trace_clusters} "
-                "trace-keyed clusters hold a single request (the logged cluster looks like the "
-                "request, not the trace)"
-            )
+        if not self.cluster_size.passed:
+            out.append(f"cluster size: {self.cluster_size.words()}")
         if not self.audit.passed:
             out.append(
                 f"outcome audit {self.audit.words()}: the logged outcomes of one arm depart "
@@ -423,6 +542,52 @@ class InstrumentChecks:
         }
 
 
+def _keyed_clusters(key_source: str, keyed: pl.DataFrame) -> KeyedClusters:
+    """One key source's rows (``cluster``, and ``request_id``, ``turn``, ``child_span`` when
+    logged: without ``request_id`` each row is a request) counted for the check."""
+    later = pl.lit(False)
+    marked = pl.lit(False)
+    if "turn" in keyed.columns:
+        later = later | (pl.col("turn") >= 2).fill_null(False)
+        marked = marked | pl.col("turn").is_not_null()
+    if "child_span" in keyed.columns:
+        later = later | pl.col("child_span").fill_null(False)
+        marked = marked | pl.col("child_span").is_not_null()
+    request = (
+        pl.col("request_id")
+        if "request_id" in keyed.columns
+        else pl.int_range(pl.len()).cast(pl.String)
+    )
+    requests = (
+        keyed.with_columns(request.alias("__request"))
+        .group_by("cluster", "__request")
+        .agg(later=later.any(), marked=marked.any())
+        .with_columns(alone=pl.len().over("cluster") == 1)
+    )
+    sizes = requests.group_by("cluster").agg(alone=pl.col("alone").first())
+    later_requests = requests.filter("later")
+    return KeyedClusters(
+        key_source=key_source,
+        clusters=sizes.height,
+        single_request_clusters=int(sizes.get_column("alone").sum()),
+        marked_requests=int(requests.get_column("marked").sum()),
+        later_requests=later_requests.height,
+        later_alone=int(later_requests.get_column("alone").sum()),
+    )
+
+
+def cluster_size_check(traces: pl.DataFrame, conversations: pl.DataFrame) -> ClusterSizeCheck:
+    """The cluster-size check of the trace-keyed and the conversation-keyed rows (each key
+    source on its own, so one cannot hide the other)."""
+    return ClusterSizeCheck(
+        tuple(
+            _keyed_clusters(source, rows)
+            for source, rows in (("trace", traces), ("conversation", conversations))
+            if rows.height
+        )
+    )
+
+
 def instrument_checks(
     frame: pl.DataFrame, *, workspace_id: str, config: LiftConfig | None
 ) -> InstrumentChecks:
@@ -431,7 +596,8 @@ def instrument_checks(
     Parameters
     ----------
     frame
-        Rows with ``exposure_arm`` and ``cluster``, and optionally ``key_source``.
+        Rows with ``exposure_arm`` and ``cluster``, and optionally ``key_source``,
+        ``request_id``, ``turn`` and ``child_span`` (the cluster-size check).
     workspace_id
         The workspace the rows belong to.
     config
@@ -483,12 +649,8 @@ def instrument_checks(
         ran=ran,
     )
 
-    traced = contrast.filter((sources == "trace").fill_null(False))
-    sizes = traced.group_by("cluster").len()
-    size = ClusterSizeCheck(
-        trace_clusters=sizes.height,
-        single_request_clusters=int((sizes.get_column("len") == 1).sum()) if sizes.height else 0,
-        ran="key_source" in contrast.columns,
+    size = cluster_size_check(
+        contrast.filter((sources == "trace").fill_null(False)), contrast.filter(conversation)
     )
     epochs = frame.get_column("exposure_epoch").unique().to_list() if frame.height else []
     audit = (

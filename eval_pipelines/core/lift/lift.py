@@ -22,7 +22,7 @@ import polars as pl
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import ExposureArm, LiftConfig
-from eval_pipelines.core.lift.checks import InstrumentChecks, instrument_checks
+from eval_pipelines.core.lift.checks import NOT_RUN, InstrumentChecks, instrument_checks
 from eval_pipelines.core.lift.rollup import _validated
 from eval_pipelines.core.stats.aa import AACheck, UnpairedDifference, aa_check, unpaired_difference
 from eval_pipelines.core.stats.intervals import Interval
@@ -65,6 +65,15 @@ SEQUENCE_N_STAR = DEFAULT_N_STAR
 #: The minimum detectable effect is reported at this two-sided level and power.
 MDE_ALPHA = 0.05
 MDE_POWER = 0.80
+
+# Optional columns the checks before reading use (:mod:`eval_pipelines.core.lift.checks`).
+_CHECKED_COLUMNS = {
+    "key_source": pl.String,
+    "request_id": pl.String,
+    "turn": pl.Int64,
+    "child_span": pl.Boolean,
+    "audited_outcome": pl.Boolean,
+}
 
 # The one verdict rule of core.stats, renamed in the words of a lift.
 _LIFT_WORDS = {
@@ -274,8 +283,9 @@ def live_lift(
     the logs themselves (the A/A splits the control arm only, so it cannot see arms or
     clusters that are not the ones the assignment used): a sample-ratio mismatch of the
     arms' clusters against the configured share, a logged cluster key that does not
-    re-assign to its stamped arm, or trace-keyed clusters that are nearly all one request,
-    park the instrument as a failed A/A does. So does a failed outcome audit: when
+    re-assign to its stamped arm, or requests logged as a later turn or child span (the
+    ``turn`` and ``child_span`` columns) that nearly all sit alone in their cluster, park the
+    instrument as a failed A/A does. So does a failed outcome audit: when
     ``events`` has an ``audited_outcome`` column (and ``request_id``), the arms'
     disagreements between logged and audited outcomes are compared
     (:func:`~eval_pipelines.core.lift.checks.outcome_audit`); without audited rows the
@@ -297,13 +307,11 @@ def live_lift(
     if rng is None or isinstance(rng, bool):
         raise ValueError(f"rng={rng!r}: must be an int seed or a numpy Generator (seeded)")
     frame = _validated(events)
-    if "key_source" in events.columns:
-        frame = frame.with_columns(events.get_column("key_source").cast(pl.String))
-    # The outcome audit's columns (the audited outcome beside the logged one), when given.
-    if "audited_outcome" in events.columns:
-        frame = frame.with_columns(events.get_column("audited_outcome").cast(pl.Boolean))
-        if "request_id" in events.columns:
-            frame = frame.with_columns(events.get_column("request_id").cast(pl.String))
+    # The columns of the checks before reading, when given: the key source, each request's
+    # id, turn and child span (cluster size), the audited outcome beside the logged one.
+    for column, dtype in _CHECKED_COLUMNS.items():
+        if column in events.columns:
+            frame = frame.with_columns(events.get_column(column).cast(dtype))
     scope = {
         "workspace_id": workspace_id,
         "claim_type": claim_type,
@@ -514,6 +522,8 @@ def _message(result: LiftResult) -> str:
         else ""
     )
     audit = f" Outcome audit {result.checks.audit.words()}." if result.checks is not None else ""
+    size = result.checks.cluster_size if result.checks is not None else None
+    unrun = f" Cluster-size check {size.words()}." if size and size.state == NOT_RUN else ""
     if result.verdict == PARKED:
         return (
             f"{head}parked. The A/A check failed: {aa.false_positives} of {aa.splits} random "
@@ -563,5 +573,5 @@ def _message(result: LiftResult) -> str:
     }[result.verdict]
     return (
         f"{head}{meaning}; {lift}. {arms}{mde} A/A check passed ({aa.false_positives} of "
-        f"{aa.splits} halves declared a difference).{unchecked}{audit}{mixed}"
+        f"{aa.splits} halves declared a difference).{unchecked}{audit}{unrun}{mixed}"
     )

@@ -24,6 +24,11 @@ column                required  what
 ``app_config``        no        the application config hash (likewise)
 ``key_source``        no        ``Assignment.key_source`` (artifact | trace | conversation
                                 | request), for the cluster-size check
+``turn``              no        the request's 1-based turn within its conversation (the
+                                client counts the user messages of the history it sends),
+                                for the cluster-size check; a whole number >= 1
+``child_span``        no        true when the request is not its trace's first (a child
+                                span), false when it is; for the cluster-size check
 ====================  ========  ====================================================
 """
 
@@ -58,6 +63,11 @@ REQUIRED = (
     "outcome",
 )
 OPTIONAL = ("artifact_key", "candidate", "baseline_head", "app_config", "key_source")
+#: Optional columns that are not text: what marks a request as a later one of its conversation
+#: or trace (the cluster-size check of :mod:`eval_pipelines.core.lift.checks`).
+MARKS = {"turn": pl.Int64, "child_span": pl.Boolean}
+TURN_RULE = "must be a whole number >= 1 (the request's turn within its conversation)"
+CHILD_SPAN_RULE = "must be true, false or null"
 KEY_SOURCES = ("artifact", "trace", "conversation", "request")
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 ERRORS_SHOWN = 10
@@ -203,6 +213,10 @@ def _schema() -> Any:
         required=False,
         checks=[pa.Check.isin(KEY_SOURCES, error=f"must be one of {', '.join(KEY_SOURCES)}")],
     )
+    # Their values are checked as they are typed (_typed_mark), so a refusal shows them as
+    # logged.
+    columns["turn"] = pa.Column(pl.Int64, nullable=True, required=False)
+    columns["child_span"] = pa.Column(bool, nullable=True, required=False)
     return pa.DataFrameSchema(columns, strict=False)
 
 
@@ -244,6 +258,10 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
             )
         typed_outcome = pl.when(text == "true").then(True).when(text == "false").then(False)
     casts.append(typed_outcome.alias("outcome"))
+    for name in (c for c in MARKS if c in frame.columns):
+        typed_mark, bad_rows = _typed_mark(frame, name)
+        casts.append(typed_mark.alias(name))
+        problems.extend(bad_rows)
     stamp = frame.schema["timestamp"]
     if isinstance(stamp, pl.Datetime):
         parsed = pl.col("timestamp").dt.replace_time_zone(None).dt.replace_time_zone("UTC")
@@ -266,6 +284,38 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         rule = f"must be on or after {FIRST_DAY.isoformat()} (an earlier one is a clock error)"
         problems.append((row["__row"], "timestamp", row["timestamp"], rule))
     return typed, problems
+
+
+def _typed_mark(frame: pl.DataFrame, name: str) -> tuple[pl.Expr, list[tuple[int, str, Any, str]]]:
+    """A ``turn`` or ``child_span`` column typed (:data:`MARKS`), and its values that are not
+    one (row, column, value, rule). Mixed JSON values arrive as text: a turn's digits and
+    ``true``/``false`` are read as such; a fractional turn is refused, not rounded."""
+    dtype, column = frame.schema[name], pl.col(name)
+    if name == "turn":
+        rule = TURN_RULE
+        if dtype == pl.Null or dtype.is_integer():
+            typed, good = column.cast(pl.Int64), pl.lit(True)
+        elif dtype.is_float():
+            good = column.is_finite() & (column == column.floor())
+            typed = pl.when(good).then(column).cast(pl.Int64)
+        elif dtype == pl.String:
+            good = column.str.strip_chars().str.contains(r"^[0-9]+$")
+            typed = pl.when(good).then(column.str.strip_chars()).cast(pl.Int64)
+        else:
+            typed, good = pl.lit(None, pl.Int64), pl.lit(False)
+        good = good & (typed >= 1)
+    else:
+        rule = CHILD_SPAN_RULE
+        if dtype in (pl.Boolean, pl.Null):
+            typed, good = column.cast(pl.Boolean), pl.lit(True)
+        elif dtype == pl.String:
+            text = column.str.strip_chars().str.to_lowercase()
+            good = text.is_in(["true", "false"])
+            typed = pl.when(text == "true").then(True).when(text == "false").then(False)
+        else:
+            typed, good = pl.lit(None, pl.Boolean), pl.lit(False)
+    bad = frame.with_row_index("__row").filter(column.is_not_null() & ~good.fill_null(False))
+    return typed, [(row["__row"], name, row[name], rule) for row in bad.iter_rows(named=True)]
 
 
 UNIQUE_RULE = (
@@ -364,6 +414,7 @@ def validated_log(frame: pl.DataFrame) -> pl.DataFrame:
 def _completed(typed: pl.DataFrame) -> pl.DataFrame:
     """Typed rows with every optional column, ``line`` and ``day``."""
     extra = [pl.lit(None, pl.String).alias(c) for c in OPTIONAL if c not in typed.columns]
+    extra += [pl.lit(None, dtype).alias(c) for c, dtype in MARKS.items() if c not in typed.columns]
     typed = typed.with_columns(*extra)
     if LINE_COLUMN in typed.columns:
         typed = typed.rename({LINE_COLUMN: "line"})
@@ -374,7 +425,7 @@ def _completed(typed: pl.DataFrame) -> pl.DataFrame:
 
 #: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
 #: typed, absent optional columns null), not the bytes of its line.
-CONTENT = (*(name for name in REQUIRED if name != "request_id"), *OPTIONAL)
+CONTENT = (*(name for name in REQUIRED if name != "request_id"), *OPTIONAL, *MARKS)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,11 @@ def simulate_traffic(
     cluster_sd: float = 0.8,
     baseline_head: str = "baseline-7f3a",
     app_config: str = "cfg-1",
+    marks: bool = False,
 ) -> list[dict[str, Any]]:
-    """Log rows (the ingest schema) for ``days`` of traffic of one workspace."""
+    """Log rows (the ingest schema) for ``days`` of traffic of one workspace; with ``marks``,
+    each row also says whether its request is a later one of its conversation (``turn``) or
+    trace (``child_span``)."""
     generator = np.random.default_rng(rng)
     rows: list[dict[str, Any]] = []
     for day in days:
@@ -71,6 +74,9 @@ def simulate_traffic(
                     p = min(1.0, max(0.0, p + true_lift))
                 resolved = generator.random() >= CENSORED_SHARE
                 outcome = bool(generator.random() < p) if resolved else None
+                marked: dict[str, Any] = {}
+                if marks:
+                    marked = {"turn": turn + 1} if untagged else {"child_span": turn > 0}
                 rows.append(
                     {
                         "timestamp": (at + timedelta(minutes=turn)).isoformat(),
@@ -87,6 +93,7 @@ def simulate_traffic(
                         "baseline_head": baseline_head,
                         "app_config": app_config,
                         "key_source": assignment.key_source,
+                        **marked,
                     }
                 )
     return rows

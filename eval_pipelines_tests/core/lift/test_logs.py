@@ -70,6 +70,39 @@ def test_every_bad_line_is_named_and_nothing_passes(tmp_path: Path) -> None:
     assert message.endswith("(nothing was ingested)")
 
 
+def test_turn_and_child_span_are_typed_and_optional(tmp_path: Path) -> None:
+    rows = [row(0, turn=1, child_span=False), row(1, turn=3, child_span=True), row(2)]
+    events = validate_log(read_log(write(tmp_path / "a.jsonl", rows)))
+    assert events.schema["turn"] == pl.Int64 and events.schema["child_span"] == pl.Boolean
+    assert events.get_column("turn").to_list() == [1, 3, None]
+    assert events.get_column("child_span").to_list() == [False, True, None]
+    plain = validate_log(read_log(write(tmp_path / "b.jsonl", [row(0)])))
+    assert plain.get_column("turn").dtype == pl.Int64 and plain.get_column("turn").is_null().all()
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [
+        ((2, 0), "line 2: turn=0: must be a whole number >= 1"),
+        ((2, -1), "line 2: turn=-1: must be a whole number >= 1"),
+        ((2, 1.5), "line 2: turn=1.5: must be a whole number >= 1"),
+        ((2, "two"), "line 2: turn='two': must be a whole number >= 1"),
+    ],
+)
+def test_a_bad_turn_is_refused_with_its_line(tmp_path: Path, values, shown) -> None:
+    rows = [row(0, turn=values[0]), row(1, turn=values[1])]
+    with pytest.raises(InputError) as raised:
+        validate_log(read_log(write(tmp_path / "bad.jsonl", rows)))
+    assert shown in str(raised.value) and "line 1" not in str(raised.value)
+
+
+def test_a_bad_child_span_is_refused_with_its_line(tmp_path: Path) -> None:
+    rows = [row(0, child_span=True), row(1, child_span="yes")]
+    with pytest.raises(InputError) as raised:
+        validate_log(read_log(write(tmp_path / "bad.jsonl", rows)))
+    assert "line 2: child_span='yes': must be true, false or null" in str(raised.value)
+
+
 def test_a_missing_column_and_an_unknown_file_type_are_refused(tmp_path: Path) -> None:
     rows = [{k: v for k, v in row(0).items() if k != "cluster"}]
     with pytest.raises(InputError, match="cluster.*required column is missing"):
