@@ -146,7 +146,7 @@ def test_malformed_answers_and_codes_outside_are_answers_the_parser_refuses(
     allowed = {"01.1", "47.1"}
     reasons = [parse_answer(a.content, allowed=allowed).failure or "" for a in result.answers]
     assert reasons[0].startswith("answer is not JSON")
-    assert reasons[1] == "answer's code 'NOT-A-CANDIDATE' is not among the codes allowed"
+    assert reasons[1] == "answer's code is not among the codes allowed: 'NOT-A-CANDIDATE'"
 
 
 def _closed_port() -> int:
