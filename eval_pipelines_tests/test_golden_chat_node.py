@@ -247,7 +247,7 @@ def refused_save(capsys: pytest.CaptureFixture[str], file: Path) -> str:
         (
             "      model: standin-extract\n",
             "",
-            "nodes[0].options.model=None: the chat classifier needs the model's name",
+            "nodes[0].options.model=None: a chat node needs the name of the model it calls",
         ),
         (
             "      timeout: 30\n",

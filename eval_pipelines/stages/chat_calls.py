@@ -4,10 +4,13 @@
 ``chat_calls`` cache are read from it (they cost nothing), the rest are called with at most
 ``settings.concurrency`` in flight to the endpoint (a thread pool, and a slot per request
 shared with every other batch on the machine calling the same endpoint:
-:mod:`~eval_pipelines.stages.endpoint_slots`), and each answer is stored in the cache as
-it arrives, so a run killed halfway and started again pays only for the calls it had not yet
-made. A call that still fails after its retries is returned as a failure with its reason; one
-row never raises.
+:mod:`~eval_pipelines.stages.endpoint_slots`), and each answer is committed to the cache
+before its thread sends another request, so a run killed halfway and started again pays again
+only for the calls that were in flight (at most ``concurrency``). The commits go through one
+writer thread, which stores every answer handed to it meanwhile in one short connection: the
+warehouse lock is held only while writing, and under load one connection serves several
+answers. A call that still fails after its retries is returned as a failure with its reason;
+one row never raises.
 
 Retries are ours, around the SDK with ``max_retries=0``: the SDK's own retry does honour
 ``Retry-After`` (a test checks it against the stand-in server), but it also retries a refused
@@ -28,6 +31,7 @@ import dataclasses
 import logging
 import math
 import os
+import queue
 import random
 import threading
 import time
@@ -122,6 +126,61 @@ class _Outcome:
     answer: ChatAnswer
     sent: int
     waits: list[float]
+
+
+class _CacheWriter:
+    """Commits answers to the warehouse's cache on one thread, each before its caller goes on.
+
+    :meth:`store` hands an answer over and returns once it is committed (or raises what the
+    write raised); the thread stores every answer handed over while it was writing in one
+    connection and one commit. The connection is opened per write, not held for the batch:
+    DuckDB lets one process at a time hold the file, and readers in other processes wait for
+    it.
+    """
+
+    def __init__(self, warehouse: Path) -> None:
+        self._warehouse = warehouse
+        self._handed: queue.SimpleQueue[tuple[CachedCall, Future[None]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._write, name="chat-cache-writer", daemon=True)
+        self._thread.start()
+
+    def store(self, call: CachedCall) -> None:
+        committed: Future[None] = Future()
+        self._handed.put((call, committed))
+        committed.result()
+
+    def close(self) -> None:
+        """Stop the thread once the answers already handed over are written."""
+        self._handed.put(None)
+        self._thread.join()
+
+    def _write(self) -> None:
+        closing = False
+        while not closing:
+            first = self._handed.get()
+            if first is None:
+                return
+            batch = [first]
+            while True:
+                try:
+                    item = self._handed.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    closing = True
+                    break
+                batch.append(item)
+            try:
+                with connect(self._warehouse, wait_seconds=None) as conn:
+                    store_calls(conn, [call for call, _ in batch])
+            except Exception as error:
+                for _, committed in batch:
+                    committed.set_exception(error)
+            else:
+                for _, committed in batch:
+                    committed.set_result(None)
 
 
 def retry_after_seconds(headers: Mapping[str, str] | httpx2.Headers | None) -> float | None:
@@ -303,86 +362,64 @@ def run_chat_calls(
         jitter = random.Random(seed)  # its random() is one C call: safe across the threads
         slots = EndpointSlots(settings.endpoint, settings.concurrency, root=slots_root)
         pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="chat")
+        writer = _CacheWriter(warehouse)
         pending: set[Future[_Outcome]] = set()
-        futures: list[Future[_Outcome]] = []
-        stored: set[str] = set()
-        by_key = {request.key: request for request in to_call}
 
-        def cached_row(answer: ChatAnswer) -> CachedCall:
-            request = by_key[answer.key]
-            return CachedCall(
-                answer.key,
-                request.endpoint,
-                request.model,
-                request.trial,
-                answer.content,
-                answer.input_tokens,
-                answer.output_tokens,
+        def call_and_store(request: ChatRequest) -> _Outcome:
+            outcome = _call_one(
+                client,
+                request,
+                max_retries=settings.max_retries,
+                sleep=sleep,
+                rng=jitter,
+                down=down,
+                down_reason=down_reason,
+                stop=stopping,
+                slots=slots,
             )
-
-        def store(fresh: list[CachedCall]) -> None:
-            if fresh:
-                with connect(warehouse, wait_seconds=None) as conn:
-                    store_calls(conn, fresh)
-                stored.update(call.key for call in fresh)
+            answer = outcome.answer
+            if answer.failure is None:
+                # Committed before this thread takes its next request: a kill then loses at
+                # most the calls in flight.
+                writer.store(
+                    CachedCall(
+                        answer.key,
+                        request.endpoint,
+                        request.model,
+                        request.trial,
+                        answer.content,
+                        answer.input_tokens,
+                        answer.output_tokens,
+                    )
+                )
+            return outcome
 
         try:
-            pending = {
-                pool.submit(
-                    _call_one,
-                    client,
-                    request,
-                    max_retries=settings.max_retries,
-                    sleep=sleep,
-                    rng=jitter,
-                    down=down,
-                    down_reason=down_reason,
-                    stop=stopping,
-                    slots=slots,
-                )
-                for request in to_call
-            }
-            futures = list(pending)
+            pending = {pool.submit(call_and_store, request) for request in to_call}
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                outcomes = [future.result() for future in done]
-                fresh = []
-                for outcome in outcomes:
+                for future in done:
+                    outcome = future.result()
                     answer = outcome.answer
                     answers[answer.key] = answer
                     tally["failed"] += answer.failure is not None
                     tally["tokens"] += answer.input_tokens + answer.output_tokens
                     sent += outcome.sent
                     waits.extend(outcome.waits)
-                    if answer.failure is None:
-                        fresh.append(cached_row(answer))
-                    else:
+                    if answer.failure is not None:
                         log.warning("chat call failed: %s", answer.failure)
-                store(fresh)
                 tell()
         except BaseException:
             # Ctrl-C or a terminated step: no new call starts, and closing the client's
-            # connections ends the calls in flight instead of waiting out their timeout
+            # connections ends the calls in flight instead of waiting out their timeout (the
+            # answers already received are committed by their threads before they end).
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             client.close()
-            # Answers that had arrived but were not yet collected are stored before the
-            # interrupt goes on: a re-run does not pay for them again.
-            received = [
-                future.result().answer
-                for future in futures
-                if future.done() and not future.cancelled() and future.exception() is None
-            ]
-            store(
-                [
-                    cached_row(answer)
-                    for answer in received
-                    if answer.failure is None and answer.key not in stored
-                ]
-            )
             raise
         finally:
             pool.shutdown(wait=True)
+            writer.close()
             client.close()
     ordered = tuple(answers[request.key] for request in requests)
     made = [answer for key, answer in answers.items() if not answer.from_cache]

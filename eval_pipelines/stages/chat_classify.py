@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +30,7 @@ import polars as pl
 
 from eval_pipelines.core.chat.classify import (
     chat_messages,
+    failure_causes,
     offered_candidates,
     prediction_from_answer,
     supplied_evidence,
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from eval_pipelines.stages.holdout import ClassifyTask
 
 PROGRESS_SECONDS = 2.0
-FAILURE_REASONS = 5
 
 
 @dataclass(frozen=True)
@@ -230,14 +229,9 @@ def classify_chat(
             "callsFailed": counters.failed,
             "requestsSent": counters.requests_sent,
             "retries": counters.retries,
-            # Why the variant's rows failed (trial 1, as scored): each reason and its rows, the
-            # most frequent first, at most FAILURE_REASONS of them (`eval rows` has every row).
-            "failureReasons": [
-                {"reason": reason, "rows": rows}
-                for reason, rows in Counter(
-                    p.error for p in ordered if p.error is not None
-                ).most_common(FAILURE_REASONS)
-            ],
+            # Why the variant's rows failed (trial 1, as scored), by cause: a bad answer is a
+            # failed row though its call was answered, so these rows can outnumber callsFailed.
+            "failureReasons": failure_causes(p.error for p in ordered if p.error is not None),
             "cost": cost,
             "costReason": no_price,
             # What this run paid: the calls it made (answers from the cache cost nothing).

@@ -103,7 +103,7 @@ def test_answers_become_predictions_or_failed_rows_with_their_reason(tmp_path: P
     assert first.input_tokens > 0 and first.tokens == first.input_tokens + first.output_tokens
     assert malformed.code is None and malformed.route == "declined"
     assert (malformed.error or "").startswith("answer is not JSON")
-    assert outside.error == "answer's code 'NOT-A-CANDIDATE' is not in the code tree"
+    assert outside.error == "answer's code is not in the code tree: 'NOT-A-CANDIDATE'"
     # the failed rows keep their candidates: the ceiling still counts what was offered
     assert outside.candidates == first.candidates
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines.core.chat.answer import parse_answer
+from eval_pipelines.core.chat.answer import failure_cause, parse_answer
+from eval_pipelines.core.chat.classify import failure_causes
 from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import build_request, classification_messages
 from eval_pipelines.core.chat.settings import ModelPrice, api_key, parse_chat_settings
@@ -129,22 +130,123 @@ def test_the_cache_key_changes_with_everything_that_decides_the_answer() -> None
 
 
 @pytest.mark.parametrize(
-    ("content", "reason"),
+    ("content", "reason", "cause"),
     [
-        (None, "empty answer"),
-        ('{"code": "A", "confidence":', "not JSON"),
-        ('["A"]', "not a JSON object"),
-        ('{"code": "A", "confidence": 0.5, "why": "x"}', "unexpected keys"),
-        ('{"code": 3, "confidence": 0.5}', "code is not a non-empty string"),
-        ('{"code": "A", "confidence": 1.5}', "confidence is not a number in [0, 1]"),
-        ('{"code": "A", "confidence": true}', "confidence is not a number"),
-        ('{"code": "A", "confidence": NaN}', "confidence is not a number"),
-        ('{"code": "Z", "confidence": 0.5}', "'Z' is not among the codes allowed"),
+        (None, "empty answer", "empty answer"),
+        ('{"code": "A", "confidence":', "not JSON", "answer is not JSON"),
+        ('["A"]', "not a JSON object", "answer is not a JSON object"),
+        (
+            '{"code": "A", "confidence": 0.5, "why": "x"}',
+            "unexpected keys: ['why']",
+            "answer has unexpected keys",
+        ),
+        (
+            '{"code": 3, "confidence": 0.5}',
+            "code is not a non-empty string",
+            "answer's code is not a non-empty string",
+        ),
+        (
+            '{"code": "A", "confidence": 1.5}',
+            "confidence is not a number in [0, 1]",
+            "answer's confidence is not a number in [0, 1]",
+        ),
+        (
+            '{"code": "A", "confidence": true}',
+            "confidence is not a number",
+            "answer's confidence is not a number in [0, 1]",
+        ),
+        (
+            '{"code": "A", "confidence": NaN}',
+            "confidence is not a number",
+            "answer's confidence is not a number in [0, 1]",
+        ),
+        (
+            '{"code": "Z", "confidence": 0.5}',
+            "is not among the codes allowed: 'Z'",
+            "answer's code is not among the codes allowed",
+        ),
     ],
 )
-def test_answers_are_parsed_strictly(content: str | None, reason: str) -> None:
+def test_answers_are_parsed_strictly(content: str | None, reason: str, cause: str) -> None:
     parsed = parse_answer(content, allowed={"A", "B"})
     assert not parsed.ok and reason in (parsed.failure or "")
+    # the cause leaves out what varies from answer to answer
+    assert failure_cause(parsed.failure or "") == cause
+
+
+def test_a_json_error_says_where_it_is_once() -> None:
+    content = '{"code": "A\n", "confidence": 0.5}'
+    assert parse_answer(content).failure == (
+        f"answer is not JSON (Invalid control character at char 11): {content!r}"
+    )
+    cut = '{"code": "A", "confidence":'
+    assert parse_answer(cut).failure == f"answer is not JSON (Expecting value at char 27): {cut!r}"
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        ("answer's code is not in the code tree: 'Z99'", "answer's code is not in the code tree"),
+        (
+            "HTTP 500 from the endpoint: internal error (after 5 attempts)",
+            "HTTP 500 from the endpoint",
+        ),
+        (
+            "HTTP 429 from the endpoint: slow down (Retry-After 300 s is more than 120 s)",
+            "HTTP 429 from the endpoint",
+        ),
+        (
+            "the endpoint did not answer within the timeout (after 1 attempt)",
+            "the endpoint did not answer within the timeout",
+        ),
+        (
+            "endpoint unreachable: connection refused at http://127.0.0.1:9/v1",
+            "endpoint unreachable",
+        ),
+        (
+            "connection lost before an answer: Server disconnected (after 2 attempts)",
+            "connection lost before an answer",
+        ),
+        ("stopped before the call was made", "stopped before the call was made"),
+    ],
+)
+def test_the_cause_of_a_failed_call_leaves_its_details_out(reason: str, cause: str) -> None:
+    assert failure_cause(reason) == cause
+
+
+def test_failed_rows_are_grouped_by_cause_with_every_cause_shown() -> None:
+    errors = [
+        'answer is not JSON (Expecting value at char 33): \'{"code": "D75.821", "confidence":\'',
+        "answer's code is not in the code tree: 'X1'",
+        'answer is not JSON (Expecting value at char 32): \'{"code": "D78.21", "confidence":\'',
+        "HTTP 500 from the endpoint: internal error (after 1 attempt)",
+        "answer's code is not in the code tree: 'X2'",
+        "answer is not JSON (Expecting ',' delimiter at char 12): '{\"code\": \"A\" x'",
+        "answer has unexpected keys: ['why']",
+        "answer's code is not a non-empty string: 3",
+        "the endpoint did not answer within the timeout (after 5 attempts)",
+    ]
+    assert failure_causes(errors) == [
+        {"cause": "answer is not JSON", "rows": 3, "example": errors[0]},
+        {"cause": "answer's code is not in the code tree", "rows": 2, "example": errors[1]},
+        {"cause": "HTTP 500 from the endpoint", "rows": 1, "example": errors[3]},
+        {"cause": "answer has unexpected keys", "rows": 1, "example": errors[6]},
+        {"cause": "answer's code is not a non-empty string", "rows": 1, "example": errors[7]},
+        {
+            "cause": "the endpoint did not answer within the timeout",
+            "rows": 1,
+            "example": errors[8],
+        },
+    ]
+    assert failure_causes([]) == []
+
+
+def test_a_missing_model_is_refused_in_the_words_of_the_chat_classifier() -> None:
+    with pytest.raises(InputError) as refused:
+        parse_chat_settings(_config(model=None), ENV, where="variant chat.config")
+    assert str(refused.value) == (
+        "variant chat.config.options.model=None: the chat classifier needs the model's name"
+    )
 
 
 def test_a_good_answer() -> None:

@@ -151,7 +151,12 @@ def test_a_good_answer_is_the_raw_output_nulls_included() -> None:
 @pytest.mark.parametrize(
     ("config", "environ", "field", "rule"),
     [
-        ({"options": {"baseUrl": "http://h/v1"}}, {}, "nodes[1].options.model", "model's name"),
+        (
+            {"options": {"baseUrl": "http://h/v1"}},
+            {},
+            "nodes[1].options.model",
+            "a chat node needs the name of the model it calls",
+        ),
         (
             {"options": {**NODE["options"], "apiKeyEnv": "EXTRACT_KEY"}},
             {},

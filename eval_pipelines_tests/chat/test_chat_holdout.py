@@ -333,19 +333,35 @@ def test_bad_answers_codes_outside_the_tree_and_failed_calls_are_failed_rows(
 ) -> None:
     from eval_pipelines.stages.holdout import classify_variant
 
-    texts = ["growing cereals", "retail sale", "raising cattle", "cereals again"]
-    schedule = {1: Fault("malformed"), 2: Fault("outside"), 3: Fault("500"), 4: Fault("500")}
+    # Malformed answers to four different records (each answer's text differs), then a code
+    # outside the tree, then a 500 on both attempts of one call, then a good answer.
+    texts = ["growing cereals", "retail sale", "raising cattle", "retail shop", "cattle farm"]
+    texts += ["cereals again", "cereals once more"]
+    schedule = {i: Fault("malformed") for i in (1, 2, 3, 4)}
+    schedule |= {5: Fault("outside"), 6: Fault("500"), 7: Fault("500")}
     with serve_standin(schedule=schedule) as server:
         config = {**chat_config(server.base_url), "concurrency": 1, "maxRetries": 1}
         result = classify_variant(_task(tmp_path / "w.duckdb", config, texts))
-        assert server.request_count == 5
+        assert server.request_count == 8
     rows = {r["record_key"]: r for r in result.predictions.to_dicts()}
-    assert rows["r00"]["error"].startswith("answer is not JSON")
-    assert rows["r01"]["error"] == "answer's code 'NOT-A-CANDIDATE' is not in the code tree"
-    assert rows["r02"]["error"] == ("HTTP 500 from the endpoint: internal error (after 2 attempts)")
-    assert (rows["r03"]["code"], rows["r03"]["error"]) == ("A1", None)
+    malformed = [rows[f"r0{i}"]["error"] for i in range(4)]
+    assert all(error.startswith("answer is not JSON") for error in malformed)
+    assert len(set(malformed)) > 1  # the reasons quote the answers
+    assert rows["r04"]["error"] == "answer's code is not in the code tree: 'NOT-A-CANDIDATE'"
+    assert rows["r05"]["error"] == ("HTTP 500 from the endpoint: internal error (after 2 attempts)")
+    assert (rows["r06"]["code"], rows["r06"]["error"]) == ("A1", None)
     chat = result.usage["chat"]
-    assert (chat["callsMade"], chat["callsFailed"], chat["retries"]) == (3, 1, 1)
+    # One call got no answer (callsFailed); six rows failed, five of them on an answer.
+    assert (chat["callsMade"], chat["callsFailed"], chat["retries"]) == (6, 1, 1)
+    assert chat["failureReasons"] == [
+        {"cause": "answer is not JSON", "rows": 4, "example": malformed[0]},
+        {
+            "cause": "answer's code is not in the code tree",
+            "rows": 1,
+            "example": rows["r04"]["error"],
+        },
+        {"cause": "HTTP 500 from the endpoint", "rows": 1, "example": rows["r05"]["error"]},
+    ]
     # The rows that failed keep the candidates offered: the ceiling counts them.
     assert all(json.loads(r["candidates"]) for r in rows.values())
 
@@ -380,7 +396,9 @@ def test_an_endpoint_down_fails_every_row_fast_with_the_reason(tmp_path: Path) -
     # No retry of a refused connection; at most the calls already in flight were tried.
     assert chat["retries"] == 0 and chat["requestsSent"] <= 2
     assert chat["callsFailed"] == 5 and chat["spent"]["inputTokens"] == 0
-    assert chat["failureReasons"] == [{"reason": errors[0], "rows": 5}]
+    assert chat["failureReasons"] == [
+        {"cause": "endpoint unreachable", "rows": 5, "example": errors[0]}
+    ]
 
 
 def test_memo_rules_decide_exclude_and_instruct(tmp_path: Path) -> None:
@@ -431,25 +449,32 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
     small_case: str, workdir: Path
 ) -> None:
     """The run goes through the queue (dispatcher, run worker process); its worker is killed
-    with SIGKILL while the chat step is half-way; the re-run sends only what the cache lacks."""
+    with SIGKILL while the chat step is half-way and this process holds the warehouse (as a
+    reader does for a moment); the re-run sends only what the cache lacks, and what was sent
+    twice is at most the calls in flight at the kill."""
     import os
     import signal
 
     from eval_pipelines import runs
     from eval_pipelines.storage.chat_cache import count_calls
+    from eval_pipelines_tests.chat.chat_batch import until_stalled
     from eval_pipelines_tests.stuck_runs import gone, wait_for
 
-    with serve_standin(latency_ms=150) as server:
-        config = {**chat_config(server.base_url), "concurrency": 1}
+    concurrency = 4
+    with serve_standin(latency_ms=400) as server:
+        config = {**chat_config(server.base_url), "concurrency": concurrency}
         variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
         started = api.start_holdout_eval(small_case, variants, sample_size=30, seed=8)
         instance = dagster_instance()
         assert started.run_id is not None
-        wait_for(lambda: server.request_count >= 12, seconds=240)
+        wait_for(lambda: server.request_count >= 8, seconds=240)
         worker = runs.run_worker_pid(instance, started.run_id)
         assert worker is not None and worker != os.getpid()
-        os.kill(worker, signal.SIGKILL)
-        wait_for(lambda: gone(worker))
+        with connect(workdir / "warehouse.duckdb"):  # the step's writes wait for this lock
+            held_at = server.request_count
+            until_stalled(lambda: server.request_count, held_at + 3 * concurrency)
+            os.kill(worker, signal.SIGKILL)
+            wait_for(lambda: gone(worker))
         wait_for(
             lambda: (
                 runs.reap_dead_runs(instance) is not None
@@ -459,9 +484,9 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
         sent_before = server.request_count
         with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
             cached = count_calls(conn)
-        # One call at a time, each answer written as the next call goes out: at most the call
-        # in flight and the answer being written at the kill were sent and not stored.
-        assert 12 - 2 <= cached < 30 and sent_before - cached <= 2
+        # Each answer is committed before its thread sends another request: sent and not
+        # stored at the kill are at most the calls in flight.
+        assert 0 < cached < 30 and sent_before - cached <= concurrency, (sent_before, cached)
         again = api.rerun_holdout_eval(small_case, started.eval_id, wait=True)
         assert again.status == "complete"
         assert server.request_count - sent_before == 30 - cached
@@ -592,7 +617,15 @@ def test_an_endpoint_down_is_a_complete_report_with_every_chat_row_failed(
     baseline, chat = report["variants"]
     assert (baseline["failedRows"], chat["failedRows"]) == (0, 20)
     reason = f"endpoint unreachable: connection refused at {down}"
-    assert chat["usage"]["chat"]["failureReasons"] == [{"reason": reason, "rows": 20}]
+    assert chat["usage"]["chat"]["failureReasons"] == [
+        {"cause": "endpoint unreachable", "rows": 20, "example": reason}
+    ]
+    markdown = api.get_holdout_eval(small_case, started.eval_id).report_markdown or ""
+    assert (
+        "| model calls made / from cache / failed (no answer after retries) | - | 0 / 0 / 20 |"
+        in markdown
+    )
+    assert "| failed rows by cause (a bad answer too) | - | endpoint unreachable: 20 |" in markdown
     assert any(w["code"] == "failed_rows" for w in report["warnings"])
     assert {row.error for row in api.eval_rows(small_case, started.eval_id, variant="chat")} == {
         reason

@@ -1,6 +1,10 @@
 """Strict parsing of a classification answer: a JSON object ``{"code": str, "confidence":
 number in [0, 1]}`` and nothing else. Anything else is a failure with its reason (a string a
-report can show), never an exception: one bad answer is one failed row."""
+report can show), never an exception: one bad answer is one failed row.
+
+A reason is its cause, then the details that vary from answer to answer (the answer's text, a
+code) after ``: `` or in ``(...)``: :func:`failure_cause` reads the cause back, so a report
+groups the rows by cause."""
 
 from __future__ import annotations
 
@@ -38,7 +42,9 @@ def json_object_of(content: str | None) -> tuple[dict[str, Any] | None, str | No
     try:
         value = json.loads(content)
     except json.JSONDecodeError as error:
-        return None, f"answer is not JSON ({error.msg} at char {error.pos}): {content[:80]!r}"
+        # Some of json's messages end in "at" themselves ("Invalid control character at").
+        where = error.msg.removesuffix(" at")
+        return None, f"answer is not JSON ({where} at char {error.pos}): {content[:80]!r}"
     if not isinstance(value, dict):
         return None, f"answer is not a JSON object: {content[:80]!r}"
     return value, None
@@ -51,7 +57,7 @@ def parse_answer(content: str | None, *, allowed: Collection[str] | None = None)
         return _failed(problem or "empty answer")
     extra = sorted(set(value) - {"code", "confidence"})
     if extra:
-        return _failed(f"answer has unexpected keys {extra}")
+        return _failed(f"answer has unexpected keys: {extra}")
     code, confidence = value.get("code"), value.get("confidence")
     if not isinstance(code, str) or not code:
         return _failed(f"answer's code is not a non-empty string: {code!r}")
@@ -63,5 +69,12 @@ def parse_answer(content: str | None, *, allowed: Collection[str] | None = None)
     ):
         return _failed(f"answer's confidence is not a number in [0, 1]: {confidence!r}")
     if allowed is not None and code not in allowed:
-        return _failed(f"answer's code {code!r} is not among the codes allowed")
+        return _failed(f"answer's code is not among the codes allowed: {code!r}")
     return ParsedAnswer(code, float(confidence))
+
+
+def failure_cause(reason: str) -> str:
+    """The cause of a failure ``reason``: the text before its first ``: `` or `` (`` (``answer
+    is not JSON``, ``HTTP 500 from the endpoint``), the same for every row failed that way."""
+    cuts = [at for at in (reason.find(": "), reason.find(" (")) if at > 0]
+    return reason[: min(cuts)] if cuts else reason

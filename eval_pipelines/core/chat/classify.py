@@ -12,9 +12,11 @@ does not parse, or names a code the tree does not know, is a failed row with its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from eval_pipelines.core.chat.answer import parse_answer
+from eval_pipelines.core.chat.answer import failure_cause, parse_answer
 from eval_pipelines.core.chat.request import classification_messages
 from eval_pipelines.core.chat.settings import ChatSettings
 from eval_pipelines.core.holdout.classify import Neighbour, Prediction, route_for
@@ -92,7 +94,7 @@ def prediction_from_answer(
         if reason is None and parsed.code is not None:
             node = tree.node_of(parsed.code)
             if node is None:
-                reason = f"answer's code {parsed.code!r} is not in the code tree"
+                reason = f"answer's code is not in the code tree: {parsed.code!r}"
             else:
                 confidence = round(float(parsed.confidence or 0.0), 6)
                 target = min(config.target_depth) if config.target_depth else tree.max_depth
@@ -101,3 +103,19 @@ def prediction_from_answer(
                 )
                 return predicted(node, confidence, route, None)
     return predicted(None, 0.0, "declined", reason)
+
+
+def failure_causes(errors: Iterable[str]) -> list[dict[str, Any]]:
+    """The failed rows grouped by cause (:func:`~eval_pipelines.core.chat.answer.failure_cause`):
+    every cause as ``{cause, rows, example}`` (``example``: the first row's whole reason), the
+    most rows first, a tie in the order the causes first appear."""
+    rows: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for error in errors:
+        cause = failure_cause(error)
+        rows[cause] += 1
+        examples.setdefault(cause, error)
+    return [
+        {"cause": cause, "rows": count, "example": examples[cause]}
+        for cause, count in rows.most_common()
+    ]

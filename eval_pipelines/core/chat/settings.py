@@ -108,9 +108,14 @@ def _prices(raw: Any, where: str) -> dict[str, ModelPrice]:
 
 
 def parse_chat_settings(
-    config: Mapping[str, Any], environ: Mapping[str, str], *, where: str = "config"
+    config: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    where: str = "config",
+    model_rule: str = "the chat classifier needs the model's name",
 ) -> ChatSettings:
-    """The settings of ``config`` checked (``environ``: the environment the calls will run in).
+    """The settings of ``config`` checked (``environ``: the environment the calls will run in;
+    ``model_rule``: what the error says when the model is missing, in the caller's words).
 
     Raises
     ------
@@ -129,7 +134,7 @@ def parse_chat_settings(
         )
     model = options.get("model")
     if not isinstance(model, str) or not model.strip():
-        raise InputError(f"{at}.model", model, "the chat classifier needs the model's name")
+        raise InputError(f"{at}.model", model, model_rule)
     base_url = options.get("baseUrl")
     if not isinstance(base_url, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", base_url):
         raise InputError(
@@ -223,4 +228,6 @@ def parse_node_chat_settings(
     options = config.get("options", {})
     if isinstance(options, Mapping) and "maxTokens" not in options:
         config = {**config, "options": {**options, "maxTokens": NODE_MAX_TOKENS}}
-    return parse_chat_settings(config, environ, where=where)
+    return parse_chat_settings(
+        config, environ, where=where, model_rule="a chat node needs the name of the model it calls"
+    )

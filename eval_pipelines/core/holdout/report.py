@@ -770,8 +770,9 @@ def _plugin_rows(variants: list[dict[str, Any]]) -> list[str]:
 
 def _model_usage_rows(variants: list[dict[str, Any]]) -> list[str]:
     """Rows of the variants that call a model (``usage.chat``): calls made, from the cache and
-    failed; tokens in and out as the endpoint reported them; cost beside the estimate made
-    before the run. None when no variant calls a model."""
+    failed (no answer after the retries: fewer than the failed rows, which count unusable
+    answers too); the failed rows by cause; tokens in and out as the endpoint reported them;
+    cost beside the estimate made before the run. None when no variant calls a model."""
     chats = [
         {**variant["usage"]["chat"], "tokens": variant["usage"]}
         if variant["usage"].get("chat")
@@ -790,6 +791,13 @@ def _model_usage_rows(variants: list[dict[str, Any]]) -> list[str]:
     def calls(chat: dict[str, Any]) -> str:
         return f"{chat['callsMade']} / {chat['callsFromCache']} / {chat['callsFailed']}"
 
+    def causes(chat: dict[str, Any]) -> str:
+        # A report stored before the causes were grouped lists each whole reason instead.
+        shown = "; ".join(
+            f"{c.get('cause', c.get('reason'))}: {c['rows']}" for c in chat["failureReasons"]
+        )
+        return _cell(shown) if shown else "none"
+
     def tokens(chat: dict[str, Any]) -> str:
         usage = chat["tokens"]
         return f"{usage['inputTokens']:,} / {usage['outputTokens']:,}"
@@ -802,8 +810,9 @@ def _model_usage_rows(variants: list[dict[str, Any]]) -> list[str]:
         )
 
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("model calls made / from cache / failed", calls),
+        ("model calls made / from cache / failed (no answer after retries)", calls),
         ("model requests sent (retries)", lambda c: f"{c['requestsSent']} ({c['retries']})"),
+        ("failed rows by cause (a bad answer too)", causes),
         ("tokens in / out (as reported)", tokens),
         ("cost of the answers / spent now", costs),
         ("estimate before the run", estimate),
