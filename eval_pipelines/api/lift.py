@@ -22,7 +22,7 @@ from eval_pipelines.api._shared import (
     resolve_warehouse,
     step_refusal,
 )
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import InputError, mention_flags
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
     LiftConfig,
@@ -336,6 +336,11 @@ class IngestRefused(InputError):
     def __init__(self, message: str) -> None:
         ValueError.__init__(self, message)
         self.field, self.value, self.rule = "log", None, message
+
+    def with_flags(self, flags: Mapping[str, str]) -> str:
+        # The run's refusal already names its field and value: shown as it is, not
+        # behind a second "log=None:".
+        return mention_flags(self.rule, flags)
 
 
 def _refusal(run_id: str) -> str | None:

@@ -89,6 +89,27 @@ def parse_json_text(text: str, what: str, value: Any) -> Any:
     return document
 
 
+def parse_json_line(line: str | bytes, number: int, what: str, value: Any) -> Any:
+    """One line of a JSON Lines file (a log, an audit file), refused as
+    :func:`parse_json_text` refuses a document (not JSON, nested too deep, a non-finite number
+    named by its path), the refusal naming the line: ``line 3: holds nan at outcome: ...``.
+    A table file's line has no document size bound (the file has :data:`MAX_TABLE_BYTES`)."""
+    try:
+        parsed = json.loads(line)
+    except UnicodeDecodeError as error:
+        rule = f"is not UTF-8 text (byte {error.start} cannot be decoded)"
+        raise InputError(what, value, f"line {number}: {rule}") from None
+    except json.JSONDecodeError as error:
+        raise InputError(what, value, f"line {number}: not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(what, value, f"line {number}: {_TOO_DEEP}") from None
+    try:
+        check_document(parsed, what, value)
+    except InputError as error:
+        raise InputError(what, value, f"line {number}: {error.rule}") from None
+    return parsed
+
+
 def parse_yaml_text(text: str, what: str, value: Any) -> Any:
     """A YAML (or JSON) document from text; refusals name ``what`` and ``value``."""
     _check_length(text, what, value)

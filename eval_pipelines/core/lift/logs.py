@@ -40,7 +40,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.files import check_table_file
+from eval_pipelines.core.files import check_table_file, parse_json_line
 from eval_pipelines.core.lift.arms import ExposureArm
 
 ARMS = tuple(arm.value for arm in ExposureArm)
@@ -80,6 +80,8 @@ def _unterminated(data: bytes, lines: list[bytes], numbers: list[int]) -> bool:
         json.loads(lines[numbers[-1] - 1])
     except ValueError:
         return True
+    except RecursionError:  # complete, and too deep: refused with the rest of the file
+        return False
     return False
 
 
@@ -102,10 +104,7 @@ def _jsonl(
         frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         for n in numbers:
-            try:
-                value = json.loads(lines[n - 1])
-            except ValueError as bad:
-                raise InputError("path", str(path), f"line {n}: not valid JSON ({bad})") from None
+            value = parse_json_line(lines[n - 1], n, "path", str(path))
             if not isinstance(value, dict):
                 raise InputError(
                     "path", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"

@@ -1,0 +1,102 @@
+"""Malformed input through the real CLI (issue 28): each is refused with exit 2 in one line
+naming the field or line, the value and the rule, no traceback, and nothing is written (the
+warehouse's bytes unchanged, or no warehouse at all)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.test_cli_tables import cli, refused
+
+DEEP = 5_000
+
+
+def digest(path: Path) -> str | None:
+    """The file's MD5, None when there is no file."""
+    return hashlib.md5(path.read_bytes()).hexdigest() if path.exists() else None  # noqa: S324
+
+
+def _day(workdir: Path, name: str = "day.jsonl", workspace: str = "ws", **options: Any) -> Path:
+    config = LiftConfig(workspace, "e1", lever="l")
+    return write_log(
+        workdir / name, config, true_lift=0.0, days=1, conversations_per_day=20, **options
+    )
+
+
+def _ingested(workdir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, str | None]:
+    """A warehouse holding one ingested day, and its digest."""
+    code, _, err = cli(capsys, "lift", "ingest", _day(workdir))
+    assert code == 0, err
+    warehouse = workdir / "warehouse.duckdb"
+    return warehouse, digest(warehouse)
+
+
+def test_deeply_nested_and_binary_lines_are_refused_by_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 9: a line nested 5,000 levels deep ended `lift ingest` and `lift audit`
+    in a RecursionError traceback (exit 1), a binary audit file in a UnicodeDecodeError."""
+    warehouse, before = _ingested(workdir, capsys)
+    good = _day(workdir).read_text().splitlines()
+    deep = workdir / "deep.jsonl"
+    deep.write_text(good[0] + "\n" + '{"a": ' * DEEP + "1" + "}" * DEEP + "\n")
+    binary = workdir / "binary.jsonl"
+    binary.write_bytes(bytes(range(256)) * 8)
+    for command in ("ingest", "audit"):
+        message = refused(capsys, "lift", command, deep)
+        assert message == f"--file='{deep}': line 2: nests deeper than 64 levels", message
+    message = refused(capsys, "lift", "ingest", binary)
+    assert message == f"--file='{binary}': line 1: not valid JSON (Expecting value)", message
+    message = refused(capsys, "lift", "audit", binary)
+    assert message == f"--file='{binary}': is not UTF-8 text (byte 128 cannot be decoded)"
+    binary_csv = workdir / "binary.csv"
+    binary_csv.write_bytes(bytes(range(256)) * 8)
+    assert "is not UTF-8 text" in refused(capsys, "lift", "audit", binary_csv)
+    long_cell = workdir / "long.csv"
+    long_cell.write_text("request_id,audited_outcome\nr1," + "x" * 200_000 + "\n")
+    assert "is not valid CSV (field larger than" in refused(capsys, "lift", "audit", long_cell)
+    assert digest(warehouse) == before
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_literal_in_a_log_is_refused_naming_its_line_and_field(
+    workdir: Path, capsys: pytest.CaptureFixture[str], literal: str
+) -> None:
+    """Issue 28 item 12: a NaN literal was refused as "InternalError(TapeError) at character
+    223", no line or field."""
+    lines = _day(workdir).read_text().splitlines()
+    lines[2] = lines[2].replace('"situation_class": "', f'"score": {literal}, "situation_class": "')
+    log = workdir / "nan.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    message = refused(capsys, "lift", "ingest", log)
+    shown = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf", "1e999": "inf"}[literal]
+    assert message == (
+        f"--file='{log}': line 3: holds {shown} at score: numbers must be finite (NaN, infinity)"
+    ), message
+    for command in ("ingest", "audit"):
+        assert "line 3" in refused(capsys, "lift", command, log)
+    assert not (workdir / "warehouse.duckdb").exists()
+
+
+def test_a_request_stored_with_other_content_is_refused_in_one_clean_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 12: this refusal began with a garbled `error: log=None: log='…'`."""
+    warehouse, before = _ingested(workdir, capsys)
+    rows = [json.loads(line) for line in _day(workdir).read_text().splitlines()]
+    rows[2]["claim_type"] = "other"
+    changed = workdir / "changed.jsonl"
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    message = refused(capsys, "lift", "ingest", changed)
+    assert message.startswith(
+        f"log='1 requests already stored with other content': request_id='{rows[2]['request_id']}"
+    ), message
+    assert f"line 3 of {changed} has claim_type=other" in message
+    assert digest(warehouse) == before
