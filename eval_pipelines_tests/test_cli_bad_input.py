@@ -100,3 +100,39 @@ def test_a_request_stored_with_other_content_is_refused_in_one_clean_line(
     ), message
     assert f"line 3 of {changed} has claim_type=other" in message
     assert digest(warehouse) == before
+
+
+def test_table_load_refuses_an_infinite_number_and_keeps_nan_as_missing(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 11: `table load` stored `inf` from a CSV without a word."""
+    import polars as pl
+
+    from eval_pipelines_tests.test_cli_tables import stored
+
+    warehouse = workdir / "warehouse.duckdb"
+    healthy = workdir / "healthy.csv"
+    healthy.write_text("id,price\n1,2.5\n2,NaN\n3,1e308\n4,\n")
+    code, _, err = cli(capsys, "table", "load", "prices", "--file", healthy, "--key", "id")
+    assert code == 0, err
+    before = stored(warehouse), digest(warehouse)
+    for literal in ("inf", "-inf"):
+        csv = workdir / "prices.csv"
+        csv.write_text(f"id,price\n1,2.5\n2,{literal}\n")
+        message = refused(capsys, "table", "load", "prices", "--file", csv)
+        assert message == (
+            f"table.price={literal}: row 1 (positions from 0): numbers must be finite (infinity "
+            "is refused; NaN is read as missing)"
+        ), message
+    parquet = workdir / "prices.parquet"
+    pl.DataFrame({"id": [1, 2], "price": [1.0, float("inf")]}).write_parquet(parquet)
+    assert refused(capsys, "table", "load", "prices", "--file", parquet).startswith(
+        "table.price=inf: row 1"
+    )
+    lines = workdir / "prices.jsonl"
+    lines.write_text('{"id": 1, "price": 1.5}\n{"id": 2, "price": 1e999}\n')
+    message = refused(capsys, "table", "load", "prices", "--file", lines)
+    assert message == (
+        f"--file='{lines}': line 2: holds inf at price: numbers must be finite (NaN, infinity)"
+    ), message
+    assert (stored(warehouse), digest(warehouse)) == before

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,20 @@ def parse_json_line(line: str | bytes, number: int, what: str, value: Any) -> An
     except InputError as error:
         raise InputError(what, value, f"line {number}: {error.rule}") from None
     return parsed
+
+
+def check_json_object_lines(
+    lines: Iterable[tuple[int, str | bytes]], what: str, value: Any
+) -> None:
+    """Refuse the first of these numbered JSON Lines lines that is not a JSON object
+    (:func:`parse_json_line`), naming it: for a file polars' reader refused without saying
+    which line."""
+    for number, line in lines:
+        parsed = parse_json_line(line, number, what, value)
+        if not isinstance(parsed, dict):
+            raise InputError(
+                what, value, f"line {number}: must be a JSON object, not {parsed!r:.40}"
+            )
 
 
 def parse_yaml_text(text: str, what: str, value: Any) -> Any:

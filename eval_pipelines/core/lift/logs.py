@@ -40,7 +40,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.files import check_table_file, parse_json_line
+from eval_pipelines.core.files import check_json_object_lines, check_table_file
 from eval_pipelines.core.lift.arms import ExposureArm
 
 ARMS = tuple(arm.value for arm in ExposureArm)
@@ -103,12 +103,7 @@ def _jsonl(
     try:
         frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
-        for n in numbers:
-            value = parse_json_line(lines[n - 1], n, "path", str(path))
-            if not isinstance(value, dict):
-                raise InputError(
-                    "path", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"
-                ) from None
+        check_json_object_lines(((n, lines[n - 1]) for n in numbers), "path", str(path))
         raise error
     if frame.height != len(numbers):
         raise InputError(
