@@ -136,3 +136,35 @@ def test_table_load_refuses_an_infinite_number_and_keeps_nan_as_missing(
         f"--file='{lines}': line 2: holds inf at price: numbers must be finite (NaN, infinity)"
     ), message
     assert (stored(warehouse), digest(warehouse)) == before
+
+
+BAD_NAMES = ["a\nb", "ws'; DROP TABLE lift_settings; --", "w" * 5000, "../x", " ws", "abc\n"]
+
+
+def test_lift_workspace_ids_levers_and_who_fields_follow_the_name_rule(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 10: lift workspace ids and levers had no name pattern (a newline, SQL
+    punctuation, 5,000 characters, ../x, a leading space were stored); `memo approve --by
+    $'abc\\n'` was stored. They follow the one name rule of case and variant names."""
+    from eval_pipelines.core.inputs import NAME_RULE
+
+    warehouse = workdir / "warehouse.duckdb"
+    code, _, err = cli(capsys, "lift", "settings", "--workspace", "ws-1.a_b", "--lever", "memo-v2")
+    assert code == 0, err
+    before = digest(warehouse)
+    for bad in BAD_NAMES:
+        shown = repr(bad) if len(repr(bad)) <= 80 else repr(bad)[:77] + "..."
+        message = refused(capsys, "lift", "settings", "--workspace", bad, "--fraction", "0.2")
+        assert message == f"workspace_id={shown}: a workspace id is {NAME_RULE}", message
+        message = refused(capsys, "lift", "settings", "--workspace", "ws", "--lever", bad)
+        assert message == f"--lever={shown}: a lever is {NAME_RULE}", message
+        message = refused(capsys, "memo", "approve", "nocase", "m1", "--by", bad)
+        assert message == f"--by={shown}: who approves the entry: a name is {NAME_RULE}"
+        for command in (
+            ("workflow", "approve", "run-1", "--values", "v.json", "--by", bad),
+            ("workflow", "activate", "wf", "r1", "--by", bad),
+            ("workflow", "save", "wf", "--file", "wf.yaml", "--by", bad),
+        ):
+            assert refused(capsys, *command).startswith(f"--by={shown}: "), command
+    assert digest(warehouse) == before

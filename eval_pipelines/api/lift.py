@@ -23,6 +23,7 @@ from eval_pipelines.api._shared import (
     step_refusal,
 )
 from eval_pipelines.core.errors import InputError, mention_flags
+from eval_pipelines.core.inputs import check_name
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
     LiftConfig,
@@ -248,7 +249,12 @@ def set_settings(
     case's offline screenings of the lever are set beside its live claims (it is not part of
     the split)."""
     # Every value given is checked (as a config would be) before anything is opened; the
-    # others come from the stored, already valid, settings.
+    # others come from the stored, already valid, settings. The workspace id and lever are
+    # stored: they follow the one name rule (assignment alone keys any UTF-8 workspace id,
+    # as the published bucket vectors do).
+    check_name(workspace_id, "workspace_id", "a workspace id")
+    if lever is not None:
+        check_name(lever, "lever", "a lever")
     LiftConfig(
         workspace_id,
         DEFAULT_EPOCH,
