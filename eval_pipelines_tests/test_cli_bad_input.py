@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,125 @@ def test_lift_workspace_ids_levers_and_who_fields_follow_the_name_rule(
         ):
             assert refused(capsys, *command).startswith(f"--by={shown}: "), command
     assert digest(warehouse) == before
+
+
+@pytest.fixture
+def lift_in(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., tuple[int, str, str]]:
+    """`lift ...` against a given warehouse (a run's warehouse is the environment's)."""
+
+    def run(warehouse: Path, *argv: str | Path) -> tuple[int, str, str]:
+        monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(warehouse))
+        return cli(capsys, "lift", *argv)
+
+    return run
+
+
+def _ok(result: tuple[int, str, str]) -> str:
+    code, out, err = result
+    assert code == 0, err
+    return out
+
+
+def _claims(lift_in: Callable[..., tuple[int, str, str]], warehouse: Path) -> dict[str, Any]:
+    _ok(lift_in(warehouse, "report", "--json"))
+    ledger = json.loads(_ok(lift_in(warehouse, "ledger", "--json")))
+    shown = ("status", "verdict", "difference", "interval", "nTreated", "nControl", "aa")
+    return {c["workspaceId"]: {k: c[k] for k in ("clustersTreated", *shown)} for c in ledger}
+
+
+def _shared_ids_log(
+    workdir: Path, workspace: str, lift: float, seed: int, prefix: str = ""
+) -> Path:
+    """A day of a workspace's traffic whose request ids are those of every other workspace's
+    simulated day (``req-DAY-I-TURN``), unless ``prefix`` sets them apart."""
+    config = LiftConfig(workspace, "e2", lever="memo-v2")
+    path = workdir / f"{workspace}{prefix}.jsonl"
+    return write_log(
+        path,
+        config,
+        true_lift=lift,
+        days=1,
+        conversations_per_day=200,
+        seed=seed,
+        request_prefix=prefix,
+    )
+
+
+def _events_by_workspace(warehouse: Path) -> dict[str, int]:
+    import duckdb
+
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        rows = conn.execute("SELECT workspace_id, count(*) FROM lift_events GROUP BY 1").fetchall()
+    return dict(rows)
+
+
+def test_two_workspaces_may_number_their_requests_alike(
+    workdir: Path, lift_in: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Issue 28 item 13: ingest de-duplication was keyed on the request id across all
+    workspaces: another workspace's request `req-2026-11-23-0-0` made a file be refused. A
+    request is its workspace's (ingest, and the outcome audit of the same id in each)."""
+    logs = {
+        "wa": _shared_ids_log(workdir, "wa", 0.1, 4),
+        "wb": _shared_ids_log(workdir, "wb", 0.0, 5),
+    }
+    rows = {w: [json.loads(line) for line in p.open()] for w, p in logs.items()}
+    assert rows["wa"][0]["request_id"] == rows["wb"][0]["request_id"]
+    shared = workdir / "shared.duckdb"
+    for workspace, log in logs.items():
+        out = _ok(lift_in(shared, "ingest", log))
+        assert f"{len(rows[workspace])} stored, 0 already stored" in out, out
+    assert _events_by_workspace(shared) == {w: len(r) for w, r in rows.items()}
+    both = next(
+        i
+        for i, (a, b) in enumerate(zip(rows["wa"], rows["wb"], strict=False))
+        if a["request_id"] == b["request_id"]
+        and {a["exposure_arm"], b["exposure_arm"]} <= {"treated", "lever_holdout"}
+        and a["outcome"] is not None
+        and b["outcome"] is not None
+    )
+    request_id = rows["wa"][both]["request_id"]
+    audit = workdir / "audit.jsonl"
+    audit.write_text(
+        "".join(
+            json.dumps({"request_id": request_id, "workspace_id": w, "audited_outcome": outcome})
+            + "\n"
+            for w, outcome in (("wa", True), ("wb", False))
+        )
+    )
+    assert "2 stored" in _ok(lift_in(shared, "audit", audit))
+    unscoped = workdir / "unscoped.jsonl"
+    unscoped.write_text(json.dumps({"request_id": request_id, "audited_outcome": True}) + "\n")
+    before = digest(shared)
+    code, _, err = lift_in(shared, "audit", unscoped)
+    assert code == 2 and err == (
+        f"error: line 1: request_id={request_id!r}: requests of this id are stored in "
+        "workspaces wa, wb: give the row's workspace_id (the audit sample's rows have it) "
+        "(nothing was stored)\n"
+    ), err
+    assert digest(shared) == before
+
+
+@pytest.mark.slow
+def test_two_workspaces_sharing_request_ids_each_get_their_own_report(
+    workdir: Path, lift_in: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Issue 28 item 13: the claims of two workspaces numbering their requests alike are those
+    of the same traffic with the ids kept apart (the report's conflicting-copies rule and its
+    audit join are per workspace). Four ingests and two reports:
+    test_two_workspaces_may_number_their_requests_alike is its fast companion."""
+    logs = {
+        "wa": _shared_ids_log(workdir, "wa", 0.1, 4),
+        "wb": _shared_ids_log(workdir, "wb", 0.0, 5),
+    }
+    apart = {"wa": logs["wa"], "wb": _shared_ids_log(workdir, "wb", 0.0, 5, prefix="b-")}
+    shared, reference = workdir / "shared.duckdb", workdir / "reference.duckdb"
+    for workspace in logs:
+        for warehouse, files in ((shared, logs), (reference, apart)):
+            _ok(lift_in(warehouse, "settings", "--workspace", workspace, "--lever", "memo-v2"))
+            _ok(lift_in(warehouse, "ingest", files[workspace]))
+    together = _claims(lift_in, shared)
+    assert set(together) == {"wa", "wb"}
+    assert together == _claims(lift_in, reference)

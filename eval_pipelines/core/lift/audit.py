@@ -244,7 +244,8 @@ def read_audit_file(path: Path | str) -> AuditFile:
     kind, records = _records(path, read_text(path, "path", max_bytes=AUDIT_FILE_MAX_BYTES))
     label = "row" if kind == "csv" else "line"
     allowed = set(AUDIT_COLUMNS) | set(_CONTEXT)
-    seen: dict[str, tuple[int, bool, str | None]] = {}
+    # By workspace and request id: another workspace's request of the same id is another one.
+    seen: dict[tuple[str | None, str], tuple[int, bool, str | None]] = {}
     rows: list[dict[str, Any]] = []
     unfilled = 0
     for number, record in records:
@@ -283,8 +284,11 @@ def read_audit_file(path: Path | str) -> AuditFile:
         if outcome is None:
             unfilled += 1
             continue
-        if request_id in seen:
-            first, first_outcome, first_note = seen[request_id]
+        context = {key: record.get(key) for key in ("workspace_id", "exposure_epoch")}
+        context = {k: (None if v in (None, "") else str(v)) for k, v in context.items()}
+        key = (context["workspace_id"], request_id)
+        if key in seen:
+            first, first_outcome, first_note = seen[key]
             if (first_outcome, first_note) != (outcome, note):
                 raise InputError(
                     f"{label} {number}: audited_outcome",
@@ -294,15 +298,14 @@ def read_audit_file(path: Path | str) -> AuditFile:
                     f"note={first_note!r}): a request has one audited outcome",
                 )
             continue
-        seen[request_id] = (number, outcome, note)
-        context = {key: record.get(key) for key in ("workspace_id", "exposure_epoch")}
+        seen[key] = (number, outcome, note)
         rows.append(
             {
                 "line": number,
                 "request_id": request_id,
                 "audited_outcome": outcome,
                 "note": note,
-                **{k: (None if v in (None, "") else str(v)) for k, v in context.items()},
+                **context,
             }
         )
     schema = {
