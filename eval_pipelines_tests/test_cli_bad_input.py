@@ -139,6 +139,24 @@ def test_table_load_refuses_an_infinite_number_and_keeps_nan_as_missing(
     assert (stored(warehouse), digest(warehouse)) == before
 
 
+def test_case_records_with_a_non_finite_literal_are_refused_by_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found fuzzing beside item 12: case records in JSON Lines holding a NaN literal, or a
+    line nested 5,000 deep, were refused as "could not be read as jsonl:
+    InternalError(TapeError) at character 28", no line or field."""
+    records = workdir / "records.jsonl"
+    good = '{"record_key": "a", "text": "steel bolts", "label": "1"}\n'
+    for line, shown in (
+        ('{"record_key": "b", "text": "nuts", "label": "1", "weight": NaN}', "holds nan at weight"),
+        ('{"a": ' * DEEP + "1" + "}" * DEEP, "nests deeper than 64 levels"),
+    ):
+        records.write_text(good + line + "\n")
+        message = refused(capsys, "case", "create", "c", "--records", records, "--levels", "1")
+        assert message.startswith(f"--records='{records}': line 2: {shown}"), message
+    assert not (workdir / "warehouse.duckdb").exists()
+
+
 BAD_NAMES = ["a\nb", "ws'; DROP TABLE lift_settings; --", "w" * 5000, "../x", " ws", "abc\n"]
 
 

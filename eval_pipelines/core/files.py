@@ -21,9 +21,12 @@ import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from eval_pipelines.core.errors import InputError
 
@@ -152,6 +155,21 @@ def parse_yaml_text(text: str, what: str, value: Any) -> Any:
         raise InputError(what, value, _TOO_DEEP) from None
     check_document(document, what, value)
     return document
+
+
+def read_json_lines(path: Path, what: str) -> pl.DataFrame:
+    """A JSON Lines table file as polars reads it; a file polars refuses is refused naming its
+    first bad line (:func:`check_json_object_lines`: a NaN literal, a line nested too deep,
+    not UTF-8) where that is what polars refused, else polars' error is raised."""
+    import polars as pl
+
+    try:
+        return pl.read_ndjson(path, infer_schema_length=None)
+    except pl.exceptions.PolarsError:
+        lines = path.read_bytes().split(b"\n")
+        numbered = ((n, line) for n, line in enumerate(lines, start=1) if line.strip())
+        check_json_object_lines(numbered, what, str(path))
+        raise
 
 
 _TOO_DEEP = f"nests deeper than {MAX_DEPTH} levels"

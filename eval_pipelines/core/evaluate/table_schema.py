@@ -28,7 +28,7 @@ import polars.selectors as cs
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.source import COLUMN_KINDS, column_kind
-from eval_pipelines.core.files import check_json_object_lines, check_table_file
+from eval_pipelines.core.files import check_table_file, read_json_lines
 
 __all__ = [
     "COLUMN_NAME_RULE",
@@ -114,18 +114,6 @@ def _numbers_behind_null_markers(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(converted) if converted else frame
 
 
-def _read_ndjson(path: Path) -> pl.DataFrame:
-    """A JSON Lines table; a file polars refuses is refused naming its first bad line (a NaN
-    literal, a line nested too deep) where that is what polars refused."""
-    try:
-        return pl.read_ndjson(path, infer_schema_length=None)
-    except pl.exceptions.PolarsError:
-        lines = path.read_bytes().split(b"\n")
-        numbered = ((n, line) for n, line in enumerate(lines, start=1) if line.strip())
-        check_json_object_lines(numbered, "path", str(path))
-        raise
-
-
 def read_table_file(path: Path | str) -> pl.DataFrame:
     """Read a table file, chosen by its suffix, with its rows in file order.
 
@@ -163,7 +151,7 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
             _check_unique_names(_csv_header(path), path)
             frame = _numbers_behind_null_markers(pl.read_csv(path, infer_schema_length=None))
         elif kind == "jsonl":
-            frame = _read_ndjson(path)
+            frame = read_json_lines(path, "path")
         else:
             if _json_array_start(path) != "[":
                 raise InputError(
