@@ -27,7 +27,8 @@ def write_log(
     **options: Any,
 ) -> Path:
     """``request_prefix`` keeps the request ids of two simulations of the same days apart
-    (a request id is stored once: the same id with other content is refused)."""
+    (a request id is stored once per workspace: the same id with other content is
+    refused)."""
     rows = simulate_traffic(
         config,
         days=[first_day + timedelta(days=d) for d in range(days)],

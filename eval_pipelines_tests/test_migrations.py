@@ -124,3 +124,38 @@ def test_a_new_evaluation_on_the_upgraded_file_runs(legacy: Path) -> None:
     )
     assert started.eval_id == "legacy-e0005-s9"  # the sequence continues
     assert api.get_holdout_eval("legacy", started.eval_id).status == "complete"
+
+
+def test_audits_of_a_warehouse_before_per_workspace_audits_are_kept(workdir: Path) -> None:
+    """Migration 15 keys an outcome audit on (workspace_id, request_id) (issue 28 item 13): a
+    warehouse at version 13 (audits keyed on the request id alone; 14 adds lift marks) opens with every audit
+    kept, and then takes the same request id audited in another workspace."""
+    from eval_pipelines.storage.warehouse import _migration_files, _statements
+
+    path = workdir / "warehouse.duckdb"
+    audit = ("1001", "wa", "e2", True, "checked", "/audits/a.jsonl", 2)
+    with duckdb.connect(str(path)) as conn:
+        conn.execute(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL, name VARCHAR NOT NULL, "
+            "applied_at TIMESTAMP NOT NULL)"
+        )
+        for version, name, sql in _migration_files()[:13]:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?, ?, now())", [version, name])
+        conn.execute("INSERT INTO lift_audits VALUES (?, ?, ?, ?, ?, ?, ?, now())", list(audit))
+        with pytest.raises(duckdb.ConstraintException):  # the release before: one per id
+            conn.execute(
+                "INSERT INTO lift_audits VALUES ('1001', 'wb', 'e1', false, NULL, '/b', 1, now())"
+            )
+    with connect(path) as conn:
+        assert schema_version(conn) == latest_schema_version() >= 15
+        kept = conn.execute("SELECT * EXCLUDE (ingested_at) FROM lift_audits").fetchall()
+        assert kept == [audit]
+        conn.execute(
+            "INSERT INTO lift_audits VALUES ('1001', 'wb', 'e1', false, NULL, '/b', 1, now())"
+        )
+        with pytest.raises(duckdb.ConstraintException):
+            conn.execute(
+                "INSERT INTO lift_audits VALUES ('1001', 'wa', 'e1', false, NULL, '/b', 1, now())"
+            )

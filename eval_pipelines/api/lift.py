@@ -22,7 +22,8 @@ from eval_pipelines.api._shared import (
     resolve_warehouse,
     step_refusal,
 )
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import InputError, mention_flags
+from eval_pipelines.core.inputs import check_name
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
     LiftConfig,
@@ -248,7 +249,12 @@ def set_settings(
     case's offline screenings of the lever are set beside its live claims (it is not part of
     the split)."""
     # Every value given is checked (as a config would be) before anything is opened; the
-    # others come from the stored, already valid, settings.
+    # others come from the stored, already valid, settings. The workspace id and lever are
+    # stored: they follow the one name rule (assignment alone keys any UTF-8 workspace id,
+    # as the published bucket vectors do).
+    check_name(workspace_id, "workspace_id", "a workspace id")
+    if lever is not None:
+        check_name(lever, "lever", "a lever")
     LiftConfig(
         workspace_id,
         DEFAULT_EPOCH,
@@ -336,6 +342,11 @@ class IngestRefused(InputError):
     def __init__(self, message: str) -> None:
         ValueError.__init__(self, message)
         self.field, self.value, self.rule = "log", None, message
+
+    def with_flags(self, flags: Mapping[str, str]) -> str:
+        # The run's refusal already names its field and value: shown as it is, not
+        # behind a second "log=None:".
+        return mention_flags(self.rule, flags)
 
 
 def _refusal(run_id: str) -> str | None:

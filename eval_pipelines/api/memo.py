@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval_pipelines.api._shared import resolve_warehouse
-from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_yaml
 from eval_pipelines.core.holdout.memo import memo_version, parse_memo_entry
+from eval_pipelines.core.inputs import check_name
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.stages.golden_classify import repin_classify_workflows
 from eval_pipelines.storage import cases as cases_store
@@ -84,8 +84,7 @@ def approve_memo_entry(
 ) -> MemoEntryApproved:
     """Approve a proposed entry: it becomes active, and every classify workflow on the case
     gets a new revision (which its gate must pass before it can go live)."""
-    if not by or not by.strip():
-        raise InputError("by", by, "name the person who approves the entry")
+    check_name(by, "by", "who approves the entry: a name")
     with connect(resolve_warehouse(warehouse)) as conn:
         info = cases_store.load_case(conn, case_id)
         with transaction(conn):

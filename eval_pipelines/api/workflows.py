@@ -19,6 +19,7 @@ from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.golden.gate import Gate, SetGate
+from eval_pipelines.core.inputs import check_name
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import Workflow, check_plugins, validate_name
 from eval_pipelines.core.workflows.documents import read_document
@@ -204,6 +205,8 @@ def save_workflow(
     """Save the file's content as a revision of workflow ``name`` (a no-op when identical
     content was saved before)."""
     validate_name(name, "name")
+    if saved_by is not None:
+        check_name(saved_by, "saved_by", "who saves: a name")
     parsed = load_workflow_file(Path(file), name=name)
     with _open(warehouse, create=parsed.kind == "extract") as conn, transaction(conn):
         workflow = pin_workflow(conn, parsed)
@@ -371,8 +374,7 @@ def approve_run(
 ) -> ApprovedRunResult:
     """Record a reviewed result: the corrected values of one node (keyed by field id, tables
     as lists of rows keyed by column id). A golden case can then be seeded from it."""
-    if not isinstance(by, str) or not by.strip():
-        raise InputError("by", by, "name the reviewer")
+    check_name(by, "by", "the reviewer: a name")
     corrected = dict(values) if isinstance(values, Mapping) else read_json(values, "values")
     if not isinstance(corrected, dict):
         raise InputError(
@@ -392,8 +394,7 @@ def activate_workflow(
 ) -> ActivatedResult:
     """Make ``revision`` the workflow's active revision, only if the gate passes for exactly
     that revision; the ledger records who, when and on which gating runs."""
-    if not isinstance(by, str) or not by.strip():
-        raise InputError("by", by, "name who activates")
+    check_name(by, "by", "who activates: a name")
     with _open(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)

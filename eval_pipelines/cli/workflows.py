@@ -115,7 +115,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     save.add_argument("name")
     save.add_argument("--file", required=True, type=Path)
     save.add_argument("--by", default=None, help="who saved it (recorded)")
-    save.set_defaults(func=cmd_save)
+    save.set_defaults(func=cmd_save, api_flags={"saved_by": "--by"})
     workflow.add_parser("list", help="workflows, newest and active revisions").set_defaults(
         func=cmd_list
     )

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from eval_pipelines.core.errors import InputError
 
@@ -89,6 +93,41 @@ def parse_json_text(text: str, what: str, value: Any) -> Any:
     return document
 
 
+def parse_json_line(line: str | bytes, number: int, what: str, value: Any) -> Any:
+    """One line of a JSON Lines file (a log, an audit file), refused as
+    :func:`parse_json_text` refuses a document (not JSON, nested too deep, a non-finite number
+    named by its path), the refusal naming the line: ``line 3: holds nan at outcome: ...``.
+    A table file's line has no document size bound (the file has :data:`MAX_TABLE_BYTES`)."""
+    try:
+        parsed = json.loads(line)
+    except UnicodeDecodeError as error:
+        rule = f"is not UTF-8 text (byte {error.start} cannot be decoded)"
+        raise InputError(what, value, f"line {number}: {rule}") from None
+    except json.JSONDecodeError as error:
+        raise InputError(what, value, f"line {number}: not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(what, value, f"line {number}: {_TOO_DEEP}") from None
+    try:
+        check_document(parsed, what, value)
+    except InputError as error:
+        raise InputError(what, value, f"line {number}: {error.rule}") from None
+    return parsed
+
+
+def check_json_object_lines(
+    lines: Iterable[tuple[int, str | bytes]], what: str, value: Any
+) -> None:
+    """Refuse the first of these numbered JSON Lines lines that is not a JSON object
+    (:func:`parse_json_line`), naming it: for a file polars' reader refused without saying
+    which line."""
+    for number, line in lines:
+        parsed = parse_json_line(line, number, what, value)
+        if not isinstance(parsed, dict):
+            raise InputError(
+                what, value, f"line {number}: must be a JSON object, not {parsed!r:.40}"
+            )
+
+
 def parse_yaml_text(text: str, what: str, value: Any) -> Any:
     """A YAML (or JSON) document from text; refusals name ``what`` and ``value``."""
     _check_length(text, what, value)
@@ -116,6 +155,21 @@ def parse_yaml_text(text: str, what: str, value: Any) -> Any:
         raise InputError(what, value, _TOO_DEEP) from None
     check_document(document, what, value)
     return document
+
+
+def read_json_lines(path: Path, what: str) -> pl.DataFrame:
+    """A JSON Lines table file as polars reads it; a file polars refuses is refused naming its
+    first bad line (:func:`check_json_object_lines`: a NaN literal, a line nested too deep,
+    not UTF-8) where that is what polars refused, else polars' error is raised."""
+    import polars as pl
+
+    try:
+        return pl.read_ndjson(path, infer_schema_length=None)
+    except pl.exceptions.PolarsError:
+        lines = path.read_bytes().split(b"\n")
+        numbered = ((n, line) for n, line in enumerate(lines, start=1) if line.strip())
+        check_json_object_lines(numbered, what, str(path))
+        raise
 
 
 _TOO_DEEP = f"nests deeper than {MAX_DEPTH} levels"

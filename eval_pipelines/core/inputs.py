@@ -1,7 +1,8 @@
 """Rules every input shares: the one name pattern, and finite numbers only.
 
-Names (case ids, memo entry ids, variant names, workflow and golden-set names) become parts of
-partition keys, file names, Dagster tags, step keys and markdown tables, so they are one token
+Names (case ids, memo entry ids, variant names, workflow and golden-set names, the workspace ids
+and levers ``lift settings`` stores, and who did something: ``--by``) become parts of partition
+keys, file names, Dagster tags, step keys, stored records and markdown tables, so they are one token
 of safe characters: 1-64 letters, digits, ``_``, ``.`` or ``-``, starting with a letter or a
 digit. The check matches the whole string (``fullmatch``): a pattern ending in ``$`` used with
 ``re.match`` also accepts a final newline.

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.files import check_table_file
+from eval_pipelines.core.files import check_table_file, read_json_lines
 from eval_pipelines.core.tree import CodeTree
 
 SUPPORTED_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -34,7 +34,9 @@ def read_table(path: Path, *, what: str) -> pl.DataFrame:
             return pl.read_parquet(path)
         if kind == "csv":
             return pl.read_csv(path, infer_schema=False)
-        return pl.read_ndjson(path, infer_schema_length=None)
+        return read_json_lines(path, what)
+    except InputError:
+        raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         raise InputError(what, str(path), f"could not be read as {kind}: {error}") from error
 

@@ -37,6 +37,7 @@ from eval_pipelines.core.lift.evidence import (
 from eval_pipelines.core.lift.lift import PARKED, LiftResult, live_lift
 from eval_pipelines.core.lift.logs import (
     MIXED_SCOPE,
+    REQUEST_KEY,
     SUFFIXES,
     conflict_error,
     match_stored,
@@ -176,14 +177,14 @@ def ingest_file(
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
     with transaction(conn):
-        stored = lift_store.stored_requests(conn, events.get_column("request_id"))
+        stored = lift_store.stored_requests(conn, events.select(REQUEST_KEY))
         matched = match_stored(events, _stored_content(stored))
         if matched.conflicts.height:
             raise conflict_error(matched.conflicts, path, kind=SUFFIXES[path.suffix.lower()])
         fresh, resolved = matched.fresh, matched.resolved
         file_id = read.file_id
         if resolved.height:
-            lift_store.delete_unresolved(conn, resolved.get_column("request_id"))
+            lift_store.delete_unresolved(conn, resolved)
         written = pl.concat([fresh, resolved]) if resolved.height else fresh
         if written.height:
             lift_store.insert_file(conn, file_id, str(path), written)
@@ -468,14 +469,14 @@ def build_report(
     # Mixed within its (workspace, epoch) only: the same key elsewhere is another artifact.
     unmixed = events.join(mixed.select(MIXED_SCOPE), on=list(MIXED_SCOPE), how="anti")
     # A request stored twice with different content (before ingest was idempotent per
-    # request id): which copy is true is unknown, so neither is read.
-    copies = events.group_by("request_id").len().filter(pl.col("len") > 1)
-    conflicting = copies.get_column("request_id")
-    eligible = unmixed.filter(~pl.col("request_id").is_in(conflicting.implode()))
+    # request): which copy is true is unknown, so neither is read. A request is its
+    # workspace's: another workspace's request of the same id is another request.
+    copies = events.group_by(REQUEST_KEY).len().filter(pl.col("len") > 1)
+    eligible = unmixed.join(copies, on=list(REQUEST_KEY), how="anti", maintain_order="left")
     # The outcome audit: each audited request's independently established outcome beside its
     # logged one (null where not audited).
-    audited = lift_store.audits(conn).select("request_id", "audited_outcome")
-    eligible = eligible.join(audited, on="request_id", how="left")
+    audited = lift_store.audits(conn).select(*REQUEST_KEY, "audited_outcome")
+    eligible = eligible.join(audited, on=list(REQUEST_KEY), how="left", maintain_order="left")
     now = datetime.now(UTC).replace(tzinfo=None)
     screenings = evaluations_store.reports_newest_first(conn, "holdout")  # read once per report
     claims: list[lift_store.Claim] = []
@@ -506,7 +507,7 @@ def build_report(
         "rows": events.height,
         "mixedArtifacts": mixed.height,
         "rowsLeftOutAsMixed": events.height - unmixed.height,
-        "conflictingRequests": conflicting.len(),
+        "conflictingRequests": copies.height,
         "rowsLeftOutAsConflicting": int(copies.get_column("len").sum()),
         "claims": [ledger_claim(c).to_json() for c in claims],
         "scopes": scopes_json,
@@ -840,15 +841,21 @@ def check_audit(
     logged = requests.select(
         "request_id", "workspace_id", "exposure_epoch", "exposure_arm", "outcome"
     ).unique()
-    by_id = {row["request_id"]: row for row in logged.iter_rows(named=True)}
-    copies = logged.group_by("request_id").len().filter(pl.col("len") > 1)
-    conflicting = set(copies.get_column("request_id").to_list())
-    audited = {row["request_id"]: row for row in stored.iter_rows(named=True)}
+    # A request is its workspace's: the same id in two workspaces is two requests.
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for request in logged.iter_rows(named=True):
+        by_key.setdefault((request["workspace_id"], request["request_id"]), []).append(request)
+    workspaces: dict[str, list[str]] = {}
+    for workspace_id, request_id in sorted(by_key):
+        workspaces.setdefault(request_id, []).append(workspace_id)
+    audited = {
+        (row["workspace_id"], row["request_id"]): row for row in stored.iter_rows(named=True)
+    }
     keep, skipped = [], 0
     for row in read.rows.iter_rows(named=True):
         request_id, line = row["request_id"], row["line"]
-        request = by_id.get(request_id)
-        if request is None:
+        found = workspaces.get(request_id, [])
+        if not found:
             raise _audit_refusal(
                 label,
                 line,
@@ -857,7 +864,27 @@ def check_audit(
                 "no stored request has this id: audit the requests `lift audit-sample` lists, "
                 "after their logs are ingested",
             )
-        if request_id in conflicting:
+        if row["workspace_id"] is None and len(found) > 1:
+            raise _audit_refusal(
+                label,
+                line,
+                "request_id",
+                request_id,
+                f"requests of this id are stored in workspaces {', '.join(found)}: give the "
+                "row's workspace_id (the audit sample's rows have it)",
+            )
+        workspace_id = row["workspace_id"] if row["workspace_id"] is not None else found[0]
+        if workspace_id not in found:
+            raise _audit_refusal(
+                label,
+                line,
+                "workspace_id",
+                workspace_id,
+                f"request {request_id!r} is stored with workspace_id={', '.join(found)}",
+            )
+        copies = by_key[(workspace_id, request_id)]
+        request = copies[0]
+        if len(copies) > 1:
             raise _audit_refusal(
                 label,
                 line,
@@ -866,7 +893,7 @@ def check_audit(
                 "this request is stored more than once with different content and is left "
                 "out of every lift: it cannot be audited",
             )
-        for column in ("workspace_id", "exposure_epoch"):
+        for column in ("exposure_epoch",):
             if row[column] is not None and row[column] != request[column]:
                 raise _audit_refusal(
                     label,
@@ -893,7 +920,7 @@ def check_audit(
                 "its logged outcome is unresolved (null): only a resolved outcome can be "
                 "audited against the log",
             )
-        before = audited.get(request_id)
+        before = audited.get((workspace_id, request_id))
         if before is not None:
             if (before["audited_outcome"], before["note"]) != (row["audited_outcome"], row["note"]):
                 raise _audit_refusal(
@@ -928,7 +955,9 @@ def ingest_audit(
     with transaction(conn):
         ids = read.rows.get_column("request_id")
         fresh, skipped = check_audit(
-            read, lift_store.stored_requests(conn, ids), lift_store.audits(conn, ids)
+            read,
+            lift_store.stored_requests(conn, read.rows.select("request_id")),
+            lift_store.audits(conn, ids),
         )
         lift_store.insert_audits(conn, str(path), fresh)
     return AuditIngested(str(path), read.rows.height, fresh.height, skipped, read.unfilled)

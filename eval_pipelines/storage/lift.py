@@ -33,32 +33,38 @@ def file_ingested(conn: duckdb.DuckDBPyConnection, file_id: str) -> bool:
     return bool(row and row[0])
 
 
-def stored_requests(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> pl.DataFrame:
-    """Every stored row of these request ids, with the line and path it came from (the path
-    of the file that stored it): ``request_id``, ``stored_line``, ``stored_path``, ``ts`` and
-    the content columns."""
-    conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
+def stored_requests(conn: duckdb.DuckDBPyConnection, requests: pl.DataFrame) -> pl.DataFrame:
+    """Every stored row of these requests, with the line and path it came from (the path of
+    the file that stored it): ``request_id``, ``stored_line``, ``stored_path``, ``ts`` and
+    the content columns. A request is its workspace's (``workspace_id``, ``request_id``);
+    ``requests`` without a ``workspace_id`` column asks for each id in every workspace."""
+    key = [c for c in ("workspace_id", "request_id") if c in requests.columns]
+    joined = " AND ".join(f"i.{c} = e.{c}" for c in key)
+    conn.register(INCOMING, requests.select(key).unique().to_arrow())
     try:
         return conn.execute(
             "SELECT e.request_id, e.line AS stored_line, f.path AS stored_path, e.ts, "
             "e.workspace_id, e.cluster, e.exposure_arm, e.exposure_epoch, e.claim_type, "
             "e.situation_class, e.source, e.outcome, e.artifact_key, e.candidate, "
             "e.baseline_head, e.app_config, e.key_source, e.turn, e.child_span "
-            "FROM lift_events e JOIN incoming_frame i ON i.request_id = e.request_id "
-            "LEFT JOIN lift_files f ON f.file_id = e.file_id ORDER BY e.request_id, e.line"
+            f"FROM lift_events e JOIN incoming_frame i ON {joined} "
+            "LEFT JOIN lift_files f ON f.file_id = e.file_id "
+            "ORDER BY e.workspace_id, e.request_id, e.line"
         ).pl()
     finally:
         conn.unregister(INCOMING)
 
 
-def delete_unresolved(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series) -> None:
-    """Delete the stored unresolved rows (no outcome) of these requests, which the rows
-    resolving them replace (call inside a transaction, before inserting those)."""
-    conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
+def delete_unresolved(conn: duckdb.DuckDBPyConnection, requests: pl.DataFrame) -> None:
+    """Delete the stored unresolved rows (no outcome) of these requests (``workspace_id``,
+    ``request_id``), which the rows resolving them replace (call inside a transaction, before
+    inserting those)."""
+    conn.register(INCOMING, requests.select("workspace_id", "request_id").unique().to_arrow())
     try:
         conn.execute(
             "DELETE FROM lift_events WHERE outcome IS NULL "
-            "AND request_id IN (SELECT request_id FROM incoming_frame)"
+            "AND EXISTS (SELECT 1 FROM incoming_frame i WHERE i.workspace_id = "
+            "lift_events.workspace_id AND i.request_id = lift_events.request_id)"
         )
     finally:
         conn.unregister(INCOMING)
@@ -344,15 +350,20 @@ AUDIT_COLUMNS = (
 
 
 def audits(conn: duckdb.DuckDBPyConnection, request_ids: pl.Series | None = None) -> pl.DataFrame:
-    """Stored outcome audits (all, or of these request ids): :data:`AUDIT_COLUMNS`."""
+    """Stored outcome audits (all, or of these request ids in every workspace):
+    :data:`AUDIT_COLUMNS`. An audit is of one workspace's request (``workspace_id``,
+    ``request_id``)."""
     if request_ids is None:
-        return conn.execute(f"SELECT {AUDIT_COLUMNS} FROM lift_audits ORDER BY request_id").pl()
+        return conn.execute(
+            f"SELECT {AUDIT_COLUMNS} FROM lift_audits ORDER BY workspace_id, request_id"
+        ).pl()
     conn.register(INCOMING, pl.DataFrame({"request_id": request_ids.unique()}).to_arrow())
     try:
         return conn.execute(
             "SELECT a.request_id, a.workspace_id, a.exposure_epoch, a.audited_outcome, a.note, "
             "a.path, a.line, a.ingested_at FROM lift_audits a "
-            "JOIN incoming_frame i ON i.request_id = a.request_id ORDER BY a.request_id"
+            "JOIN incoming_frame i ON i.request_id = a.request_id "
+            "ORDER BY a.workspace_id, a.request_id"
         ).pl()
     finally:
         conn.unregister(INCOMING)

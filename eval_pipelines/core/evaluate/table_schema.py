@@ -28,7 +28,7 @@ import polars.selectors as cs
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.evaluate.source import COLUMN_KINDS, column_kind
-from eval_pipelines.core.files import check_table_file
+from eval_pipelines.core.files import check_table_file, read_json_lines
 
 __all__ = [
     "COLUMN_NAME_RULE",
@@ -151,7 +151,7 @@ def read_table_file(path: Path | str) -> pl.DataFrame:
             _check_unique_names(_csv_header(path), path)
             frame = _numbers_behind_null_markers(pl.read_csv(path, infer_schema_length=None))
         elif kind == "jsonl":
-            frame = pl.read_ndjson(path, infer_schema_length=None)
+            frame = read_json_lines(path, "path")
         else:
             if _json_array_start(path) != "[":
                 raise InputError(
@@ -242,6 +242,21 @@ def _check_rows(frame: pl.DataFrame) -> None:
     rows = pa.DataFrameSchema(checks=[pa.Check(_has_rows, name="has_rows")])
     if _failure_cases(rows, frame) is not None:
         raise InputError("table.rows", 0, "the table has no rows; a table needs at least one")
+
+
+def _check_finite(frame: pl.DataFrame) -> None:
+    """Refuse an infinite float (CSV ``inf``, Parquet): it would enter every mean and sum the
+    query takes. (A NaN is read as missing before this check.)"""
+    for name in frame.select(cs.float()).columns:
+        infinite = frame.get_column(name).is_infinite()
+        if infinite.any():
+            row = int(infinite.arg_true()[0])
+            raise InputError(
+                f"table.{name}",
+                frame.get_column(name)[row],
+                f"row {row} (positions from 0): numbers must be finite (infinity is refused; "
+                "NaN is read as missing)",
+            )
 
 
 def _failed(failures: pl.DataFrame | None) -> set[tuple[str, str]]:
@@ -350,14 +365,15 @@ def validate_table(
     ------
     InputError
         The first broken rule, naming the column, the value and the rule: a column name,
-        an unsupported type (e.g. a nested struct), no rows, a missing key or link column,
-        a key or link column that is not string or integer, a missing or repeated key value
-        (with its row positions).
+        an unsupported type (e.g. a nested struct), an infinite number, no rows, a missing
+        key or link column, a key or link column that is not string or integer, a missing or
+        repeated key value (with its row positions).
     """
     links = dict(links or {})
     _check_names(frame)
     frame = frame.with_columns(cs.float().fill_nan(None), pl.col(pl.Null).cast(pl.String))
     _check_kinds(frame)
+    _check_finite(frame)
     _check_rows(frame)
     _check_key_and_links(frame, key, links)
     for name, dtype in frame.schema.items():

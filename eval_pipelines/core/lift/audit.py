@@ -48,6 +48,7 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.files import parse_json_line, read_text
 from eval_pipelines.core.lift.assignment import fnv1a_32_many
 
 __all__ = [
@@ -195,23 +196,21 @@ def _outcome(value: Any, *, csv_text: bool) -> tuple[bool | None, bool]:
     return (value, True) if isinstance(value, bool) else (None, False)
 
 
-def _records(path: Path, data: bytes) -> tuple[str, list[tuple[int, dict[Any, Any]]]]:
-    text = data.decode("utf-8-sig")
+def _records(path: Path, text: str) -> tuple[str, list[tuple[int, dict[Any, Any]]]]:
+    text = text.removeprefix("\ufeff")
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
-        if reader.fieldnames is None:
-            raise InputError("path", str(path), "the audit file has no header row")
-        return "csv", [(i + 2, dict(row)) for i, row in enumerate(reader)]
+        try:
+            if reader.fieldnames is None:
+                raise InputError("path", str(path), "the audit file has no header row")
+            return "csv", [(i + 2, dict(row)) for i, row in enumerate(reader)]
+        except csv.Error as error:
+            raise InputError("path", str(path), f"is not valid CSV ({error})") from None
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(
-                "path", str(path), f"line {number}: not valid JSON ({error.msg})"
-            ) from None
+        value = parse_json_line(line, number, "path", str(path))
         if not isinstance(value, dict):
             raise InputError("path", str(path), f"line {number}: must be a JSON object")
         records.append((number, value))
@@ -242,16 +241,11 @@ def read_audit_file(path: Path | str) -> AuditFile:
         same request twice with different content.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError("path", str(path), "file does not exist")
-    if path.stat().st_size > AUDIT_FILE_MAX_BYTES:
-        raise InputError(
-            "path", str(path), f"an audit file is at most {AUDIT_FILE_MAX_BYTES} bytes"
-        )
-    kind, records = _records(path, path.read_bytes())
+    kind, records = _records(path, read_text(path, "path", max_bytes=AUDIT_FILE_MAX_BYTES))
     label = "row" if kind == "csv" else "line"
     allowed = set(AUDIT_COLUMNS) | set(_CONTEXT)
-    seen: dict[str, tuple[int, bool, str | None]] = {}
+    # By workspace and request id: another workspace's request of the same id is another one.
+    seen: dict[tuple[str | None, str], tuple[int, bool, str | None]] = {}
     rows: list[dict[str, Any]] = []
     unfilled = 0
     for number, record in records:
@@ -290,8 +284,11 @@ def read_audit_file(path: Path | str) -> AuditFile:
         if outcome is None:
             unfilled += 1
             continue
-        if request_id in seen:
-            first, first_outcome, first_note = seen[request_id]
+        context = {key: record.get(key) for key in ("workspace_id", "exposure_epoch")}
+        context = {k: (None if v in (None, "") else str(v)) for k, v in context.items()}
+        key = (context["workspace_id"], request_id)
+        if key in seen:
+            first, first_outcome, first_note = seen[key]
             if (first_outcome, first_note) != (outcome, note):
                 raise InputError(
                     f"{label} {number}: audited_outcome",
@@ -301,15 +298,14 @@ def read_audit_file(path: Path | str) -> AuditFile:
                     f"note={first_note!r}): a request has one audited outcome",
                 )
             continue
-        seen[request_id] = (number, outcome, note)
-        context = {key: record.get(key) for key in ("workspace_id", "exposure_epoch")}
+        seen[key] = (number, outcome, note)
         rows.append(
             {
                 "line": number,
                 "request_id": request_id,
                 "audited_outcome": outcome,
                 "note": note,
-                **{k: (None if v in (None, "") else str(v)) for k, v in context.items()},
+                **context,
             }
         )
     schema = {

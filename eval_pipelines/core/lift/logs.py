@@ -7,8 +7,9 @@ One row per claim outcome, JSON Lines (``.jsonl``/``.ndjson``) or Parquet:
 column                required  what
 ====================  ========  ====================================================
 ``timestamp``         yes       ISO 8601 (UTC when no offset); its day is the partition
-``request_id``        yes       unique within the file, but for a request's unresolved
-                                line(s) and the one line with its outcome
+``request_id``        yes       unique within its workspace in the file, but for a
+                                request's unresolved line(s) and the one line with its
+                                outcome (another workspace may use the same ids)
 ``workspace_id``      yes
 ``cluster``           yes       ``Assignment.cluster`` (artifact key, trace id, request
                                 id, or the one-way ``conv-`` token; never a digest)
@@ -45,7 +46,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.files import check_table_file
+from eval_pipelines.core.files import check_json_object_lines, check_table_file
 from eval_pipelines.core.lift.arms import ExposureArm
 
 ARMS = tuple(arm.value for arm in ExposureArm)
@@ -90,6 +91,8 @@ def _unterminated(data: bytes, lines: list[bytes], numbers: list[int]) -> bool:
         json.loads(lines[numbers[-1] - 1])
     except ValueError:
         return True
+    except RecursionError:  # complete, and too deep: refused with the rest of the file
+        return False
     return False
 
 
@@ -111,15 +114,7 @@ def _jsonl(
     try:
         frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
-        for n in numbers:
-            try:
-                value = json.loads(lines[n - 1])
-            except ValueError as bad:
-                raise InputError("path", str(path), f"line {n}: not valid JSON ({bad})") from None
-            if not isinstance(value, dict):
-                raise InputError(
-                    "path", str(path), f"line {n}: must be a JSON object, not {value!r:.40}"
-                ) from None
+        check_json_object_lines(((n, lines[n - 1]) for n in numbers), "path", str(path))
         raise error
     if frame.height != len(numbers):
         raise InputError(
@@ -319,8 +314,8 @@ def _typed_mark(frame: pl.DataFrame, name: str) -> tuple[pl.Expr, list[tuple[int
 
 
 UNIQUE_RULE = (
-    "must be unique in the file (a request repeats only as its unresolved line(s) and one line "
-    "with its outcome, the rest of the record the same)"
+    "must be unique in the file within its workspace (a request repeats only as its unresolved "
+    "line(s) and one line with its outcome, the rest of the record the same)"
 )
 
 
@@ -329,12 +324,12 @@ def _repeated(typed: pl.DataFrame) -> list[tuple[int, str, Any, str]]:
     an outcome arrives: lines without an outcome and exactly one with it, the rest of the
     record (:data:`CONTENT`) the same."""
     repeated = typed.with_row_index("__row").filter(
-        pl.col("request_id").is_not_null() & pl.col("request_id").is_duplicated()
+        pl.col("request_id").is_not_null() & pl.struct(REQUEST_KEY).is_duplicated()
     )
     if not repeated.height:
         return []
     others = [c for c in CONTENT if c != "outcome" and c in typed.columns]
-    groups = repeated.group_by("request_id").agg(
+    groups = repeated.group_by(REQUEST_KEY).agg(
         pl.col("__row"),
         same=pl.all_horizontal(*(pl.col(c).n_unique() == 1 for c in others)),
         outcomes=pl.col("outcome").is_not_null().sum(),
@@ -351,7 +346,7 @@ def resolved_in_file(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """A validated file's rows without the unresolved lines of the requests whose outcome
     another line of the file gives (:func:`validate_log` allows no other repeat), and how
     many were left out."""
-    kept = events.filter(~(pl.col("request_id").is_duplicated() & pl.col("outcome").is_null()))
+    kept = events.filter(~(pl.struct(REQUEST_KEY).is_duplicated() & pl.col("outcome").is_null()))
     return kept, events.height - kept.height
 
 
@@ -423,6 +418,8 @@ def _completed(typed: pl.DataFrame) -> pl.DataFrame:
     return typed.with_columns(day=pl.col("timestamp").dt.date())
 
 
+#: A request: its id is its workspace's own (two workspaces may number requests alike).
+REQUEST_KEY = ("workspace_id", "request_id")
 #: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
 #: typed, absent optional columns null), not the bytes of its line.
 CONTENT = (*(name for name in REQUIRED if name != "request_id"), *OPTIONAL, *MARKS)
@@ -442,24 +439,26 @@ class Matched:
 
 
 def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
-    """Split a file's rows (:func:`validate_log`) by request id: ``fresh`` ones never stored;
+    """Split a file's rows (:func:`validate_log`) by request (:data:`REQUEST_KEY`, its
+    workspace and id): ``fresh`` ones never stored;
     ``resolved``, rows with an outcome of requests stored without one (unresolved, censored)
     and otherwise the same content (:data:`CONTENT`): the update a log writes when the
     outcome arrives; ``skipped``, how many are stored with the same content, or stored
     resolved and arrive unresolved (``unresolved_after_resolved`` of them); ``conflicts``,
     one row per request stored with other content (a resolved outcome that changes
-    included): ``request_id``, ``line``, ``stored_line``, ``stored_path``, the first
-    differing ``column`` and both values (as text).
+    included): ``workspace_id``, ``request_id``, ``line``, ``stored_line``, ``stored_path``,
+    the first differing ``column`` and both values (as text).
 
     ``stored`` has ``request_id``, ``stored_line``, ``stored_path`` and the :data:`CONTENT`
-    columns typed as :func:`validate_log` types them (every stored row of those ids)."""
+    columns typed as :func:`validate_log` types them (every stored row of those requests)."""
+    compared = [c for c in CONTENT if c not in REQUEST_KEY]
     joined = events.select("request_id", "line", *CONTENT).join(
         stored.select("request_id", "stored_line", "stored_path", *CONTENT),
-        on="request_id",
+        on=list(REQUEST_KEY),
         how="inner",
         suffix="__stored",
     )
-    differs = {c: ~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in CONTENT}
+    differs = {c: ~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in compared}
     # Only the outcome differs, and one side has none: the stored row unresolved (this row
     # resolves it) or this row unresolved (its outcome is already stored).
     others_same = ~pl.any_horizontal(*(d for c, d in differs.items() if c != "outcome"))
@@ -486,26 +485,24 @@ def match_stored(events: pl.DataFrame, stored: pl.DataFrame) -> Matched:
     flagged = paired.filter(pl.col("column").is_not_null() & ~pl.col("resolves") & ~pl.col("late"))
     conflicts = (
         flagged.sort("line", "stored_line")
-        .unique("request_id", keep="first", maintain_order=True)
+        .unique(REQUEST_KEY, keep="first", maintain_order=True)
         .select(
-            "request_id", "line", "stored_line", "stored_path", "column", "value", "stored_value"
+            *REQUEST_KEY, "line", "stored_line", "stored_path", "column", "value", "stored_value"
         )
     )
-    settled = paired.filter(
-        ~pl.col("request_id").is_in(conflicts.get_column("request_id").implode())
-    )
-    by_request = settled.group_by("request_id").agg(
+    settled = paired.join(conflicts.select(REQUEST_KEY), on=list(REQUEST_KEY), how="anti")
+    by_request = settled.group_by(REQUEST_KEY).agg(
         resolves=pl.col("resolves").any(), late=pl.col("late").any()
     )
-    resolving = by_request.filter("resolves").get_column("request_id")
+    resolving = by_request.filter("resolves").select(REQUEST_KEY)
     skipped = by_request.filter(~pl.col("resolves"))
-    matched = joined.get_column("request_id").unique()
-    fresh = events.filter(~pl.col("request_id").is_in(matched.implode()))
+    matched = joined.select(REQUEST_KEY).unique()
+    fresh = events.join(matched, on=list(REQUEST_KEY), how="anti", maintain_order="left")
     return Matched(
         fresh=fresh,
         skipped=skipped.height,
         conflicts=conflicts,
-        resolved=events.filter(pl.col("request_id").is_in(resolving.implode())),
+        resolved=events.join(resolving, on=list(REQUEST_KEY), how="semi", maintain_order="left"),
         unresolved_after_resolved=skipped.filter("late").height,
     )
 

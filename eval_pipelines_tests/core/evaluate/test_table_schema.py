@@ -117,7 +117,7 @@ def test_nan_becomes_null_and_types_become_canonical() -> None:
         ("t.xlsx", lambda p: p.write_bytes(b"PK"), "unsupported file type"),
         ("t.csv", lambda p: p.write_bytes(b""), "the file is empty"),
         ("t.parquet", lambda p: p.write_bytes(b"not parquet"), "could not be read as parquet"),
-        ("t.jsonl", lambda p: p.write_text('{"a": 1}\n{"a": \n'), "could not be read as jsonl"),
+        ("t.jsonl", lambda p: p.write_text('{"a": 1}\n{"a": \n'), "line 2: not valid JSON"),
         ("t.json", lambda p: p.write_text('{"a": 1}'), "one JSON array of objects"),
         ("t.json", lambda p: p.write_text("[]"), "holds no columns"),
         ("t.csv", lambda p: p.write_text("a,b,a\n1,2,3\n"), "'a' appears twice"),

@@ -230,6 +230,7 @@ def test_a_stored_request_is_matched_on_its_parsed_content() -> None:
     assert matched.skipped == 2
     assert matched.conflicts.rows(named=True) == [
         {
+            "workspace_id": "ws",
             "request_id": "r2",
             "line": 3,
             "stored_line": 3,
@@ -239,6 +240,21 @@ def test_a_stored_request_is_matched_on_its_parsed_content() -> None:
             "stored_value": "false",
         }
     ]
+
+
+def test_a_request_is_its_workspace_s() -> None:
+    """Issue 28 item 13: another workspace's request of the same id is another request, in
+    the file (no repeat) and against the stored rows (fresh, not a conflict)."""
+    from eval_pipelines.core.lift.logs import CONTENT, match_stored, resolved_in_file
+
+    both = [row(1), row(1, workspace_id="other", outcome=None)]
+    events = validate_log(pl.DataFrame(both))
+    assert resolved_in_file(events)[0].height == 2
+    stored = events.head(1).select("request_id", *CONTENT)
+    stored = stored.with_columns(stored_line=pl.lit(1, pl.Int64), stored_path=pl.lit("a.jsonl"))
+    matched = match_stored(events, stored)
+    assert matched.conflicts.height == 0 and matched.skipped == 1
+    assert matched.fresh.get_column("workspace_id").to_list() == ["other"]
 
 
 def test_an_unresolved_request_is_resolved_once_and_never_unresolved_again() -> None:
