@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 from scipy import stats
-from statsmodels.stats.proportion import confint_proportions_2indep
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from eval_pipelines.core.stats import (
     BETTER,
@@ -30,6 +30,7 @@ from eval_pipelines.core.stats import (
     unpaired_verdict,
     verdict,
 )
+from eval_pipelines.core.stats.aa import CALIBRATED_FAILURE_RATES, MEASURED_FAILURE_RATES, SPLITS
 from eval_pipelines_tests.core.draws import CountingGenerator
 
 
@@ -507,48 +508,109 @@ def test_false_positive_rate_simulation(twin_noise):
     assert 0.02 <= mean_rate <= 0.08
 
 
-def strongly_clustered_dataset(rng):
-    """1,000 records in 200 clusters of 5; record i of cluster g is right when
-    ``0.8 + u_g + e_i > 0`` with ``u_g ~ N(0, 2^2)``: a latent intra-cluster correlation of
-    0.8, so most clusters are all right or all wrong (about 100 clusters a half)."""
-    codes = np.repeat(np.arange(200), 5)
-    shared = rng.normal(0.0, 2.0, 200)[codes]
+def latent_dataset(rng, sizes, cluster_sd):
+    """Records in clusters of the given sizes; record i of cluster g is right when
+    ``0.8 + u_g + e_i > 0``, ``u_g ~ N(0, cluster_sd^2)`` shared by the cluster (not drawn
+    when ``cluster_sd`` is 0) and ``e_i ~ N(0, 1)``: a latent intra-cluster correlation of
+    ``cluster_sd^2 / (cluster_sd^2 + 1)``, a share ``Phi(0.8 / sqrt(cluster_sd^2 + 1))`` right.
+    The sizes are drawn before the outcomes when they are random."""
+    codes = np.repeat(np.arange(sizes.size), sizes)
+    shared = rng.normal(0.0, cluster_sd, sizes.size)[codes] if cluster_sd > 0 else 0.0
     right = 0.8 + shared + rng.normal(0.0, 1.0, codes.size) > 0
     return right, codes
 
 
-@pytest.mark.slow
-def test_a_calibrated_instrument_fails_the_aa_rule_as_often_as_documented_under_clustering():
-    # Issue 19: on strongly clustered data the A/A check of a calibrated instrument (an
-    # identical twin: no difference, no noise) failed about 10-12% of the time instead of the
-    # documented 7.5% = P(Binomial(20, 0.05) >= 3). The cause: the plain percentile interval
-    # with about 100 clusters a half excludes a true zero in 5.7% of splits (plug-in
-    # variance, normal quantile), and the rule amplifies that (P(Bin(20, 0.057) >= 3) = 10%).
-    # With the expanded percentile interval, on these 1,000 seeded datasets (20,000 splits):
-    # seen 5.4% of splits and 8.9% of checks (before: 5.7% and 10.2%).
-    # Bands: 3 binomial standard errors around the design values. The splits of one dataset
-    # are independent given its records (the variance of the per-check counts is the
-    # binomial one, ratio seen 1.01; asserted below 1.3), so the per-split SE is
-    # sqrt(0.05 * 0.95 / 20000) = 0.0015 and the per-check SE sqrt(0.075 * 0.925 / 1000) =
-    # 0.0083. Reproduce: pytest -m slow -k calibrated_instrument -s
-    seeds = np.random.SeedSequence(2026).spawn(1_000)
+#: The designs docs/figures.md ("A/A noise floor") measures, by the dataset's generator:
+#: clusters and their sizes, and the cluster effect's standard deviation (latent intra-cluster
+#: correlation 0.8 with 2, 0.95 with sqrt(19)). About 100 clusters a half except 100 x 10.
+AA_DESIGNS = {
+    "200x5-icc0.8": lambda rng: latent_dataset(rng, np.full(200, 5), 2.0),
+    "200x1to9-icc0.8": lambda rng: latent_dataset(rng, rng.integers(1, 10, 200), 2.0),
+    "200xgeometric-icc0.8": lambda rng: latent_dataset(rng, rng.geometric(0.2, 200), 2.0),
+    "200x5-icc0.95": lambda rng: latent_dataset(rng, np.full(200, 5), math.sqrt(19.0)),
+    "100x10-icc0.8": lambda rng: latent_dataset(rng, np.full(100, 10), 2.0),
+    "200-unclustered": lambda rng: latent_dataset(rng, np.ones(200, dtype=int), 0.0),
+}
+
+
+#: Seeded A/A checks per design, and the seed they are spawned from.
+AA_DESIGN_CHECKS, AA_DESIGN_SEED = 2_000, 1
+
+
+def aa_design_false_positives(design, checks):
+    """Per check, the splits reading a difference, for the first ``checks`` datasets of a
+    design (an identical twin: no difference and no run-to-run noise)."""
     counts = []
-    for seed in seeds:
+    for seed in np.random.SeedSequence(AA_DESIGN_SEED).spawn(checks):
         rng = np.random.default_rng(seed)
-        right, codes = strongly_clustered_dataset(rng)
+        right, codes = AA_DESIGNS[design](rng)
         check = aa_check(right, right, codes, rng=rng)
         assert check.sufficient
         counts.append(check.false_positives)
-    per_check = np.asarray(counts)
-    split_rate = per_check.sum() / (20 * per_check.size)
-    failed = float(np.mean(per_check >= 3))
-    designed = float(stats.binom.sf(2, 20, 0.05))  # 0.0755
-    dispersion = per_check.var() / (20 * split_rate * (1 - split_rate))
+    return np.asarray(counts)
+
+
+def test_the_aa_designs_are_the_documented_ones():
+    # Fast companion of the simulation below: over 100 datasets of each design, the clusters,
+    # the mean records per cluster (5, or 10, or 1; tolerance 0.3, over 5 SEs of the
+    # geometric sizes' mean) and the share right are the ones docs/figures.md states; the
+    # share right is the latent model's Phi(0.8 / sqrt(cluster_sd^2 + 1)) (scipy): 0.640 at
+    # ICC 0.8, 0.571 at 0.95, 0.788 unclustered. Tolerance 0.02: 5 SEs of a 100-dataset mean
+    # (SE at most 0.004, the design effect of 10 records at ICC 0.8 included). The by-design
+    # failure rate is the binomial one, and the measured range around it, below the upper figure.
+    rng = np.random.default_rng(0)
+    expected = {
+        "200x5-icc0.8": (200, 5, 2.0),
+        "200x1to9-icc0.8": (200, 5, 2.0),
+        "200xgeometric-icc0.8": (200, 5, 2.0),
+        "200x5-icc0.95": (200, 5, math.sqrt(19.0)),
+        "100x10-icc0.8": (100, 10, 2.0),
+        "200-unclustered": (200, 1, 0.0),
+    }
+    assert set(expected) == set(AA_DESIGNS)
+    for design, (clusters, mean_size, cluster_sd) in expected.items():
+        shares, sizes = [], []
+        for _ in range(100):
+            right, codes = AA_DESIGNS[design](rng)
+            assert np.bincount(codes).size == clusters, design
+            shares.append(right.mean())
+            sizes.append(codes.size / clusters)
+        assert np.mean(sizes) == pytest.approx(mean_size, abs=0.3), design
+        share = stats.norm.cdf(0.8 / math.sqrt(cluster_sd**2 + 1))
+        assert np.mean(shares) == pytest.approx(share, abs=0.02), design
+    by_design, upper = CALIBRATED_FAILURE_RATES
+    assert by_design == pytest.approx(stats.binom.sf(2, SPLITS, 0.05), abs=5e-5)
+    lowest, highest = MEASURED_FAILURE_RATES
+    assert lowest <= by_design <= highest <= upper
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", list(AA_DESIGNS))
+def test_a_calibrated_instrument_fails_the_aa_rule_as_often_as_documented(design):
+    # Issue 28 item 6: with no true difference the A/A rule (3 or more of 20 splits) fails
+    # 7.5% of checks by design, P(Binomial(20, 0.05) >= 3); the expanded interval reads a
+    # difference in a little more than 5% of splits on binary outcomes, clustered or not
+    # (discreteness), which the rule amplifies. Each design's share of its 2,000 seeded
+    # checks must lie in the documented measured range (MEASURED_FAILURE_RATES, 7.1% to
+    # 8.5%) and its Wilson 95% interval (statsmodels) below the documented upper figure
+    # (CALIBRATED_FAILURE_RATES, 10%). The splits of one dataset are independent given its
+    # records (dispersion of the per-check counts against the binomial: seen 0.98-1.03,
+    # asserted below 1.3), so the rule's binomial amplification is the whole story. Seen,
+    # per design: docs/figures.md, "A/A noise floor".
+    # Reproduce: pytest -m slow -k calibrated_instrument -s
+    per_check = aa_design_false_positives(design, AA_DESIGN_CHECKS)
+    splits = SPLITS * per_check.size
+    split_rate = per_check.sum() / splits
+    failed = int(np.count_nonzero(per_check >= 3))
+    split_low, split_high = proportion_confint(int(per_check.sum()), splits, method="wilson")
+    low, high = proportion_confint(failed, per_check.size, method="wilson")
+    dispersion = per_check.var() / (SPLITS * split_rate * (1 - split_rate))
     print(
-        f"splits reading a difference {split_rate:.4f} of {20 * per_check.size}, checks "
-        f"failed {failed:.3f} of {per_check.size} (designed {designed:.4f}), "
-        f"dispersion {dispersion:.2f}"
+        f"{design}: splits reading a difference {split_rate:.4f} [{split_low:.4f}, "
+        f"{split_high:.4f}] of {splits}, checks failed {failed / per_check.size:.4f} "
+        f"[{low:.4f}, {high:.4f}] of {per_check.size}, dispersion {dispersion:.2f}"
     )
+    lowest, highest = MEASURED_FAILURE_RATES
     assert dispersion < 1.3
-    assert abs(split_rate - 0.05) <= 3 * math.sqrt(0.05 * 0.95 / (20 * per_check.size))
-    assert failed <= designed + 3 * math.sqrt(designed * (1 - designed) / per_check.size)
+    assert lowest <= round(failed / per_check.size, 3) <= highest
+    assert high <= CALIBRATED_FAILURE_RATES[1]

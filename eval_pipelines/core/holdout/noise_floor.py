@@ -10,7 +10,11 @@ import polars as pl
 
 from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.core.holdout.warnings import ReportWarning
-from eval_pipelines.core.stats.aa import aa_check
+from eval_pipelines.core.stats.aa import (
+    CALIBRATED_FAILURE_RATES,
+    MEASURED_FAILURE_RATES,
+    aa_check,
+)
 
 
 def aa_noise_floor(
@@ -45,15 +49,18 @@ def aa_noise_floor(
             + " had a half below the minimum of 20 records (take a larger sample)",
         }
     failed = [d for d, level in levels.items() if not level["passed"]]
+    by_design, upper = CALIBRATED_FAILURE_RATES
+    lowest, highest = MEASURED_FAILURE_RATES
     summary = (
         "A/A check failed: the baseline against itself read a difference in "
         + ", ".join(
             f"{levels[d]['falsePositives']} of {levels[d]['splits']} splits at L{d}" for d in failed
         )
-        + " (more than 10%). A calibrated instrument fails this way in about 7.5% of checks "
-        "(up to 9% on strongly clustered records), so this is a prompt to look, not proof: "
-        "read the flip rate (run-to-run noise of the classifier) and the grouping (clusters "
-        "that should be grouped), and rerun with another seed"
+        + f" (more than 10%). A calibrated instrument fails this way in {by_design:.1%} of "
+        f"checks by design and in {lowest:.1%} to {highest:.1%} measured on clustered and "
+        f"unclustered records (up to {upper:.0%} within their 95% intervals), so this is a "
+        "prompt to look, not proof: read the flip rate (run-to-run noise of the classifier) "
+        "and the grouping (clusters that should be grouped), and rerun with another seed"
         if failed
         else "A/A check passed: at most 10% of 20 seeded half splits read a difference at every "
         "target level"

@@ -13,6 +13,8 @@ from eval_pipelines.core.holdout.spec import (
     HoldoutSpec,
     Variant,
 )
+from eval_pipelines.core.stats.aa import CALIBRATED_FAILURE_RATES, MEASURED_FAILURE_RATES
+from eval_pipelines_tests.conftest import REPO
 
 
 def _spec() -> HoldoutSpec:
@@ -38,9 +40,10 @@ def _spec() -> HoldoutSpec:
 
 def test_a_failed_aa_check_is_a_prompt_to_look_not_proof() -> None:
     # A twin that loses a fifth of the baseline's right records: every split reads a
-    # difference and the check fails. A calibrated instrument also fails the rule in about
-    # 7.5% of checks, so the summary must not say the instrument is noisier than its
-    # intervals (the old wording); it says how often that happens and what to look at.
+    # difference and the check fails. A calibrated instrument also fails the rule in 7.5% of
+    # checks by design and up to the measured figure on strongly clustered records
+    # (CALIBRATED_FAILURE_RATES), so the summary must not say the instrument is noisier than
+    # its intervals (the old wording); it says how often that happens and what to look at.
     keys = [f"r{i:03d}" for i in range(400)]
     right = np.arange(400) % 4 != 0
     twin = right.copy()
@@ -54,22 +57,22 @@ def test_a_failed_aa_check_is_a_prompt_to_look_not_proof() -> None:
     summary = report["summary"]
     assert summary.startswith("A/A check failed: the baseline against itself read a difference")
     assert "noisier than its intervals say" not in summary
-    assert "about 7.5% of checks" in summary and "a prompt to look, not proof" in summary
+    assert "in 7.5% of checks by design and in 7.1% to 8.5% measured" in summary
+    assert "(up to 10% within their 95% intervals)" in summary
+    assert "a prompt to look, not proof" in summary
 
 
-def test_an_approximate_retrieval_earns_typed_warnings_and_an_exact_one_none() -> None:
-    from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
-    from eval_pipelines.core.holdout.warnings import ReportWarning
-
-    approximate = {
-        "backend": "pynndescent",
-        "retrieval": "evidence",
-        "purpose": ["evidence", "grouping"],
-        "recallAtK": 0.9,
-        "recallK": 10,
-        "recallProbeQueries": 200,
-    }
-    warnings = approximate_retrieval_warnings([approximate, {**approximate, "backend": "exact"}])
-    assert [type(w) for w in warnings] == [ReportWarning, ReportWarning]
-    assert [w.code for w in warnings] == ["approximate_recall_low", "approximate_grouping"]
-    assert "found 0.900 of the exact top-10 on 200 probe queries" in warnings[0].message
+def test_the_docs_quote_the_failure_rates_the_summary_quotes() -> None:
+    # Issue 28 item 6: the docs said 7.5% to 9% (8.9% measured on one design of 1,000 checks)
+    # while a trial's clustered records failed 9.6% [8.4, 11.0] of 2,000 checks.
+    # docs/figures.md and the failed check's summary now quote the same figures, from
+    # CALIBRATED_FAILURE_RATES and MEASURED_FAILURE_RATES, which the slow simulation in
+    # test_stats_aa.py holds to what six designs measure.
+    by_design, upper = CALIBRATED_FAILURE_RATES
+    lowest, highest = MEASURED_FAILURE_RATES
+    figures = " ".join((REPO / "docs" / "figures.md").read_text(encoding="utf-8").split())
+    assert (
+        f"fails this rule in {by_design:.1%} of reports by design and in {lowest:.1%} to "
+        f"{highest:.1%} measured" in figures
+    )
+    assert f"(up to {upper:.0%} within their 95% intervals)" in figures
