@@ -8,6 +8,7 @@ never ran ``make`` gets the same instance.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -20,6 +21,7 @@ DUCKDB_POOL_LIMIT = 1
 # warehouse); more would only queue inside the runs instead of in the run queue.
 MAX_CONCURRENT_RUNS = 2
 CONFIG_MARKER = "# Written by eval_pipelines"
+_log = logging.getLogger(__name__)
 
 INSTANCE_CONFIG = f"""{CONFIG_MARKER} (make install, or the CLI on first use).
 # Edit freely: it is only written when the folder has no dagster.yaml.
@@ -90,12 +92,23 @@ def set_pool_limit(instance: DagsterInstance) -> None:
 
 
 def dagster_instance() -> DagsterInstance:
-    """The persistent instance, configured on first use."""
+    """The persistent instance, configured on first use. Creating one is said on the log
+    (stderr for the CLI): a command run from another folder without ``DAGSTER_HOME`` gets a
+    new, empty instance, which knows none of the runs made from the repository."""
+    chosen = bool(os.environ.get("DAGSTER_HOME"))
     home = dagster_home()
+    new = not home.is_dir() or not any(home.iterdir())
     wrote = ensure_instance_config(home)
     instance = DagsterInstance.get()
     if wrote:
         set_pool_limit(instance)
+    if new:
+        _log.warning(
+            "new Dagster instance in %s (%s): it holds no run yet; runs started elsewhere are "
+            "in the instance they were started with: set DAGSTER_HOME to its folder",
+            home,
+            "DAGSTER_HOME" if chosen else f"DAGSTER_HOME unset: {DEFAULT_DAGSTER_HOME} here",
+        )
     return instance
 
 

@@ -191,6 +191,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         status = _wait_and_print(args, args.eval_id)
     else:
         status = holdout_api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+        if status.run is None:
+            print(f"note: {holdout_api.no_run_message(status)}", file=sys.stderr, flush=True)
         print_status(status, as_json=args.json)
     return 1 if status.status in ("failed", "canceled") else 0
 

@@ -62,6 +62,11 @@ def status_markdown(status: HoldoutStatus) -> str:
         lines.append(f"- newest run `{run.run_id}`: {run.state}")
         if run.reason:
             lines.append(f"- reason: {run.reason}")
+    elif status.report_run_id is not None:
+        lines.append(
+            f"- no run of it in this Dagster instance: the report below was written by run "
+            f"`{status.report_run_id}` from another one (see DAGSTER_HOME)"
+        )
     else:
         lines.append("- no run yet")
     if status.report_run_id and run is not None and status.report_run_id != run.run_id:
@@ -74,10 +79,13 @@ def status_markdown(status: HoldoutStatus) -> str:
             + f"; run the whole evaluation with eval-pipelines eval rerun {status.case_id} "
             f"{status.eval_id}"
         )
-    lines.append(
-        "- classify steps of the newest run: "
-        + ", ".join(f"{v.name} ({v.status})" for v in status.variants)
-    )
+    if run is not None:
+        lines.append(
+            "- classify steps of the newest run: "
+            + ", ".join(f"{v.name} ({v.status})" for v in status.variants)
+        )
+    else:
+        lines.append("- variants: " + ", ".join(v.name for v in status.variants))
     lines.append(
         f"- versions: records `{status.records_version}`, tree `{status.tree_version}`, "
         f"memo `{status.memo_version}`"
