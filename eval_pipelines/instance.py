@@ -8,6 +8,7 @@ never ran ``make`` gets the same instance.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -23,15 +24,29 @@ MAX_CONCURRENT_RUNS = 2
 CONFIG_MARKER = "# Written by eval_pipelines"
 _log = logging.getLogger(__name__)
 
+# Dagster's run queue, which also gives the runs the UI launches the project's kind tag.
+RUN_COORDINATOR = """  module: eval_pipelines.runs.coordinator
+  class: TaggingRunCoordinator
+"""
+# SHA-256 of the stripped dagster.yaml each earlier release wrote (the empty one, then the
+# queue with Dagster's own QueuedRunCoordinator): a file still equal to one is replaced.
+EARLIER_CONFIG_DIGESTS = frozenset(
+    {
+        "f796afc8e5afe3a51a1ce4cd13bbf8e3d3d1a27ec5654dee65b08fd823dfafe3",
+        "db29575c0806f6cbc5c62b454a0e24dbc7cb05ed0a0cabd3189ecdc74f3b2f31",
+        "be1b3216a8abead62052154b8e932bc9e210562ee42d8f61f018b82991d43954",
+    }
+)
+
 INSTANCE_CONFIG = f"""{CONFIG_MARKER} (make install, or the CLI on first use).
-# Edit freely: it is only written when the folder has no dagster.yaml.
+# Edit freely: it is only written when the folder has no dagster.yaml (or has, unedited,
+# the one an earlier release wrote).
 
 # Runs wait in the instance's queue; the daemon (make dev) or, without one, the CLI's
-# dispatcher starts them, at most {MAX_CONCURRENT_RUNS} at a time.
+# dispatcher starts them, at most {MAX_CONCURRENT_RUNS} at a time. The runs the UI launches
+# get the project's eval_pipelines/kind tag here (docs/runs.md).
 run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
+{RUN_COORDINATOR}  config:
     dequeue_interval_seconds: 1
 
 concurrency:
@@ -66,16 +81,13 @@ def dagster_home() -> Path:
 
 
 def ensure_instance_config(home: Path) -> bool:
-    """Write ``dagster.yaml`` unless one exists (or replace the empty one earlier releases
-    wrote); returns whether it wrote."""
+    """Write ``dagster.yaml`` unless one exists (or replace one an earlier release wrote and
+    nobody edited); returns whether it wrote."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if config.exists():
-        text = config.read_text()
-        earlier_default = text.strip() == (
-            "# Dagster instance for eval_pipelines: default local storage."
-        )
-        if not earlier_default:
+        digest = hashlib.sha256(config.read_text().strip().encode()).hexdigest()
+        if digest not in EARLIER_CONFIG_DIGESTS:
             return False
     config.write_text(INSTANCE_CONFIG)
     return True
