@@ -258,17 +258,35 @@ def _add_follow_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--json", action="store_true", help="with --wait, print the status and report as JSON"
     )
-    command.add_argument("--timeout", type=seconds, default=3600, help="seconds --wait waits")
+    command.add_argument(
+        "--timeout", type=seconds, default=3600, help="seconds --wait waits (default %(default)s)"
+    )
 
 
 def add_eval_flags(command: argparse.ArgumentParser) -> None:
     """Flags shared by ``eval holdout`` and ``memo evaluate``."""
-    command.add_argument("--sample-size", type=int, default=SAMPLE_SIZE_DEFAULT)
-    command.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    command.add_argument(
+        "--sample-size",
+        type=int,
+        default=SAMPLE_SIZE_DEFAULT,
+        help="records sampled and held out (default %(default)s)",
+    )
+    command.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help="seed of the sample (default %(default)s; the same seed draws the same sample)",
+    )
     command.add_argument(
         "--grouping-mode", default=None, help="nearDuplicate (default), field or none"
     )
-    command.add_argument("--grouping-threshold", type=finite_float, default=None)
+    command.add_argument(
+        "--grouping-threshold",
+        type=finite_float,
+        default=None,
+        help="nearDuplicate: cosine similarity at or above which records are grouped, in (0, 1] "
+        "(default 0.98)",
+    )
     command.add_argument(
         "--grouping-space",
         default=None,
@@ -278,8 +296,17 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--grouping-backend", default=None, help="exact (default), pynndescent or auto"
     )
-    command.add_argument("--group-field", default=None)
-    command.add_argument("--config-file", default=None)
+    command.add_argument(
+        "--group-field",
+        default=None,
+        help="with --grouping-mode field: the record field whose equal values form a group",
+    )
+    command.add_argument(
+        "--config-file",
+        default=None,
+        help="JSON file of the classifier config shared by every variant (a variant's own "
+        "config replaces it)",
+    )
     command.add_argument(
         "--aa",
         action="store_true",
@@ -305,8 +332,12 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         dest="command", required=True
     )
     holdout = evals.add_parser("holdout", help="start a holdout evaluation")
-    holdout.add_argument("case")
-    holdout.add_argument("--variants-file", required=True)
+    holdout.add_argument("case", help="case name")
+    holdout.add_argument(
+        "--variants-file",
+        required=True,
+        help="JSON list of {name, memo_include?, config?}; the first is the baseline",
+    )
     add_eval_flags(holdout)
     holdout.add_argument(
         "--trials",
@@ -324,30 +355,36 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     rerun = evals.add_parser(
         "rerun", help="run an evaluation again from its stored spec (same sample and versions)"
     )
-    rerun.add_argument("case")
-    rerun.add_argument("eval_id")
+    rerun.add_argument("case", help="case name")
+    rerun.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     _add_follow_flags(rerun)
     rerun.set_defaults(func=cmd_rerun)
     status = evals.add_parser(
         "status", help="status, the newest run and, once complete, the report"
     )
-    status.add_argument("case")
-    status.add_argument("eval_id")
+    status.add_argument("case", help="case name")
+    status.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     status.add_argument("--wait", action="store_true", help="block until the newest run finishes")
     status.add_argument("--json", action="store_true", help="JSON instead of markdown")
-    status.add_argument("--timeout", type=seconds, default=3600)
+    status.add_argument(
+        "--timeout", type=seconds, default=3600, help="seconds --wait waits (default %(default)s)"
+    )
     status.set_defaults(func=cmd_status)
     listing = evals.add_parser("list", help="the case's evaluations, oldest first")
-    listing.add_argument("case")
+    listing.add_argument("case", help="case name")
     listing.set_defaults(func=cmd_list)
     add_plan_command(evals)
     add_sweep_command(evals)
     compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
-    compare.add_argument("case")
-    compare.add_argument("baseline_eval_id")
-    compare.add_argument("candidate_eval_id")
-    compare.add_argument("--baseline-variant", required=True)
-    compare.add_argument("--candidate-variant", required=True)
+    compare.add_argument("case", help="case name")
+    compare.add_argument("baseline_eval_id", help="evaluation id of the baseline")
+    compare.add_argument("candidate_eval_id", help="evaluation id of the candidate")
+    compare.add_argument(
+        "--baseline-variant", required=True, help="variant name in the baseline evaluation"
+    )
+    compare.add_argument(
+        "--candidate-variant", required=True, help="variant name in the candidate evaluation"
+    )
     compare.add_argument(
         "--allow-memo-change",
         action="store_true",
@@ -366,8 +403,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     prune.set_defaults(func=cmd_prune)
     rows = evals.add_parser("rows", help="one JSON line per sampled record and variant")
-    rows.add_argument("case")
-    rows.add_argument("eval_id")
+    rows.add_argument("case", help="case name")
+    rows.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     rows.add_argument("--variant", default=None, help="only this variant's rows")
     rows.add_argument(
         "--errors-only",
