@@ -54,6 +54,15 @@ def run_output_to_stderr() -> Iterator[TextIO]:
         terminal.close()
 
 
+def dagster_ui() -> str:
+    """The Dagster UI, with its address while a ``make dev`` of this instance serves it (the
+    port is ``make dev PORT=``'s, so no address is named when none is known)."""
+    from eval_pipelines.devserver import ui_address
+
+    address = ui_address()
+    return f"the Dagster UI ({address})" if address else "the Dagster UI (make dev)"
+
+
 def status_markdown(status: HoldoutStatus) -> str:
     """The evaluation's status as markdown: a status block, then the report once there is one."""
     run = status.run
@@ -94,7 +103,7 @@ def status_markdown(status: HoldoutStatus) -> str:
         lines += ["", status.report_markdown]
         lines += [
             "",
-            f"In the Dagster UI (make dev, http://127.0.0.1:3000): asset eval_report, partition "
+            f"In {dagster_ui()}: asset eval_report, partition "
             f"{status.eval_id}. Per-record rows: eval-pipelines eval rows {status.case_id} "
             f"{status.eval_id}",
         ]
