@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.flags import FLAGS_DEFAULT
 from eval_pipelines.cli.grouping import add_sweep_command
-from eval_pipelines.cli.output import print_json, print_status, run_output_to_stderr
+from eval_pipelines.cli.output import (
+    comparison_markdown,
+    print_json,
+    print_status,
+    run_output_to_stderr,
+)
 from eval_pipelines.cli.plan import add_plan_command
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
@@ -247,7 +252,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"({change.baseline} -> {change.candidate}): the differences below include it",
             file=sys.stderr,
         )
-    print_json(result.to_json())
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(comparison_markdown(result), flush=True)
     return 0
 
 
@@ -390,6 +398,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compare even though the two evaluations ran with different active memos",
     )
+    compare.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     compare.add_argument(
         "--allow-config-change",
         action="store_true",

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from eval_pipelines.api.compare import HoldoutComparison
     from eval_pipelines.api.holdout import HoldoutStatus
 
 
@@ -115,3 +116,38 @@ def print_status(status: HoldoutStatus, *, as_json: bool) -> None:
         print_json({k: v for k, v in status.to_json().items() if k != "reportMarkdown"})
     else:
         print(status_markdown(status), flush=True)
+
+
+def comparison_markdown(result: HoldoutComparison) -> str:
+    """``eval compare`` for people: the two variants, what they share, and the paired table
+    of the evaluation report (target levels in bold)."""
+    from eval_pipelines.core.holdout.report import paired_table
+
+    targets = {str(depth) for depth in result.target_depth}
+    titles = {
+        depth: f"**L{depth}** (target)" if depth in targets else f"L{depth}"
+        for depth in result.levels
+    }
+    baseline = f"{result.baseline_eval_id} {result.baseline_variant}"
+    candidate = f"{result.candidate_eval_id} {result.candidate_variant}"
+    lines = [
+        f"# `{candidate}` vs `{baseline}`",
+        "",
+        f"- case `{result.case_id}`, the same sample `{result.sample_hash}` paired per record",
+    ]
+    lines += [
+        f"- changed besides the variant: {change.what} ({change.baseline} -> "
+        f"{change.candidate}); the differences below include it"
+        for change in result.changed_besides_variant
+    ]
+    lines += [
+        "",
+        *paired_table(
+            [{"baseline": baseline, "candidate": candidate, "levels": result.levels}], titles
+        ),
+        "",
+        "Interval: 95% cluster bootstrap over the groups held out together; `better`/`worse` "
+        "only when it excludes zero and the exact McNemar test agrees at 0.05; MDE at 80% "
+        "power (docs/figures.md). JSON: --json.",
+    ]
+    return "\n".join(lines)
