@@ -37,12 +37,13 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from eval_pipelines.api.embeddings import embed_case
+    from eval_pipelines.api.embeddings import build_ann_index, embed_case
 
     embedded = embed_case(
         args.case, method=args.method, dim=args.dim, seed=args.seed, warehouse=args.warehouse
     )
-    print_json(embedded.to_json())
+    index = build_ann_index(args.case, warehouse=args.warehouse)
+    print_json({**embedded.to_json(), "annIndexRun": index.to_json()})
     return 0
 
 
@@ -127,7 +128,9 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     create.set_defaults(func=cmd_create)
     case.add_parser("list", help="list cases").set_defaults(func=cmd_list)
     embed = case.add_parser(
-        "embed", help="compute LSA embeddings (truncated SVD of the TF-IDF matrix) for a case"
+        "embed",
+        help="compute LSA embeddings (truncated SVD of the TF-IDF matrix) for a case, then "
+        "build their ANN index (asset embedding_ann_index)",
     )
     embed.add_argument("case", help="case name")
     embed.add_argument(
