@@ -104,22 +104,25 @@ def set_pool_limit(instance: DagsterInstance) -> None:
 
 
 def dagster_instance() -> DagsterInstance:
-    """The persistent instance, configured on first use. Creating one is said on the log
-    (stderr for the CLI): a command run from another folder without ``DAGSTER_HOME`` gets a
-    new, empty instance, which knows none of the runs made from the repository."""
-    chosen = bool(os.environ.get("DAGSTER_HOME"))
+    """The persistent instance, configured on first use. Creating one in the working
+    directory because ``DAGSTER_HOME`` is unset is said on the log (stderr for the CLI): a
+    command run from another folder than the repository's gets a new, empty instance, which
+    knows none of the runs made from the repository. A ``DAGSTER_HOME`` set to an empty
+    folder is a choice (a fresh deployment, CI): nothing is said."""
+    home_was_set = bool(os.environ.get("DAGSTER_HOME"))
     home = dagster_home()
-    new = not home.is_dir() or not any(home.iterdir())
+    created_here = not home_was_set and (not home.is_dir() or not any(home.iterdir()))
     wrote = ensure_instance_config(home)
     instance = DagsterInstance.get()
     if wrote:
         set_pool_limit(instance)
-    if new:
+    if created_here:
         _log.warning(
-            "new Dagster instance in %s (%s): it holds no run yet; runs started elsewhere are "
-            "in the instance they were started with: set DAGSTER_HOME to its folder",
+            "new Dagster instance in %s (DAGSTER_HOME unset: %s in the working directory): "
+            "it holds no run yet; runs started elsewhere are in the instance they were "
+            "started with: set DAGSTER_HOME to its folder",
             home,
-            "DAGSTER_HOME" if chosen else f"DAGSTER_HOME unset: {DEFAULT_DAGSTER_HOME} here",
+            DEFAULT_DAGSTER_HOME,
         )
     return instance
 
