@@ -55,7 +55,10 @@ class _Follower:
         self._cursor: str | None = None
         self._planned: list[str] | None = None
         self._mapped: set[str] = set()  # bases of steps mapped over a dynamic output
-        self._seen: set[str] = set()
+        # Per mapped base, the dynamic output (step key, output name) it is mapped over, and
+        # per dynamic output the mapping keys it has yielded: a base has one step per key.
+        self._sources: dict[str, tuple[str, str]] = {}
+        self._yielded: dict[tuple[str, str], set[str]] = {}
         self._running: list[str] = []
         self._done: set[str] = set()
         self._said: dict[str, str] = {}  # step key -> its latest log message
@@ -114,12 +117,15 @@ class _Follower:
                             self._tell()
                     continue
                 if event.event_type == DagsterEventType.STEP_START and key:
-                    self._seen.add(key)
                     if key not in self._running:
                         self._running.append(key)
                     self._tell()
+                elif event.event_type == DagsterEventType.STEP_OUTPUT:
+                    handle = event.step_output_data.step_output_handle
+                    source = (handle.step_key, handle.output_name)
+                    if source in self._yielded and handle.mapping_key is not None:
+                        self._yielded[source].add(handle.mapping_key)
                 elif event.event_type in finished and key:
-                    self._seen.add(key)
                     self._done.add(key)
                     if key in self._running:
                         self._running.remove(key)
@@ -135,28 +141,77 @@ class _Follower:
         run = self._instance.get_run_by_id(self._run_id)
         if run is None:
             return None
+        snapshot = (
+            self._instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+            if run.execution_plan_snapshot_id is not None
+            else None
+        )
         if run.step_keys_to_execute:
             planned = list(run.step_keys_to_execute)
-        elif run.execution_plan_snapshot_id is not None:
-            snapshot = self._instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+        elif snapshot is not None:
             planned = [step.key for step in snapshot.steps]
         else:
             return []
         self._mapped = {key.split("[")[0] for key in planned if key.endswith("[?]")}
+        if snapshot is not None:
+            self._map_sources(snapshot.steps)
         return planned
 
+    def _map_sources(self, steps: Any) -> None:
+        """Which dynamic output each mapped step is mapped over (through the mapped steps it
+        reads, for a step mapped over another mapped step's output)."""
+        dynamic = {
+            (step.key, output.name)
+            for step in steps
+            for output in step.outputs
+            if output.properties is not None and output.properties.is_dynamic
+        }
+        self._yielded = {source: set() for source in dynamic}
+        upstream = {
+            step.key.split("[")[0]: [
+                (handle.step_key, handle.output_name)
+                for step_input in step.inputs
+                for handle in step_input.upstream_output_handles
+            ]
+            for step in steps
+            if step.key.endswith("[?]")
+        }
+
+        def source_of(base: str, seen: frozenset[str]) -> tuple[str, str] | None:
+            for handle in upstream.get(base, []):
+                if handle in dynamic:
+                    return handle
+                parent = handle[0].split("[")[0]
+                if handle[0].endswith("[?]") and parent not in seen:
+                    found = source_of(parent, seen | {parent})
+                    if found is not None:
+                        return found
+            return None
+
+        for base in self._mapped:
+            found = source_of(base, frozenset({base}))
+            if found is not None:
+                self._sources[base] = found
+
     def _total(self) -> int | None:
+        """The steps the run will have run, or None while it is not known: a step mapped
+        over a dynamic output has one copy per item, known once the step yielding them has
+        finished (before, a total would grow mid-run: 8/14, then 9/15)."""
         if self._planned is None:
             return None
         fixed = [k for k in self._planned if k.split("[")[0] not in self._mapped]
-        mapped = {k for k in self._seen if k.split("[")[0] in self._mapped}
-        # A mapped step counts once until its copies start (one per variant, say).
-        unseen = {b for b in self._mapped if not any(k.split("[")[0] == b for k in mapped)}
-        return max(len(fixed) + len(mapped) + len(unseen), len(self._done))
+        copies = 0
+        for base in self._mapped:
+            source = self._sources.get(base)
+            if source is None or source[0] not in self._done:
+                return None
+            copies += len(self._yielded[source])
+        return max(len(fixed) + copies, len(self._done))
 
     def _tell(self) -> None:
         total = self._total()
-        done = len(self._done) if total is not None else None  # no count before the plan
+        # No count before the plan; a count without a total until the total is known.
+        done = len(self._done) if self._planned is not None else None
         if self._ended is not None:
             self._reporter.update(self._ended, done, total, "steps")
         elif self._running:

@@ -167,7 +167,7 @@ def test_cli_compare_refuses_a_memo_change_and_says_so_first_when_allowed(
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "memo version differs" in err
     assert "pass --allow-memo-change to compare anyway" in err  # the API's parameter, as a flag
-    assert main([*argv, "--allow-memo-change"]) == 0
+    assert main([*argv, "--allow-memo-change", "--json"]) == 0
     out, err = capsys.readouterr()
     assert err.startswith("warning: the memo version changed besides the variant (empty -> ")
     assert json.loads(out)["changedBesidesVariant"][0]["what"] == "memo version"
@@ -195,13 +195,26 @@ def test_cli_compare_accepts_000s_own_memo_ab_within_one_evaluation(
     argv = ["eval", "compare", small_case, both, both]
     argv += ["--baseline-variant", "baseline", "--candidate-variant", "with-rule"]
     capsys.readouterr()
-    assert main(argv) == 0
+    assert main([*argv, "--json"]) == 0
     out, err = capsys.readouterr()
     assert err == ""
     compared = json.loads(out)
     assert compared["changedBesidesVariant"] == []
     inside = api.get_holdout_eval(small_case, both).report["comparisons"][0]["levels"]
     assert compared["levels"] == inside
+    # Without --json, markdown as `eval holdout --wait` prints it (it printed only JSON).
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"# `{both} with-rule` vs `{both} baseline`\n")
+    rows = [line for line in shown.splitlines() if line.startswith(f"| {both} baseline |")]
+    assert len(rows) == len(inside)
+    for depth, level in inside.items():
+        assert any(
+            f"L{depth}" in row
+            and f"| {level['pairs']} | {level['newlyRight']} | " in row
+            and f"| {level['verdict']} |" in row
+            for row in rows
+        ), depth
     # With the flag, nothing is said either: the memo did not change besides the variant.
     assert main([*argv, "--allow-memo-change"]) == 0
     assert capsys.readouterr().err == ""

@@ -141,6 +141,7 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
             "baseline",
             "--candidate-variant",
             "majority",
+            "--json",
         ).stdout
     )
     assert compared["levels"] == report["comparisons"][0]["levels"]

@@ -165,7 +165,7 @@ def test_report_without_an_active_reporter_does_nothing() -> None:
 def test_case_embed_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(small_case: str) -> None:
     out, terminal = run_under_a_terminal("case", "embed", small_case, "--dim", "8")
     shown = lines(terminal, "case embed")
-    assert [line.split(",")[0] for line in shown] == [
+    assert [line.split(",")[0] for line in shown[:5]] == [
         "[case embed] reading records",
         "[case embed] text index",
         "[case embed] text index 1/1 segments",
@@ -173,6 +173,8 @@ def test_case_embed_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(small_c
         "[case embed] storing vectors",
     ]
     assert shown[1].endswith(": 3,049 records")
+    # Then the run that materialises the case's ANN index.
+    assert shown[-1].startswith("[case embed] succeeded 1/1 steps, "), shown
     assert json.loads(out)["caseId"] == small_case  # stdout: the document alone
     assert "[case embed]" not in out
 
@@ -215,6 +217,29 @@ def test_a_holdout_evaluation_run_here_shows_its_steps(small_case: str, workdir:
     steps = lines(waited.stderr, "eval status")
     assert any(line.startswith("[eval status] evidence_index ") for line in steps), steps
     assert steps[-1].startswith("[eval status] succeeded ")
+
+
+def test_the_step_total_never_changes_mid_run(small_case: str, workdir: Path) -> None:
+    """Two variants: two classify steps mapped over the variants. The total counted each
+    mapped step once until its copies started, so it grew mid-run (``8/14``, then ``9/15``);
+    now no total is shown until the variant fan-out is known, and then only the final one."""
+    variants = workdir / "variants.json"
+    variants.write_text(
+        json.dumps([{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}])
+    )
+    args = ("eval", "holdout", small_case, "--variants-file", variants, "--sample-size", "30")
+    shown = run(*args, "--seed", "1", "--wait", forced="1")
+    counts = [
+        line.split(" steps, ")[0].rsplit(" ", 1)[1]
+        for line in lines(shown.stderr, "eval holdout")
+        if " steps, " in line
+    ]
+    totals = {count.split("/")[1] for count in counts if "/" in count}
+    assert len(totals) == 1, counts
+    done, total = counts[-1].split("/")
+    assert done == total
+    # The classify steps of both variants are in it, once known.
+    assert any("classify_variant" in line for line in shown.stderr.splitlines())
 
 
 def test_a_golden_run_through_the_queue_shows_its_steps(golden_home: Path) -> None:

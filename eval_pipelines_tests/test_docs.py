@@ -60,6 +60,25 @@ def test_the_cli_reference_is_the_parser() -> None:
         assert f"## `{command}`" in page, command
 
 
+def test_every_argument_of_every_command_has_a_help_line() -> None:
+    """Most flags showed only their metavar (``--document DOCUMENT``, ``--sample-size
+    SAMPLE_SIZE``): 116 arguments of the CLI had no help line. Every one has one now, so
+    ``--help`` and docs/cli.md say what each takes."""
+    import argparse
+
+    from eval_pipelines.cli.main import build_parser
+    from eval_pipelines.cli.reference import _commands
+
+    missing = [
+        f"{command.prog} {'/'.join(action.option_strings) or action.dest}"
+        for command in _commands(build_parser())
+        for action in command._actions
+        if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+        and not (action.help or "").strip()
+    ]
+    assert missing == []
+
+
 def _subparsers(parser: object) -> dict[str, object]:
     import argparse
 

@@ -24,7 +24,9 @@ from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transact
 __all__ = [
     "EmbeddedCase",
     "EmbeddingSetInfo",
+    "IndexRun",
     "ListedEmbeddingSet",
+    "build_ann_index",
     "embed_case",
     "list_embeddings",
 ]
@@ -172,6 +174,35 @@ def embed_case(
         source=embedding_set.source,
         added=added,
     )
+
+
+@dataclass(frozen=True)
+class IndexRun(JsonResult):
+    """The run that materialised ``embedding_ann_index`` for the case (:func:`build_ann_index`)."""
+
+    case_id: str
+    run_id: str
+    state: str
+
+
+def build_ann_index(case_id: str, *, warehouse: Path | str | None = None) -> IndexRun:
+    """Materialise the case's ``embedding_ann_index`` partition (the approximate index of its
+    current embeddings, with its recall@20) and wait for it, as every run is launched
+    (:func:`eval_pipelines.runs.launch`). Raises :class:`EvalFailed` when the run fails."""
+    from eval_pipelines import runs
+    from eval_pipelines.api._shared import EvalFailed, require_run_warehouse
+
+    validate_case_id(case_id)
+    require_run_warehouse(warehouse)
+    state = runs.launch("embedding_index", case_id, wait=True)
+    built = IndexRun(case_id, state.run_id, state.state)
+    if state.state != "succeeded":
+        raise EvalFailed(
+            f"embedding_ann_index of case {case_id}: run {state.run_id} {state.state}: "
+            f"{state.reason or 'see the run in the Dagster UI'}",
+            built,
+        )
+    return built
 
 
 def list_embeddings(

@@ -118,7 +118,8 @@ class HoldoutStatus(JsonResult):
     """The status document of a holdout evaluation (:func:`get_holdout_eval`).
 
     ``status`` is ``registered``, ``queued``, ``running``, ``complete``, ``incomplete``,
-    ``failed`` or ``canceled``; ``run`` is the newest run (None before any); ``spec`` is the
+    ``failed``, ``canceled`` or ``unverified`` (a report, but no run of the evaluation in this
+    Dagster instance); ``run`` is the newest run (None before any); ``spec`` is the
     stored spec document; ``report`` is the 000 report document, present with
     ``report_markdown`` and ``report_run_id`` (the run that wrote it) once one is stored.
     ``run_assets`` (``runAssets``, left out otherwise) lists the assets the newest run
@@ -682,13 +683,16 @@ def _evaluation_status(
     Otherwise the newest run's state (``incomplete`` when it succeeded without writing the
     report: it materialised only part of the chain, e.g. a partial run from the UI, which
     may have replaced rows the earlier report was computed from), or ``registered`` when none
-    was launched.
+    was launched. A report with no run of the evaluation in this Dagster instance is
+    ``unverified``, never ``complete``: it was written from another instance (another
+    ``DAGSTER_HOME``), or its runs were deleted, so nothing here says no newer run replaced
+    part of what it was computed from.
     """
-    if has_report and (run is None or run.run_id == report_run_id or writes_report):
-        closing = run is not None and not run.finished and run.run_id == report_run_id
-        return "running" if closing else "complete"
     if run is None:
-        return "registered"
+        return "unverified" if has_report else "registered"
+    if has_report and (run.run_id == report_run_id or writes_report):
+        closing = not run.finished and run.run_id == report_run_id
+        return "running" if closing else "complete"
     # A run that succeeded without writing the report materialised only part of the chain.
     return {"succeeded": "incomplete"}.get(run.state, run.state)
 
@@ -861,6 +865,26 @@ def wait_for_eval(
     return _finished(case_id, status, waited_for_run=run_id is not None)
 
 
+def no_run_message(status: HoldoutStatus) -> str:
+    """What to say about an evaluation the Dagster instance holds no run of: which instance
+    was read (``$DAGSTER_HOME``) and how to reach the one that ran it, or how to run it."""
+    from eval_pipelines.instance import dagster_home
+
+    rerun = f"'eval-pipelines eval rerun {status.case_id} {status.eval_id}'"
+    where = f"the Dagster instance in {dagster_home()} (DAGSTER_HOME)"
+    if status.report_run_id is not None:
+        return (
+            f"evaluation {status.eval_id}: its report was written by run "
+            f"{status.report_run_id}, but {where} holds no run of it: set DAGSTER_HOME to the "
+            f"instance that ran it (the repository's .dagster_home for make dev and the CLI "
+            f"started there), or run it again here with {rerun}"
+        )
+    return (
+        f"evaluation {status.eval_id} has no run in {where}: start one with {rerun} (if it ran "
+        "from another instance, set DAGSTER_HOME to that instance's folder)"
+    )
+
+
 def _finished(case_id: str, status: HoldoutStatus, *, waited_for_run: bool) -> HoldoutStatus:
     """The status of a finished wait, or :class:`EvalFailed` saying why there is no report
     (or, when the caller waited for one run, why that run did not write it)."""
@@ -880,11 +904,7 @@ def _finished(case_id: str, status: HoldoutStatus, *, waited_for_run: bool) -> H
             status,
         )
     if run is None:
-        raise EvalFailed(
-            f"evaluation {eval_id} has no run: start one with "
-            f"'eval-pipelines eval rerun {case_id} {eval_id}'",
-            status,
-        )
+        raise EvalFailed(no_run_message(status), status)
     earlier = (
         f" (the report of run {status.report_run_id} is from before it)"
         if status.report is not None

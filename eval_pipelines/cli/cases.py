@@ -37,12 +37,13 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from eval_pipelines.api.embeddings import embed_case
+    from eval_pipelines.api.embeddings import build_ann_index, embed_case
 
     embedded = embed_case(
         args.case, method=args.method, dim=args.dim, seed=args.seed, warehouse=args.warehouse
     )
-    print_json(embedded.to_json())
+    index = build_ann_index(args.case, warehouse=args.warehouse)
+    print_json({**embedded.to_json(), "annIndexRun": index.to_json()})
     return 0
 
 
@@ -65,9 +66,14 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         dest="command", required=True
     )
     create = case.add_parser("create", help="load a case from Parquet, CSV or JSON Lines")
-    create.add_argument("case")
+    create.add_argument("case", help="case name (the key every other command takes)")
     create.add_argument(
-        "--records", dest="records_path", metavar="RECORDS", required=True, type=Path
+        "--records",
+        dest="records_path",
+        metavar="RECORDS",
+        required=True,
+        type=Path,
+        help="the labelled records: a Parquet, CSV or JSON Lines file",
     )
     tree = create.add_mutually_exclusive_group(required=True)
     tree.add_argument(
@@ -80,9 +86,21 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     tree.add_argument(
         "--levels", type=int_list, help="prefix lengths, separators ignored, e.g. 2,4,6,8"
     )
-    create.add_argument("--key-column", default="record_key")
-    create.add_argument("--text-column", default="text")
-    create.add_argument("--label-column", default="label")
+    create.add_argument(
+        "--key-column",
+        default="record_key",
+        help="column holding each record's unique key (default %(default)s)",
+    )
+    create.add_argument(
+        "--text-column",
+        default="text",
+        help="column holding the text to classify (default %(default)s)",
+    )
+    create.add_argument(
+        "--label-column",
+        default="label",
+        help="column holding the record's code (default %(default)s)",
+    )
     create.add_argument(
         "--target-depth",
         type=int_list,
@@ -110,13 +128,21 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     create.set_defaults(func=cmd_create)
     case.add_parser("list", help="list cases").set_defaults(func=cmd_list)
     embed = case.add_parser(
-        "embed", help="compute LSA embeddings (truncated SVD of the TF-IDF matrix) for a case"
+        "embed",
+        help="compute LSA embeddings (truncated SVD of the TF-IDF matrix) for a case, then "
+        "build their ANN index (asset embedding_ann_index)",
     )
-    embed.add_argument("case")
-    embed.add_argument("--method", default="lsa", choices=["lsa"])
-    embed.add_argument("--dim", type=int, default=256)
-    embed.add_argument("--seed", type=int, default=0)
+    embed.add_argument("case", help="case name")
+    embed.add_argument(
+        "--method", default="lsa", choices=["lsa"], help="embedding method (only %(default)s)"
+    )
+    embed.add_argument(
+        "--dim", type=int, default=256, help="dimensions of each vector (default %(default)s)"
+    )
+    embed.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomised SVD (default %(default)s)"
+    )
     embed.set_defaults(func=cmd_embed)
     listing = case.add_parser("embeddings", help="list a case's embedding sets, newest first")
-    listing.add_argument("case")
+    listing.add_argument("case", help="case name")
     listing.set_defaults(func=cmd_embeddings)

@@ -183,7 +183,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "in this process when a run slot is free)",
     )
     evaluate.add_argument(
-        "--timeout", type=seconds, default=3900, help="seconds to wait (--submit)"
+        "--timeout",
+        type=seconds,
+        default=3900,
+        help="seconds to wait (--submit; default %(default)s)",
     )
     evaluate.set_defaults(func=cmd_evaluate)
     evaluations = groups.add_parser("evaluations", help="stored query evaluations").add_subparsers(
@@ -192,6 +195,6 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     listed = evaluations.add_parser("list", help="every query evaluation, oldest first")
     listed.set_defaults(func=cmd_list)
     show = evaluations.add_parser("show", help="one evaluation's result, query and newest run")
-    show.add_argument("eval_id")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("eval_id", help="query evaluation id (eval-pipelines evaluations list)")
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.set_defaults(func=cmd_show)

@@ -222,8 +222,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     group.set_defaults(api_flags={"set_name": "SET", "test_run_id": "RUN_ID"})
     golden = group.add_subparsers(dest="command", required=True)
     create = golden.add_parser("create", help="create a golden set for one node of a workflow")
-    create.add_argument("set")
-    create.add_argument("--workflow", required=True)
+    create.add_argument("set", help="golden set name")
+    create.add_argument("--workflow", required=True, help="workflow whose node the set scores")
     create.add_argument("--node", default=None, help="scored node (optional if only one)")
     create.add_argument(
         "--threshold", type=finite_float, default=1.0, help="gate pass threshold, (0, 1]"
@@ -231,18 +231,30 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     create.add_argument("--gate", action="store_true", help="block activation until it passes")
     create.set_defaults(func=cmd_create)
     add_case = golden.add_parser("add-case", help="add a document with its expected values")
-    add_case.add_argument("set")
-    add_case.add_argument("--document", required=True, type=Path)
-    add_case.add_argument("--labels", required=True, type=Path)
+    add_case.add_argument("set", help="golden set name")
+    add_case.add_argument(
+        "--document",
+        required=True,
+        type=Path,
+        help="the document file (stored once, shared by the cases that use it)",
+    )
+    add_case.add_argument(
+        "--labels",
+        required=True,
+        type=Path,
+        help="JSON object of the expected values keyed by field id",
+    )
     add_case.set_defaults(func=cmd_add_case)
     add_run = golden.add_parser("add-run", help="add a case from an approved test run")
-    add_run.add_argument("set")
-    add_run.add_argument("run_id")
+    add_run.add_argument("set", help="golden set name")
+    add_run.add_argument(
+        "run_id", help="id of an approved workflow test run (eval-pipelines workflow run)"
+    )
     add_run.set_defaults(func=cmd_add_run)
     add_records = golden.add_parser(
         "add-records", help="classify workflows: labelled records of the case as cases"
     )
-    add_records.add_argument("set")
+    add_records.add_argument("set", help="golden set name")
     add_records.add_argument(
         "--record",
         dest="records",
@@ -258,38 +270,47 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         default=None,
         help="a seeded sample size",
     )
-    add_records.add_argument("--seed", type=int, default=7)
+    add_records.add_argument(
+        "--seed", type=int, default=7, help="seed of --sample (default %(default)s)"
+    )
     add_records.set_defaults(func=cmd_add_records)
     cases = golden.add_parser("cases", help="the set's cases with schema-drift flags")
-    cases.add_argument("set")
+    cases.add_argument("set", help="golden set name")
     cases.set_defaults(func=cmd_cases)
     for name, enabled in (("disable-case", False), ("enable-case", True)):
         toggle = golden.add_parser(name, help=f"{name.split('-')[0]} a case (labels are kept)")
-        toggle.add_argument("set")
-        toggle.add_argument("case_id")
+        toggle.add_argument("set", help="golden set name")
+        toggle.add_argument("case_id", help="case id (eval-pipelines golden cases SET)")
         toggle.set_defaults(func=lambda args, on=enabled: cmd_enable(args, on))
     delete = golden.add_parser("delete-case", help="delete a case and its results from every run")
-    delete.add_argument("set")
-    delete.add_argument("case_id")
+    delete.add_argument("set", help="golden set name")
+    delete.add_argument("case_id", help="case id (eval-pipelines golden cases SET)")
     delete.add_argument("--yes", action="store_true", help="confirm")
     delete.set_defaults(func=cmd_delete_case)
     run = golden.add_parser("run", help="run the set against a revision and print the report")
-    run.add_argument("set")
+    run.add_argument("set", help="golden set name")
     run.add_argument("--revision", default=None, help="default: the workflow's newest")
-    run.add_argument("--timeout", type=seconds, default=1800)
-    run.add_argument("--json", action="store_true")
+    run.add_argument(
+        "--timeout",
+        type=seconds,
+        default=1800,
+        help="seconds to wait for the run (default %(default)s)",
+    )
+    run.add_argument("--json", action="store_true", help="print JSON instead of text")
     run.set_defaults(func=cmd_run)
     report = golden.add_parser("report", help="a golden run's report")
-    report.add_argument("golden_run_id")
-    report.add_argument("--json", action="store_true")
+    report.add_argument("golden_run_id", help="golden run id (printed by golden run)")
+    report.add_argument("--json", action="store_true", help="print JSON instead of text")
     report.set_defaults(func=cmd_report)
     compare = golden.add_parser("compare", help="per-field deltas and changed cases of two runs")
-    compare.add_argument("run_a")
-    compare.add_argument("run_b")
+    compare.add_argument("run_a", help="the earlier golden run id")
+    compare.add_argument("run_b", help="the later golden run id")
     compare.set_defaults(func=cmd_compare)
     trend = golden.add_parser("trend", help="accuracy over the last runs (gaps where unscored)")
-    trend.add_argument("set")
-    trend.add_argument("--field", default=None)
-    trend.add_argument("--last", type=int, default=10)
-    trend.add_argument("--json", action="store_true")
+    trend.add_argument("set", help="golden set name")
+    trend.add_argument("--field", default=None, help="only this field id (default: every field)")
+    trend.add_argument(
+        "--last", type=int, default=10, help="number of newest runs shown (default %(default)s)"
+    )
+    trend.add_argument("--json", action="store_true", help="print JSON instead of text")
     trend.set_defaults(func=cmd_trend)

@@ -136,12 +136,19 @@ def add_sweep_command(evals: argparse._SubParsersAction) -> None:
         description="Draw one seeded sample, then score the baseline without grouping and "
         "with nearDuplicate grouping at each threshold (computed here; nothing is written).",
     )
-    sweep.add_argument("case")
+    sweep.add_argument("case", help="case name")
     sweep.add_argument(
         "--thresholds", required=True, help="comma-separated, each in (0, 1], e.g. 0.9,0.95,0.98"
     )
-    sweep.add_argument("--sample-size", type=int, default=SAMPLE_SIZE_DEFAULT)
-    sweep.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    sweep.add_argument(
+        "--sample-size",
+        type=int,
+        default=SAMPLE_SIZE_DEFAULT,
+        help="records sampled (default %(default)s)",
+    )
+    sweep.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="seed of the sample (default %(default)s)"
+    )
     sweep.add_argument(
         "--config-file", default=None, help="the baseline's config (as eval holdout takes it)"
     )

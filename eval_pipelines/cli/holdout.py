@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from eval_pipelines.cli.arguments import finite_float, seconds
 from eval_pipelines.cli.flags import FLAGS_DEFAULT
 from eval_pipelines.cli.grouping import add_sweep_command
-from eval_pipelines.cli.output import print_json, print_status, run_output_to_stderr
+from eval_pipelines.cli.output import (
+    comparison_markdown,
+    print_json,
+    print_status,
+    run_output_to_stderr,
+)
 from eval_pipelines.cli.plan import add_plan_command
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
@@ -191,6 +196,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         status = _wait_and_print(args, args.eval_id)
     else:
         status = holdout_api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+        if status.run is None:
+            print(f"note: {holdout_api.no_run_message(status)}", file=sys.stderr, flush=True)
         print_status(status, as_json=args.json)
     return 1 if status.status in ("failed", "canceled") else 0
 
@@ -245,7 +252,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"({change.baseline} -> {change.candidate}): the differences below include it",
             file=sys.stderr,
         )
-    print_json(result.to_json())
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(comparison_markdown(result), flush=True)
     return 0
 
 
@@ -256,17 +266,35 @@ def _add_follow_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--json", action="store_true", help="with --wait, print the status and report as JSON"
     )
-    command.add_argument("--timeout", type=seconds, default=3600, help="seconds --wait waits")
+    command.add_argument(
+        "--timeout", type=seconds, default=3600, help="seconds --wait waits (default %(default)s)"
+    )
 
 
 def add_eval_flags(command: argparse.ArgumentParser) -> None:
     """Flags shared by ``eval holdout`` and ``memo evaluate``."""
-    command.add_argument("--sample-size", type=int, default=SAMPLE_SIZE_DEFAULT)
-    command.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    command.add_argument(
+        "--sample-size",
+        type=int,
+        default=SAMPLE_SIZE_DEFAULT,
+        help="records sampled and held out (default %(default)s)",
+    )
+    command.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help="seed of the sample (default %(default)s; the same seed draws the same sample)",
+    )
     command.add_argument(
         "--grouping-mode", default=None, help="nearDuplicate (default), field or none"
     )
-    command.add_argument("--grouping-threshold", type=finite_float, default=None)
+    command.add_argument(
+        "--grouping-threshold",
+        type=finite_float,
+        default=None,
+        help="nearDuplicate: cosine similarity at or above which records are grouped, in (0, 1] "
+        "(default 0.98)",
+    )
     command.add_argument(
         "--grouping-space",
         default=None,
@@ -276,8 +304,17 @@ def add_eval_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--grouping-backend", default=None, help="exact (default), pynndescent or auto"
     )
-    command.add_argument("--group-field", default=None)
-    command.add_argument("--config-file", default=None)
+    command.add_argument(
+        "--group-field",
+        default=None,
+        help="with --grouping-mode field: the record field whose equal values form a group",
+    )
+    command.add_argument(
+        "--config-file",
+        default=None,
+        help="JSON file of the classifier config shared by every variant (a variant's own "
+        "config replaces it)",
+    )
     command.add_argument(
         "--aa",
         action="store_true",
@@ -303,8 +340,12 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         dest="command", required=True
     )
     holdout = evals.add_parser("holdout", help="start a holdout evaluation")
-    holdout.add_argument("case")
-    holdout.add_argument("--variants-file", required=True)
+    holdout.add_argument("case", help="case name")
+    holdout.add_argument(
+        "--variants-file",
+        required=True,
+        help="JSON list of {name, memo_include?, config?}; the first is the baseline",
+    )
     add_eval_flags(holdout)
     holdout.add_argument(
         "--trials",
@@ -322,35 +363,42 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     rerun = evals.add_parser(
         "rerun", help="run an evaluation again from its stored spec (same sample and versions)"
     )
-    rerun.add_argument("case")
-    rerun.add_argument("eval_id")
+    rerun.add_argument("case", help="case name")
+    rerun.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     _add_follow_flags(rerun)
     rerun.set_defaults(func=cmd_rerun)
     status = evals.add_parser(
         "status", help="status, the newest run and, once complete, the report"
     )
-    status.add_argument("case")
-    status.add_argument("eval_id")
+    status.add_argument("case", help="case name")
+    status.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     status.add_argument("--wait", action="store_true", help="block until the newest run finishes")
     status.add_argument("--json", action="store_true", help="JSON instead of markdown")
-    status.add_argument("--timeout", type=seconds, default=3600)
+    status.add_argument(
+        "--timeout", type=seconds, default=3600, help="seconds --wait waits (default %(default)s)"
+    )
     status.set_defaults(func=cmd_status)
     listing = evals.add_parser("list", help="the case's evaluations, oldest first")
-    listing.add_argument("case")
+    listing.add_argument("case", help="case name")
     listing.set_defaults(func=cmd_list)
     add_plan_command(evals)
     add_sweep_command(evals)
     compare = evals.add_parser("compare", help="compare two completed evaluations (paired)")
-    compare.add_argument("case")
-    compare.add_argument("baseline_eval_id")
-    compare.add_argument("candidate_eval_id")
-    compare.add_argument("--baseline-variant", required=True)
-    compare.add_argument("--candidate-variant", required=True)
+    compare.add_argument("case", help="case name")
+    compare.add_argument("baseline_eval_id", help="evaluation id of the baseline")
+    compare.add_argument("candidate_eval_id", help="evaluation id of the candidate")
+    compare.add_argument(
+        "--baseline-variant", required=True, help="variant name in the baseline evaluation"
+    )
+    compare.add_argument(
+        "--candidate-variant", required=True, help="variant name in the candidate evaluation"
+    )
     compare.add_argument(
         "--allow-memo-change",
         action="store_true",
         help="compare even though the two evaluations ran with different active memos",
     )
+    compare.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     compare.add_argument(
         "--allow-config-change",
         action="store_true",
@@ -364,8 +412,8 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     prune.set_defaults(func=cmd_prune)
     rows = evals.add_parser("rows", help="one JSON line per sampled record and variant")
-    rows.add_argument("case")
-    rows.add_argument("eval_id")
+    rows.add_argument("case", help="case name")
+    rows.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     rows.add_argument("--variant", default=None, help="only this variant's rows")
     rows.add_argument(
         "--errors-only",

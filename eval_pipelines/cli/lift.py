@@ -198,18 +198,26 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="the exposure arm of one request (deterministic: FNV-1a bucket of workspace and "
         "cluster key)",
     )
-    assign.add_argument("--workspace", required=True)
+    assign.add_argument("--workspace", required=True, help="workspace id")
     assign.add_argument("--artifact", default=None, help="artifact key (first precedence)")
     assign.add_argument("--trace", default=None, help="trace id")
     assign.add_argument(
         "--messages", default=None, metavar="FILE", help="JSON list of {role, content}"
     )
     assign.add_argument("--request-id", default=None, help="used only without a user message")
-    assign.add_argument("--epoch", default=None)
+    assign.add_argument(
+        "--epoch", default=None, help="exposure epoch (default: the workspace's current one)"
+    )
     assign.add_argument("--fraction", type=finite_float, default=None, help="holdout, 0.05-0.30")
-    assign.add_argument("--lever", default=None)
-    assign.add_argument("--lever-share", type=finite_float, default=None)
-    assign.add_argument("--json", action="store_true")
+    assign.add_argument("--lever", default=None, help="lever name (default: the workspace's)")
+    assign.add_argument(
+        "--lever-share",
+        type=finite_float,
+        default=None,
+        help="share of the non-holdout traffic served the baseline while the lever is on, "
+        "in (0, 1) (default: the workspace's, else 0.5)",
+    )
+    assign.add_argument("--json", action="store_true", help="print JSON instead of text")
     assign.set_defaults(
         func=cmd_assign,
         api_flags={"holdout_fraction": "--fraction", "lever_holdout_share": "--lever-share"},
@@ -218,35 +226,45 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     settings = lift.add_parser(
         "settings", help="a workspace's standing holdout and lever (a change starts an epoch)"
     )
-    settings.add_argument("--workspace", required=True)
+    settings.add_argument("--workspace", required=True, help="workspace id")
     settings.add_argument("--fraction", type=finite_float, default=None, help="0.05-0.30")
-    settings.add_argument("--lever", default=None)
-    settings.add_argument("--no-lever", action="store_true")
-    settings.add_argument("--lever-share", type=finite_float, default=None)
+    settings.add_argument(
+        "--lever", default=None, help="the lever now served (a new lever starts an epoch)"
+    )
+    settings.add_argument(
+        "--no-lever", action="store_true", help="no lever any more (starts an epoch)"
+    )
+    settings.add_argument(
+        "--lever-share",
+        type=finite_float,
+        default=None,
+        help="share of the non-holdout traffic served the baseline while the lever is on, "
+        "in (0, 1) (default 0.5)",
+    )
     settings.add_argument(
         "--case",
         default=None,
         help="the case this workspace's traffic is an instance of: its holdout evaluations of "
         "the lever are set beside the live claims",
     )
-    settings.add_argument("--json", action="store_true")
+    settings.add_argument("--json", action="store_true", help="print JSON instead of text")
     settings.set_defaults(
         func=cmd_settings,
         api_flags={"holdout_fraction": "--fraction", "lever_holdout_share": "--lever-share"},
     )
 
     ingest = lift.add_parser("ingest", help="validate and store one log file (whole or nothing)")
-    ingest.add_argument("path", metavar="file")
-    ingest.add_argument("--json", action="store_true")
+    ingest.add_argument("path", metavar="file", help="the log file (JSON Lines)")
+    ingest.add_argument("--json", action="store_true", help="print JSON instead of text")
     # A refusal of the file has always named it --file.
     ingest.set_defaults(func=cmd_ingest, api_flags={"path": "--file"})
 
     report = lift.add_parser("report", help="every scope's lift, after its A/A check")
-    report.add_argument("--json", action="store_true")
+    report.add_argument("--json", action="store_true", help="print JSON instead of text")
     report.set_defaults(func=cmd_report)
 
     ledger = lift.add_parser("ledger", help="each claim with its scope, interval and n")
-    ledger.add_argument("--json", action="store_true")
+    ledger.add_argument("--json", action="store_true", help="print JSON instead of text")
     ledger.set_defaults(func=cmd_ledger)
 
     sample = lift.add_parser(
@@ -256,12 +274,14 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     )
     # dest: the API's parameter, so a refusal naming `workspace_id` shows --workspace (as it
     # always did here; assign and settings have always shown workspace_id).
-    sample.add_argument("--workspace", dest="workspace_id", metavar="WORKSPACE", required=True)
+    sample.add_argument(
+        "--workspace", dest="workspace_id", metavar="WORKSPACE", required=True, help="workspace id"
+    )
     sample.add_argument(
         "--size", type=int, required=True, help="requests per arm (in each claim type)"
     )
     sample.add_argument("--epoch", default=None, help="default: the workspace's current epoch")
-    sample.add_argument("--claim-type", default=None)
+    sample.add_argument("--claim-type", default=None, help="only this claim type (default: each)")
     sample.add_argument(
         "--out", default=None, metavar="FILE", help="write FILE (.jsonl or .csv), not stdout"
     )
@@ -270,6 +290,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     audit = lift.add_parser(
         "audit", help="ingest audited outcomes (whole or nothing; idempotent per request)"
     )
-    audit.add_argument("path", metavar="file")
-    audit.add_argument("--json", action="store_true")
+    audit.add_argument(
+        "path",
+        metavar="file",
+        help="the audit file (.jsonl or .csv, as audit-sample wrote it, audited_outcome filled)",
+    )
+    audit.add_argument("--json", action="store_true", help="print JSON instead of text")
     audit.set_defaults(func=cmd_audit, api_flags={"path": "--file"})

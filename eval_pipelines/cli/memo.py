@@ -47,21 +47,28 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         dest="command", required=True
     )
     add = memo.add_parser("add", help="add a proposed entry from YAML/JSON")
-    add.add_argument("case")
-    add.add_argument("--file", dest="entry_path", metavar="FILE", required=True, type=Path)
+    add.add_argument("case", help="case name")
+    add.add_argument(
+        "--file",
+        dest="entry_path",
+        metavar="FILE",
+        required=True,
+        type=Path,
+        help="the entry as a YAML or JSON file",
+    )
     add.set_defaults(func=cmd_add)
     approve = memo.add_parser("approve", help="approve a proposed entry (it becomes active)")
-    approve.add_argument("case")
-    approve.add_argument("entry_id")
-    approve.add_argument("--by", required=True)
+    approve.add_argument("case", help="case name")
+    approve.add_argument("entry_id", help="memo entry id (eval-pipelines memo list CASE)")
+    approve.add_argument("--by", required=True, help="who approves it (recorded)")
     approve.set_defaults(func=cmd_approve)
     evaluate = memo.add_parser(
         "evaluate", help="memo A/B: active memo vs active memo plus this proposed entry"
     )
-    evaluate.add_argument("case")
-    evaluate.add_argument("entry_id")
+    evaluate.add_argument("case", help="case name")
+    evaluate.add_argument("entry_id", help="id of the proposed memo entry")
     add_eval_flags(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
     listing = memo.add_parser("list", help="list entries")
-    listing.add_argument("case")
+    listing.add_argument("case", help="case name")
     listing.set_defaults(func=cmd_list)

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from eval_pipelines.api.compare import HoldoutComparison
     from eval_pipelines.api.holdout import HoldoutStatus
 
 
@@ -54,6 +55,15 @@ def run_output_to_stderr() -> Iterator[TextIO]:
         terminal.close()
 
 
+def dagster_ui() -> str:
+    """The Dagster UI, with its address while a ``make dev`` of this instance serves it (the
+    port is ``make dev PORT=``'s, so no address is named when none is known)."""
+    from eval_pipelines.devserver import ui_address
+
+    address = ui_address()
+    return f"the Dagster UI ({address})" if address else "the Dagster UI (make dev)"
+
+
 def status_markdown(status: HoldoutStatus) -> str:
     """The evaluation's status as markdown: a status block, then the report once there is one."""
     run = status.run
@@ -62,6 +72,11 @@ def status_markdown(status: HoldoutStatus) -> str:
         lines.append(f"- newest run `{run.run_id}`: {run.state}")
         if run.reason:
             lines.append(f"- reason: {run.reason}")
+    elif status.report_run_id is not None:
+        lines.append(
+            f"- no run of it in this Dagster instance: the report below was written by run "
+            f"`{status.report_run_id}` from another one (see DAGSTER_HOME)"
+        )
     else:
         lines.append("- no run yet")
     if status.report_run_id and run is not None and status.report_run_id != run.run_id:
@@ -74,10 +89,13 @@ def status_markdown(status: HoldoutStatus) -> str:
             + f"; run the whole evaluation with eval-pipelines eval rerun {status.case_id} "
             f"{status.eval_id}"
         )
-    lines.append(
-        "- classify steps of the newest run: "
-        + ", ".join(f"{v.name} ({v.status})" for v in status.variants)
-    )
+    if run is not None:
+        lines.append(
+            "- classify steps of the newest run: "
+            + ", ".join(f"{v.name} ({v.status})" for v in status.variants)
+        )
+    else:
+        lines.append("- variants: " + ", ".join(v.name for v in status.variants))
     lines.append(
         f"- versions: records `{status.records_version}`, tree `{status.tree_version}`, "
         f"memo `{status.memo_version}`"
@@ -86,7 +104,7 @@ def status_markdown(status: HoldoutStatus) -> str:
         lines += ["", status.report_markdown]
         lines += [
             "",
-            f"In the Dagster UI (make dev, http://127.0.0.1:3000): asset eval_report, partition "
+            f"In {dagster_ui()}: asset eval_report, partition "
             f"{status.eval_id}. Per-record rows: eval-pipelines eval rows {status.case_id} "
             f"{status.eval_id}",
         ]
@@ -98,3 +116,38 @@ def print_status(status: HoldoutStatus, *, as_json: bool) -> None:
         print_json({k: v for k, v in status.to_json().items() if k != "reportMarkdown"})
     else:
         print(status_markdown(status), flush=True)
+
+
+def comparison_markdown(result: HoldoutComparison) -> str:
+    """``eval compare`` for people: the two variants, what they share, and the paired table
+    of the evaluation report (target levels in bold)."""
+    from eval_pipelines.core.holdout.report import paired_table
+
+    targets = {str(depth) for depth in result.target_depth}
+    titles = {
+        depth: f"**L{depth}** (target)" if depth in targets else f"L{depth}"
+        for depth in result.levels
+    }
+    baseline = f"{result.baseline_eval_id} {result.baseline_variant}"
+    candidate = f"{result.candidate_eval_id} {result.candidate_variant}"
+    lines = [
+        f"# `{candidate}` vs `{baseline}`",
+        "",
+        f"- case `{result.case_id}`, the same sample `{result.sample_hash}` paired per record",
+    ]
+    lines += [
+        f"- changed besides the variant: {change.what} ({change.baseline} -> "
+        f"{change.candidate}); the differences below include it"
+        for change in result.changed_besides_variant
+    ]
+    lines += [
+        "",
+        *paired_table(
+            [{"baseline": baseline, "candidate": candidate, "levels": result.levels}], titles
+        ),
+        "",
+        "Interval: 95% cluster bootstrap over the groups held out together; `better`/`worse` "
+        "only when it excludes zero and the exact McNemar test agrees at 0.05; MDE at 80% "
+        "power (docs/figures.md). JSON: --json.",
+    ]
+    return "\n".join(lines)

@@ -45,7 +45,7 @@ def add_plan_command(evals: argparse._SubParsersAction) -> None:
     plan = evals.add_parser(
         "plan", help="records a paired comparison needs for 80%% power (power planner)"
     )
-    plan.add_argument("case")
+    plan.add_argument("case", help="case name")
     plan.add_argument("--difference", type=finite_float, required=True, help="e.g. 0.02")
     source = plan.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-eval", default=None, help="take the discordance from it")
@@ -53,5 +53,5 @@ def add_plan_command(evals: argparse._SubParsersAction) -> None:
         "--discordance", type=finite_float, default=None, help="share of discordant records"
     )
     plan.add_argument("--level", type=int, default=None, help="default: shallowest target")
-    plan.add_argument("--json", action="store_true")
+    plan.add_argument("--json", action="store_true", help="print JSON instead of text")
     plan.set_defaults(func=cmd_plan)

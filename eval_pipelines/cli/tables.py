@@ -114,7 +114,14 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="load Parquet, CSV, JSON Lines or a JSON array as a new version of a table",
     )
     load.add_argument("name", help="table name: a lowercase letter, then a-z, 0-9 or _")
-    load.add_argument("--file", dest="path", metavar="FILE", required=True, type=Path)
+    load.add_argument(
+        "--file",
+        dest="path",
+        metavar="FILE",
+        required=True,
+        type=Path,
+        help="Parquet, CSV, JSON Lines or JSON array file",
+    )
     load.add_argument("--key", default=None, help="the column identifying rows (links name it)")
     load.add_argument(
         "--link",
@@ -123,14 +130,14 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         metavar="COL=TABLE",
         help="COL holds keys of the loaded table TABLE (repeatable)",
     )
-    load.add_argument("--json", action="store_true")
+    load.add_argument("--json", action="store_true", help="print JSON instead of text")
     load.set_defaults(func=cmd_load)
     listing = table.add_parser("list", help="every table at its current version")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
     listing.set_defaults(func=cmd_list)
     show = table.add_parser("show", help="a table's columns, versions and first rows")
-    show.add_argument("name")
+    show.add_argument("name", help="table name")
     show.add_argument("--version", default=None, help="a stored version (a unique prefix will do)")
     show.add_argument("--limit", type=int, default=5, help="rows to show (default 5)")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.set_defaults(func=cmd_show)

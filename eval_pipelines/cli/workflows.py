@@ -112,28 +112,30 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         "workflow", help="workflows: revisions, test runs, review, activation"
     ).add_subparsers(dest="command", required=True)
     save = workflow.add_parser("save", help="save a workflow file as a revision (never blocked)")
-    save.add_argument("name")
-    save.add_argument("--file", required=True, type=Path)
+    save.add_argument("name", help="workflow name")
+    save.add_argument("--file", required=True, type=Path, help="the workflow file (YAML or JSON)")
     save.add_argument("--by", default=None, help="who saved it (recorded)")
     save.set_defaults(func=cmd_save, api_flags={"saved_by": "--by"})
     workflow.add_parser("list", help="workflows, newest and active revisions").set_defaults(
         func=cmd_list
     )
     show = workflow.add_parser("show", help="a revision's content and the revision history")
-    show.add_argument("name")
-    show.add_argument("--revision", default=None)
+    show.add_argument("name", help="workflow name")
+    show.add_argument("--revision", default=None, help="revision id (default: the newest)")
     show.set_defaults(func=cmd_show)
     status = workflow.add_parser("status", help="active and newest revision, gate state")
-    status.add_argument("name")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("name", help="workflow name")
+    status.add_argument("--json", action="store_true", help="print JSON instead of text")
     status.set_defaults(func=cmd_status)
     run = workflow.add_parser("run", help="a test run over one document (delivered nowhere)")
-    run.add_argument("name")
-    run.add_argument("--document", required=True, type=Path)
-    run.add_argument("--revision", default=None)
+    run.add_argument("name", help="workflow name")
+    run.add_argument(
+        "--document", required=True, type=Path, help="the document to run the workflow over"
+    )
+    run.add_argument("--revision", default=None, help="revision id (default: the newest)")
     run.set_defaults(func=cmd_run)
     approve = workflow.add_parser("approve", help="record a reviewed (corrected) result")
-    approve.add_argument("run_id")
+    approve.add_argument("run_id", help="test run id (printed by workflow run)")
     approve.add_argument(
         "--values",
         required=True,
@@ -141,18 +143,20 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="JSON object of the corrected values keyed by field id; a table is a list of "
         "rows keyed by column id",
     )
-    approve.add_argument("--by", required=True)
+    approve.add_argument("--by", required=True, help="who reviewed it (recorded)")
     approve.add_argument("--node", default=None, help="node the values belong to")
     approve.set_defaults(func=cmd_approve)
     activate = workflow.add_parser(
         "activate", help="make a revision live (only if its gating sets passed on it)"
     )
-    activate.add_argument("name")
-    activate.add_argument("revision")
-    activate.add_argument("--by", required=True)
+    activate.add_argument("name", help="workflow name")
+    activate.add_argument("revision", help="revision id to make live")
+    activate.add_argument("--by", required=True, help="who activates it (recorded in the ledger)")
     activate.set_defaults(func=cmd_activate)
     ledger = workflow.add_parser("ledger", help="the activation ledger")
-    ledger.add_argument("name", nargs="?", default=None)
+    ledger.add_argument(
+        "name", nargs="?", default=None, help="only this workflow (default: every workflow)"
+    )
     ledger.set_defaults(func=cmd_ledger)
 
     document = groups.add_parser("document", help="stored documents").add_subparsers(
@@ -162,5 +166,5 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         func=cmd_documents
     )
     delete = document.add_parser("delete", help="delete a document no case references")
-    delete.add_argument("document_id")
+    delete.add_argument("document_id", help="document id (eval-pipelines document list)")
     delete.set_defaults(func=cmd_delete_document)

@@ -3,7 +3,9 @@
 Built once per embedding set (pynndescent ``NNDescent``) and cached in the index folder; the
 holdout evaluations whose variants ask for ``backend: pynndescent`` load it (or build it on
 first use). Materialising a partition builds the index of the case's current embeddings ahead
-of time and measures its recall@20 against the exact search on a seeded probe.
+of time and measures its recall@20 against the exact search on a seeded probe; ``case embed``
+does it right after storing the vectors, so a case with embeddings never shows its partition
+missing.
 """
 
 import dagster as dg
@@ -11,6 +13,7 @@ import dagster as dg
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.partitions import cases
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages.embedding_index import ann_index_stage
 
 HOW_TO_CREATE = (
@@ -49,5 +52,6 @@ embedding_assets = [embedding_ann_index]
 embedding_index_job = dg.define_asset_job(
     "embedding_index",
     selection=dg.AssetSelection.assets(embedding_ann_index),
+    tags={KIND_TAG: "embedding_index"},
     description="Build the approximate neighbour index of a case's embeddings.",
 )

@@ -4,7 +4,9 @@
 - :mod:`eval_pipelines.runs.dagster_private`: every name taken from Dagster's private modules;
 - :mod:`eval_pipelines.runs.model`: :func:`launch` (every run of every kind starts there) and
   :func:`wait`, kinds, states, the queue and its dispatcher, dead runs;
-- :mod:`eval_pipelines.runs.locks`: the lock files that order the processes starting runs.
+- :mod:`eval_pipelines.runs.locks`: the lock files that order the processes starting runs;
+- :mod:`eval_pipelines.runs.coordinator`: the instance's run coordinator (the queue, and the
+  kind tag on the runs the UI launches).
 """
 
 from eval_pipelines.runs.model import (

@@ -48,6 +48,7 @@ from dagster import (
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.defs.families import QUIET_CONSOLE
 from eval_pipelines.defs.partitions import (
+    CASES,
     HOLDOUT_EVALUATIONS,
     QUERY_EVALUATIONS,
     WORKFLOW_REVISIONS,
@@ -95,6 +96,8 @@ KINDS = {
     "query": EvaluationKind("query", "evaluate_query_job", QUERY_EVALUATIONS),
     "lift_ingest": EvaluationKind("lift_ingest", "lift_ingest_job", None),
     "lift_report": EvaluationKind("lift_report", "lift_report_job", None),
+    # Not an evaluation: the ANN index of a case's embeddings, built by `case embed`.
+    "embedding_index": EvaluationKind("embedding_index", "embedding_index", CASES),
 }
 
 STATES = {
@@ -614,7 +617,8 @@ def launch(
     Parameters
     ----------
     kind : str or EvaluationKind
-        ``holdout``, ``golden``, ``query``, ``lift_ingest`` or ``lift_report``.
+        ``holdout``, ``golden``, ``query``, ``lift_ingest``, ``lift_report`` or
+        ``embedding_index``.
     key : str or None
         The partition key (registered if new); None for the lift jobs.
     wait : bool

@@ -588,6 +588,27 @@ def _retrieval_lines(rows: list[dict[str, Any]]) -> list[str]:
     return ["Retrieval: " + "; ".join(_retrieval_text(r) for r in rows) + ".", ""]
 
 
+def paired_table(comparisons: list[dict[str, Any]], titles: dict[str, str]) -> list[str]:
+    """The paired comparisons as a markdown table: per comparison (``baseline``,
+    ``candidate``, ``levels`` as :func:`paired_levels_to_json` writes them), one row per level
+    of ``titles`` (depth -> title)."""
+    lines = [
+        "| baseline | candidate | level | pairs | newly right | newly wrong | diff | 95% "
+        "interval | verdict | MDE | p |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for comparison in comparisons:
+        for depth, title in titles.items():
+            level = comparison["levels"][depth]
+            lines.append(
+                f"| {_cell(comparison['baseline'])} | {_cell(comparison['candidate'])} | "
+                f"{title} | {level['pairs']} | {level['newlyRight']} | "
+                f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
+                f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
+            )
+    return lines
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     """Markdown summary of a report's JSON: warnings first, then sample and versions, each
     variant's memo version, memo rules fired, evidence and config, accuracy at every level
@@ -676,19 +697,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             "with 80% power (a diagnostic, not the verdict); p: McNemar exact"
             + (", Holm-adjusted across the candidates." if _holm(report) else "."),
             "",
-            "| baseline | candidate | level | pairs | newly right | newly wrong | diff | 95% "
-            "interval | verdict | MDE | p |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *paired_table(report["comparisons"], titles),
         ]
-        for comparison in report["comparisons"]:
-            for depth, title in titles.items():
-                level = comparison["levels"][depth]
-                lines.append(
-                    f"| {_cell(comparison['baseline'])} | {_cell(comparison['candidate'])} | "
-                    f"{title} | {level['pairs']} | {level['newlyRight']} | "
-                    f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
-                    f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
-                )
     if "trials" in report:
         lines += ["", *trials_markdown(report["trials"], titles)]
     if "aaCheck" in report:
