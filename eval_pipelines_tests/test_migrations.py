@@ -128,8 +128,8 @@ def test_a_new_evaluation_on_the_upgraded_file_runs(legacy: Path) -> None:
 
 def test_audits_of_a_warehouse_before_per_workspace_audits_are_kept(workdir: Path) -> None:
     """Migration 15 keys an outcome audit on (workspace_id, request_id) (issue 28 item 13): a
-    warehouse at version 13 (audits keyed on the request id alone; 14 adds lift marks) opens with every audit
-    kept, and then takes the same request id audited in another workspace."""
+    warehouse at version 13 (audits keyed on the request id alone) opens with every audit kept,
+    and then takes the same request id audited in another workspace."""
     from eval_pipelines.storage.warehouse import _migration_files, _statements
 
     path = workdir / "warehouse.duckdb"
