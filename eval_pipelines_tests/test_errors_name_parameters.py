@@ -82,6 +82,20 @@ def test_an_input_error_shows_parameters_to_python_and_flags_to_the_shell() -> N
     assert error.with_flags({}) == str(error)
 
 
+@pytest.mark.parametrize("refusal", ["IngestRefused", "QueryRefused"])
+def test_a_run_s_refusal_is_shown_as_the_run_wrote_it(refusal: str) -> None:
+    """A run's refusal already names its field and value: the shell shows it without a
+    ``log=None:`` / ``query=None:`` prefix (the query's read "query=None: ..." before)."""
+    from eval_pipelines import api
+
+    error = getattr(api, refusal)("line 3: table `cars` was reloaded since the query started")
+    assert isinstance(error, InputError)
+    assert error.with_flags({}) == "line 3: table `cars` was reloaded since the query started"
+    assert error.with_flags({"cars": "--cars"}) == (
+        "line 3: table --cars was reloaded since the query started"
+    )
+
+
 def test_the_cli_shows_the_flag_the_api_error_names_as_a_parameter(tmp_path: Path) -> None:
     from eval_pipelines.api import embeddings
 

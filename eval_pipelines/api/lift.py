@@ -22,7 +22,7 @@ from eval_pipelines.api._shared import (
     resolve_warehouse,
     step_refusal,
 )
-from eval_pipelines.core.errors import InputError, mention_flags
+from eval_pipelines.core.errors import InputError, RunRefusal
 from eval_pipelines.core.inputs import check_name
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
@@ -335,18 +335,12 @@ def _failure(state: RunState) -> str:
     return state.reason or "see the run in the UI"
 
 
-class IngestRefused(InputError):
+class IngestRefused(RunRefusal):
     """The run refused the file against what is stored (a request already stored with other
     content): nothing of it was kept."""
 
     def __init__(self, message: str) -> None:
-        ValueError.__init__(self, message)
-        self.field, self.value, self.rule = "log", None, message
-
-    def with_flags(self, flags: Mapping[str, str]) -> str:
-        # The run's refusal already names its field and value: shown as it is, not
-        # behind a second "log=None:".
-        return mention_flags(self.rule, flags)
+        super().__init__("log", message)
 
 
 def _refusal(run_id: str) -> str | None:

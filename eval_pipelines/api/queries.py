@@ -25,7 +25,7 @@ from eval_pipelines.api._shared import (
     step_refusal,
     stored_by_a_succeeded_step,
 )
-from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.errors import InputError, RunRefusal
 from eval_pipelines.core.evaluate.engine import check_query
 from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.core.files import parse_json_text, read_json
@@ -57,13 +57,12 @@ RESULT_STEP = "evaluate_result"  # the step that stores the result: it counts on
 DEFAULT_TIMEOUT = 3900.0
 
 
-class QueryRefused(InputError):
+class QueryRefused(RunRefusal):
     """The run refused the query (a column or table the query names is not in the data, a
     table reloaded since it was submitted); nothing is stored."""
 
     def __init__(self, message: str) -> None:
-        ValueError.__init__(self, message)
-        self.field, self.value, self.rule = "query", None, message
+        super().__init__("query", message)
 
 
 @dataclass(frozen=True, kw_only=True)

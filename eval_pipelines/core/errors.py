@@ -49,6 +49,19 @@ class InputError(EvalPipelinesError, ValueError):
         return f"{field}={_short(self.value)!s}: {mention_flags(self.rule, flags)}"
 
 
+class RunRefusal(InputError):
+    """Input a run refused after it was submitted (checked against what the run read): nothing
+    was kept. The run's message already names the field and the value, so it is shown as it
+    is, not behind a ``field=None:`` prefix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.field, self.value, self.rule = field, None, message
+
+    def with_flags(self, flags: Mapping[str, str]) -> str:
+        return mention_flags(self.rule, flags)
+
+
 class ConflictError(EvalPipelinesError, ValueError):
     """A request that contradicts stored state (the REST APIs' 409): nothing has been written."""
 
