@@ -97,7 +97,7 @@ def test_a_request_stored_with_other_content_is_refused_in_one_clean_line(
     changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
     message = refused(capsys, "lift", "ingest", changed)
     assert message.startswith(
-        f"log='1 requests already stored with other content': request_id='{rows[2]['request_id']}"
+        f"log='1 request already stored with other content': request_id='{rows[2]['request_id']}"
     ), message
     assert f"line 3 of {changed} has claim_type=other" in message
     assert digest(warehouse) == before

@@ -524,7 +524,8 @@ def conflict_error(conflicts: pl.DataFrame, path: Path | str, *, kind: str = "js
     more = conflicts.height - ERRORS_SHOWN
     return InputError(
         "log",
-        f"{conflicts.height} requests already stored with other content",
+        f"{conflicts.height} request{'' if conflicts.height == 1 else 's'} already stored with "
+        "other content",
         "; ".join(shown)
         + (f"; and {more} more" if more > 0 else "")
         + "; a request is stored once, and its content never changes (nothing was ingested)",
