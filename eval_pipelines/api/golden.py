@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import duckdb
 
@@ -26,6 +26,7 @@ from eval_pipelines.core.golden.compare import CaseChange, FieldDelta
 from eval_pipelines.core.golden.gate import SetGate
 from eval_pipelines.core.golden.labels import resolve_labels
 from eval_pipelines.core.golden.scoring import RunScore, compare_runs, validate_threshold
+from eval_pipelines.core.golden.summary import json_difference, json_share
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import validate_name
 from eval_pipelines.core.workflows.documents import read_document
@@ -206,13 +207,21 @@ class GoldenRunResult(GoldenReportResult):
 
 @dataclass(frozen=True)
 class ComparedRunResult(JsonResult):
+    """One side of a comparison: its run, revision and the counts its deltas come from."""
+
     golden_run_id: str
     revision: str
+    field_correct: int
+    field_scored: int
+    passed: int
+    pass_rate_n: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class GoldenComparisonResult(JsonResult):
-    """Run ``b`` against run ``a`` of one set: deltas are ``b - a``."""
+    """Run ``b`` against run ``a`` of one set: deltas are ``b - a``, exact here; the JSON
+    writes a delta with a side of fewer than 20 observations as ``insufficient_evidence``
+    (each side's counts are in ``a`` and ``b``)."""
 
     set_name: str = json_field("set")
     a: ComparedRunResult
@@ -222,14 +231,32 @@ class GoldenComparisonResult(JsonResult):
     fields: tuple[FieldDelta, ...]
     cases: tuple[CaseChange, ...]
 
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["fieldAccuracyDelta"] = json_difference(
+            self.field_accuracy_delta, self.a.field_scored, self.b.field_scored
+        )
+        document["passRateDelta"] = json_difference(
+            self.pass_rate_delta, self.a.pass_rate_n, self.b.pass_rate_n
+        )
+        return document
+
 
 @dataclass(frozen=True)
 class TrendPointResult(JsonResult):
+    """One run's accuracy (exact here; ``insufficient_evidence`` in the JSON from fewer than
+    20 values) and its n."""
+
     golden_run_id: str
     revision: str
     finished_at: str | None
     accuracy: float | None
     n: int
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["accuracy"] = json_share(self.accuracy, self.n)
+        return document
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -703,12 +730,24 @@ def compare_golden_runs(
     result = compare_runs(a.score, a.cases, b.score, b.cases)
     return GoldenComparisonResult(
         set_name=a.run.set_name,
-        a=ComparedRunResult(run_a, a.run.revision),
-        b=ComparedRunResult(run_b, b.run.revision),
+        a=_compared_side(run_a, a),
+        b=_compared_side(run_b, b),
         field_accuracy_delta=result.field_accuracy_delta,
         pass_rate_delta=result.pass_rate_delta,
         fields=result.fields,
         cases=result.cases,
+    )
+
+
+def _compared_side(golden_run_id: str, scored: golden_stage.ScoredRun) -> ComparedRunResult:
+    score = scored.score
+    return ComparedRunResult(
+        golden_run_id,
+        scored.run.revision,
+        field_correct=score.field_correct,
+        field_scored=score.field_scored,
+        passed=score.passed,
+        pass_rate_n=score.pass_rate_n,
     )
 
 

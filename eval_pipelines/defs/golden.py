@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.golden.gate import Gate, gate_summary
+from eval_pipelines.core.stats import is_sufficient
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
 from eval_pipelines.defs.holdout_tables import table_metadata
@@ -215,9 +216,15 @@ def activation_gate(
         "revision": gate.revision,
         "sets": dg.MetadataValue.json([s.to_json() for s in gate.sets]),
     }
-    for verdict in gate.sets:  # plotted across revisions; no point where a set was not run
+    # Plotted across revisions; no point where a set was not run, nor an estimate from fewer
+    # than 20 values (the counts are in `sets`).
+    for verdict in gate.sets:
         metadata[f"{verdict.set_name}/threshold"] = verdict.threshold
-        if verdict.field_accuracy is not None:
+        if (
+            verdict.field_accuracy is not None
+            and verdict.field_scored is not None
+            and is_sufficient(verdict.field_scored)
+        ):
             metadata[f"{verdict.set_name}/field_accuracy"] = round(verdict.field_accuracy, 4)
     return dg.AssetCheckResult(
         passed=gate.passed,
