@@ -136,9 +136,9 @@ def _count_gate_decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     asked: list[str] = []
     decide = golden_stage.gate_decision
 
-    def counted(conn: object, revision: str) -> object:
+    def counted(conn: object, revision: str, **options: object) -> object:
         asked.append(revision)
-        return decide(conn, revision)  # type: ignore[arg-type]
+        return decide(conn, revision, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(golden_stage, "gate_decision", counted)
     return asked
