@@ -354,24 +354,47 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     }
 
     compared = cli_json(capsys, "golden", "compare", a["goldenRunId"], b["goldenRunId"])
-    assert compared["a"] == {"goldenRunId": a["goldenRunId"], "revision": good}
-    assert compared["b"] == {"goldenRunId": b["goldenRunId"], "revision": broken["revision"]}
+    # Every share and delta here has a side of fewer than 20 observations (run B scored 17
+    # values of 2 documents; a field 2 or 3): insufficient_evidence beside both sides'
+    # counts, never a difference of two such shares (issue 28 item 5).
+    few = "insufficient_evidence"
+    assert compared["a"] == {
+        "goldenRunId": a["goldenRunId"],
+        "revision": good,
+        "fieldCorrect": 33,
+        "fieldScored": 33,
+        "passed": 3,
+        "passRateN": 3,
+    }
+    assert compared["b"] == {
+        "goldenRunId": b["goldenRunId"],
+        "revision": broken["revision"],
+        "fieldCorrect": 15,
+        "fieldScored": 17,
+        "passed": 0,
+        "passRateN": 2,
+    }
+    assert compared["fieldAccuracyDelta"] == few
+    assert compared["passRateDelta"] == few
     assert compared["fields"][0] == {
         "key": "customer",
-        "accuracyA": 1.0,
-        "accuracyB": 0.0,
+        "accuracyA": few,
+        "accuracyB": few,
         "scoredA": 3,
         "scoredB": 2,
-        "delta": -1.0,
+        "correctA": 3,
+        "correctB": 0,
+        "delta": few,
     }
+    # Still ranked on the exact deltas: the regression first.
     assert [(f["key"], f["delta"]) for f in compared["fields"]] == [
-        ("customer", -1.0),
-        ("invoice_date", 0.0),
-        ("invoice_number", 0.0),
-        ("line_items.qty", 0.0),
-        ("line_items.sku", 0.0),
-        ("line_items.unit_price", 0.0),
-        ("total", 0.0),
+        ("customer", few),
+        ("invoice_date", few),
+        ("invoice_number", few),
+        ("line_items.qty", few),
+        ("line_items.sku", few),
+        ("line_items.unit_price", few),
+        ("total", few),
         ("line_items", None),  # no invented rows on either side
         ("line_items.description", None),  # only case-0001 labels descriptions
     ]
@@ -380,26 +403,40 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
             "caseId": "case-0002",
             "statusA": "passed",
             "statusB": "failed",
-            "accuracyA": 1.0,
-            "accuracyB": 9 / 10,
+            "accuracyA": few,
+            "accuracyB": few,
+            "scoredA": 10,
+            "correctA": 10,
+            "scoredB": 10,
+            "correctB": 9,
         },
         {
             "caseId": "case-0003",
             "statusA": "passed",
             "statusB": "failed",
-            "accuracyA": 1.0,
-            "accuracyB": 6 / 7,
+            "accuracyA": few,
+            "accuracyB": few,
+            "scoredA": 7,
+            "correctA": 7,
+            "scoredB": 7,
+            "correctB": 6,
         },
         {
             "caseId": "case-0001",
             "statusA": "passed",
             "statusB": None,
-            "accuracyA": 1.0,
+            "accuracyA": few,
             "accuracyB": None,
+            "scoredA": 16,
+            "correctA": 16,
+            "scoredB": 0,
+            "correctB": 0,
         },
     ]
-    assert compared["fieldAccuracyDelta"] == pytest.approx(15 / 17 - 1)
-    assert compared["passRateDelta"] == -1.0
+    # The Python result keeps the exact figures.
+    exact = golden.compare_golden_runs(a["goldenRunId"], b["goldenRunId"])
+    assert exact.field_accuracy_delta == pytest.approx(15 / 17 - 1)
+    assert (exact.pass_rate_delta, exact.fields[0].delta) == (-1.0, -1.0)
 
     assert cli_json(capsys, "golden", "enable-case", "inv", "case-0001")["enabled"] is True
     removed = cli_json(
@@ -411,8 +448,8 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     trend = cli_json(capsys, "golden", "trend", "inv", "--field", "customer", "--json")
     points = [(p["goldenRunId"], p["revision"], p["accuracy"], p["n"]) for p in trend["points"]]
     assert points == [
-        (a["goldenRunId"], good, 1.0, 3),
-        (b["goldenRunId"], broken["revision"], 0.0, 2),  # measured zero
+        (a["goldenRunId"], good, "insufficient_evidence", 3),  # fewer than 20 values
+        (b["goldenRunId"], broken["revision"], "insufficient_evidence", 2),  # not "0.0"
         (c["goldenRunId"], removed["revision"], None, 0),  # never measured: a gap
     ]
     code, out, _ = cli(capsys, "golden", "trend", "inv", "--field", "customer")
@@ -436,7 +473,7 @@ def test_compare_puts_regressions_first_and_trend_shows_gaps(
     overall = cli_json(capsys, "golden", "trend", "inv", "--json")
     assert [(p["accuracy"], p["n"]) for p in overall["points"]] == [
         (1.0, 33),
-        (15 / 17, 17),
+        ("insufficient_evidence", 17),
         (1.0, 30),
     ]
 

@@ -277,6 +277,55 @@ def test_a_report_written_by_a_run_interrupted_before_its_step_succeeded_does_no
     assert [e.complete for e in api.list_evals(small_case)] == [True]
 
 
+def test_a_golden_run_stored_by_a_step_interrupted_before_it_succeeded_never_opens_the_gate(
+    golden_home: Path, instance: dg.DagsterInstance
+) -> None:
+    # golden_run stores the set's golden run as completed before the step ends; an interrupt
+    # in between leaves a canceled Dagster run whose golden run read completed and, before,
+    # opened the gate: `workflow activate` passed on it.
+    from eval_pipelines.api import golden, workflows
+    from eval_pipelines.defs.golden import SETS_TAG
+    from eval_pipelines.storage import golden as golden_store
+    from eval_pipelines_tests.golden_demo import WORKFLOW, seed
+
+    revision = seed()
+    run = runs.create_inline_run(instance, runs.kind_of("golden"), revision, tags={SETS_TAG: "inv"})
+    assert run is not None
+
+    def interrupt_once_the_golden_run_is_stored(event: dg.DagsterEvent) -> None:
+        if (
+            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+            and event.asset_key is not None
+            and event.asset_key.path[-1] == "golden_run"
+        ):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(runs.RunInterrupted):
+        runs.execute_run_here(instance, run, on_event=interrupt_once_the_golden_run_is_stored)
+
+    with connect(Path("warehouse.duckdb"), read_only=True) as conn:
+        (stored,) = golden_store.runs_of_dagster_run(conn, run.run_id)
+    assert stored.status == "completed"  # stored before the interrupt, as it was
+    assert runs.run_state(instance, instance.get_run_by_id(run.run_id)).state == "canceled"
+    why = (
+        f"set inv has not been run against revision {revision} (its newest run there is "
+        f"{stored.golden_run_id}, stored as completed by Dagster run {run.run_id} whose "
+        "golden_run step did not succeed, so it does not count)"
+    )
+    status = workflows.workflow_status(WORKFLOW)
+    assert (status.gate.state, status.gate.reason) == ("blocked", why)
+    with pytest.raises(workflows.ActivationRefused) as refused:
+        workflows.activate_workflow(WORKFLOW, revision, by="ana")
+    assert str(refused.value).endswith(why)
+    assert golden.trend("inv").points == ()  # no point from a run that does not count
+
+    # A run whose step succeeds counts: the gate opens.
+    again = golden.run_and_report("inv")
+    assert again.gate is not None and again.gate.passed
+    assert [p.golden_run_id for p in golden.trend("inv").points] == [again.golden_run_id]
+    assert workflows.activate_workflow(WORKFLOW, revision, by="ana").revision == revision
+
+
 def test_an_inline_run_waits_for_the_duckdb_pool_slot(
     small_case: str, instance: dg.DagsterInstance
 ) -> None:

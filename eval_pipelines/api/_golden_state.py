@@ -1,13 +1,17 @@
 """What ``api.golden`` and ``api.workflows`` both do before they read: save the committed
-workflow files that changed, and close the golden runs a dead Dagster run left ``running``.
-Below both modules, so neither imports the other."""
+workflow files that changed, close the golden runs a dead Dagster run left ``running``, and
+take the gate's decision counting only golden runs whose step succeeded. Below both modules,
+so neither imports the other."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import duckdb
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError, NotFoundError
+from eval_pipelines.core.golden.gate import Gate
 from eval_pipelines.core.workflows.files import scan_workflow_files
 from eval_pipelines.stages import golden as golden_stage
 from eval_pipelines.stages.golden_classify import pin_workflow
@@ -47,3 +51,18 @@ def close_abandoned_runs(conn: duckdb.DuckDBPyConnection) -> list[str]:
         return runs.ended_runs(dagster_instance(), run_ids)
 
     return golden_stage.close_abandoned_runs(conn, ended)
+
+
+def golden_run_step_succeeded() -> Callable[[str | None], bool]:
+    """Whether the ``golden_run`` step of a Dagster run of this instance succeeded (given the
+    run's id): a golden run counts only then."""
+    from eval_pipelines.defs.golden import golden_run_step_succeeded as succeeded
+    from eval_pipelines.instance import dagster_instance
+
+    return succeeded(dagster_instance())
+
+
+def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
+    """The gate for ``revision`` (:func:`eval_pipelines.stages.golden.gate_decision`), counting
+    a golden run only once the ``golden_run`` step that stored it succeeded."""
+    return golden_stage.gate_decision(conn, revision, step_succeeded=golden_run_step_succeeded())

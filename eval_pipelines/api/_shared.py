@@ -9,6 +9,7 @@ from typing import Any
 from eval_pipelines import settings
 from eval_pipelines.core.errors import EvalPipelinesError, InputError
 from eval_pipelines.core.results import JsonResult
+from eval_pipelines.runs.model import stored_by_a_succeeded_step as stored_by_a_succeeded_step
 
 
 class EvalFailed(EvalPipelinesError, RuntimeError):
@@ -40,24 +41,6 @@ def require_run_warehouse(warehouse: Path | str | None) -> None:
             str(given),
             f"the run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at this file instead",
         )
-
-
-def stored_by_a_succeeded_step(instance: Any, run_id: str | None, step_key: str) -> bool:
-    """Whether what step ``step_key`` of Dagster run ``run_id`` stored in the warehouse counts:
-    only once that step succeeded.
-
-    A step commits its rows before it ends, so an interrupt in between (the UI's Terminate,
-    Ctrl-C) leaves the rows of a step that did not succeed, in a canceled run whose asset the
-    UI shows missing. Rows with no run id, or whose run this instance does not hold, have
-    nothing to contradict them and count."""
-    from dagster import DagsterEventType
-
-    if run_id is None or instance.get_run_by_id(run_id) is None:
-        return True
-    return any(
-        record.dagster_event is not None and record.dagster_event.step_key == step_key
-        for record in instance.all_logs(run_id, of_type=DagsterEventType.STEP_SUCCESS)
-    )
 
 
 def step_refusal(run_id: str, marker: str) -> str | None:

@@ -13,11 +13,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import duckdb
 
-from eval_pipelines.api._golden_state import close_abandoned_runs, sync_workflow_files
+from eval_pipelines.api._golden_state import (
+    close_abandoned_runs,
+    gate_decision,
+    golden_run_step_succeeded,
+    sync_workflow_files,
+)
 from eval_pipelines.api._shared import EvalFailed, require_run_warehouse, resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
@@ -26,6 +31,7 @@ from eval_pipelines.core.golden.compare import CaseChange, FieldDelta
 from eval_pipelines.core.golden.gate import SetGate
 from eval_pipelines.core.golden.labels import resolve_labels
 from eval_pipelines.core.golden.scoring import RunScore, compare_runs, validate_threshold
+from eval_pipelines.core.golden.summary import json_difference, json_share
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import validate_name
 from eval_pipelines.core.workflows.documents import read_document
@@ -206,13 +212,21 @@ class GoldenRunResult(GoldenReportResult):
 
 @dataclass(frozen=True)
 class ComparedRunResult(JsonResult):
+    """One side of a comparison: its run, revision and the counts its deltas come from."""
+
     golden_run_id: str
     revision: str
+    field_correct: int
+    field_scored: int
+    passed: int
+    pass_rate_n: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class GoldenComparisonResult(JsonResult):
-    """Run ``b`` against run ``a`` of one set: deltas are ``b - a``."""
+    """Run ``b`` against run ``a`` of one set: deltas are ``b - a``, exact here; the JSON
+    writes a delta with a side of fewer than 20 observations as ``insufficient_evidence``
+    (each side's counts are in ``a`` and ``b``)."""
 
     set_name: str = json_field("set")
     a: ComparedRunResult
@@ -222,14 +236,32 @@ class GoldenComparisonResult(JsonResult):
     fields: tuple[FieldDelta, ...]
     cases: tuple[CaseChange, ...]
 
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["fieldAccuracyDelta"] = json_difference(
+            self.field_accuracy_delta, self.a.field_scored, self.b.field_scored
+        )
+        document["passRateDelta"] = json_difference(
+            self.pass_rate_delta, self.a.pass_rate_n, self.b.pass_rate_n
+        )
+        return document
+
 
 @dataclass(frozen=True)
 class TrendPointResult(JsonResult):
+    """One run's accuracy (exact here; ``insufficient_evidence`` in the JSON from fewer than
+    20 values) and its n."""
+
     golden_run_id: str
     revision: str
     finished_at: str | None
     accuracy: float | None
     n: int
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["accuracy"] = json_share(self.accuracy, self.n)
+        return document
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -635,7 +667,9 @@ def run_and_report(
     warehouse: Path | str | None = None,
 ) -> GoldenRunResult:
     """Run the set, wait (the run executes in this process when a run slot is free), and
-    return its report (raises EvalFailed when the run failed without a result for the set)."""
+    return its report (raises EvalFailed when the run failed without a result for the set,
+    or when its result was stored as completed by a ``golden_run`` step that did not succeed:
+    such a golden run does not count)."""
     from eval_pipelines import runs
     from eval_pipelines.instance import dagster_instance
 
@@ -643,14 +677,25 @@ def run_and_report(
     reports = [
         r for r in golden_runs_of(started.run_id, warehouse=warehouse) if r.set_name == set_name
     ]
-    if started.state != "succeeded" and not reports:
-        instance = dagster_instance()
+    instance = dagster_instance()
+    uncounted = (
+        reports
+        and reports[0].status == "completed"
+        and not golden_run_step_succeeded()(started.run_id)
+    )
+    if (started.state != "succeeded" and not reports) or uncounted:
         run = instance.get_run_by_id(started.run_id)
         assert run is not None
         state = runs.run_state(instance, run).to_json()
+        note = (
+            f"; golden run {reports[0].golden_run_id} was stored before its golden_run step "
+            "ended and does not count: run the set again"
+            if uncounted
+            else ""
+        )
         raise EvalFailed(
             f"golden run of {set_name} ({started.run_id}) {state['state']}: "
-            f"{state['reason'] or 'no reason recorded'}",
+            f"{state['reason'] or 'no reason recorded'}{note}",
             state,
         )
     if not reports:
@@ -664,12 +709,12 @@ def run_and_report(
 
         # The decision the run's golden_report took (the check shows the same one); taken
         # here only when the run ended before it.
-        stored = stored_gate_decision(dagster_instance(), started.run_id, reports[0].revision)
+        stored = stored_gate_decision(instance, started.run_id, reports[0].revision)
         if stored is not None:
             gate = stored[0]
         else:
             with _open(warehouse) as conn:
-                gate = golden_stage.gate_decision(conn, reports[0].revision)
+                gate = gate_decision(conn, reports[0].revision)
     verdict = next((s for s in gate.sets if s.set_name == set_name), None) if gate else None
     return GoldenRunResult(
         **{f.name: getattr(reports[0], f.name) for f in dataclasses.fields(reports[0])},
@@ -703,12 +748,24 @@ def compare_golden_runs(
     result = compare_runs(a.score, a.cases, b.score, b.cases)
     return GoldenComparisonResult(
         set_name=a.run.set_name,
-        a=ComparedRunResult(run_a, a.run.revision),
-        b=ComparedRunResult(run_b, b.run.revision),
+        a=_compared_side(run_a, a),
+        b=_compared_side(run_b, b),
         field_accuracy_delta=result.field_accuracy_delta,
         pass_rate_delta=result.pass_rate_delta,
         fields=result.fields,
         cases=result.cases,
+    )
+
+
+def _compared_side(golden_run_id: str, scored: golden_stage.ScoredRun) -> ComparedRunResult:
+    score = scored.score
+    return ComparedRunResult(
+        golden_run_id,
+        scored.run.revision,
+        field_correct=score.field_correct,
+        field_scored=score.field_scored,
+        passed=score.passed,
+        pass_rate_n=score.pass_rate_n,
     )
 
 
@@ -733,7 +790,8 @@ def trend(
     warehouse: Path | str | None = None,
 ) -> GoldenTrendResult:
     """Accuracy over the set's last completed runs, overall or for one field; a run that did
-    not score the field is a gap (``None``), never a zero."""
+    not score the field is a gap (``None``), never a zero. A run stored by a ``golden_run``
+    step that did not succeed is left out: it does not count."""
     if isinstance(last, bool) or not isinstance(last, int) or last < 1:
         raise InputError("last", last, "must be a whole number of runs, at least 1")
     points = []
@@ -748,9 +806,8 @@ def trend(
                     f"names no field of node {golden_set.node_id} in any revision "
                     f"of {golden_set.workflow} (fields: {', '.join(sorted(known))})",
                 )
-        for run in reversed(
-            golden_store.runs_of_set(conn, set_name, status="completed", limit=last)
-        ):
+        counted = golden_stage.counted_runs(conn, set_name, golden_run_step_succeeded(), limit=last)
+        for run in reversed(counted):
             scored = golden_stage.score_run(conn, run.golden_run_id)
             value, n = golden_stage.field_accuracy(scored.score, field)
             points.append(

@@ -14,7 +14,11 @@ from pathlib import Path
 
 import duckdb
 
-from eval_pipelines.api._golden_state import close_abandoned_runs, sync_workflow_files
+from eval_pipelines.api._golden_state import (
+    close_abandoned_runs,
+    gate_decision,
+    sync_workflow_files,
+)
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
@@ -26,7 +30,6 @@ from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.execute import cache_keys, execute
 from eval_pipelines.core.workflows.files import load_workflow_file
 from eval_pipelines.core.workflows.output import map_output
-from eval_pipelines.stages.golden import gate_decision
 from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.stages.workflow_chat import step_context
 from eval_pipelines.storage import workflows as workflows_store

@@ -6,16 +6,19 @@ revision: the sensor adds it when a revision lands (saved with the CLI, or a cha
 under ``data/workflows/``) and requests the gating run once.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
 
 from eval_pipelines.core.golden.gate import Gate, gate_summary
+from eval_pipelines.core.stats import is_sufficient
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import partitioned_asset_check, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.runs.model import stored_by_a_succeeded_step
 from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import golden
 from eval_pipelines.stages.golden_report import report_markdown, report_metadata
@@ -111,6 +114,15 @@ def golden_run(
     )
 
 
+def golden_run_step_succeeded(instance: dg.DagsterInstance) -> Callable[[str | None], bool]:
+    """Whether the ``golden_run`` step of a Dagster run (given its id) succeeded: a golden run
+    counts only then (``gate_decision``'s ``step_succeeded``). The step stores its golden runs
+    as completed before it ends, so an interrupt in between (Terminate, Ctrl-C) leaves
+    completed runs of a canceled step."""
+    step = golden_run.op.name
+    return lambda run_id: stored_by_a_succeeded_step(instance, run_id, step)
+
+
 def usage_metadata(usage: Any) -> dict[str, Any]:
     """The model calls of a run's metered steps (``chat`` nodes), when it had any."""
     if usage is None:
@@ -146,7 +158,11 @@ def golden_report(
             golden.score_run(conn, run.golden_run_id)
             for run in golden.runs_for_dagster_run(conn, context.run_id, context.partition_key)
         ]
-        gate = golden.gate_decision(conn, context.partition_key)
+        gate = golden.gate_decision(
+            conn,
+            context.partition_key,
+            step_succeeded=golden_run_step_succeeded(context.instance),
+        )
     summary = gate_summary(gate)
     # The run page says why: a blocked revision is a successful run whose check failed.
     (context.log.info if gate.passed else context.log.warning)(f"{summary} ({gate.reason})")
@@ -204,7 +220,9 @@ def activation_gate(
     stored = stored_gate_decision(context.instance, context.op_execution_context.run_id, revision)
     if stored is None:
         with warehouse.connect(read_only=True) as conn:
-            gate = golden.gate_decision(conn, revision)
+            gate = golden.gate_decision(
+                conn, revision, step_succeeded=golden_run_step_succeeded(context.instance)
+            )
         summary = gate_summary(gate)
     else:
         gate, summary = stored
@@ -215,9 +233,15 @@ def activation_gate(
         "revision": gate.revision,
         "sets": dg.MetadataValue.json([s.to_json() for s in gate.sets]),
     }
-    for verdict in gate.sets:  # plotted across revisions; no point where a set was not run
+    # Plotted across revisions; no point where a set was not run, nor an estimate from fewer
+    # than 20 values (the counts are in `sets`).
+    for verdict in gate.sets:
         metadata[f"{verdict.set_name}/threshold"] = verdict.threshold
-        if verdict.field_accuracy is not None:
+        if (
+            verdict.field_accuracy is not None
+            and verdict.field_scored is not None
+            and is_sufficient(verdict.field_scored)
+        ):
             metadata[f"{verdict.set_name}/field_accuracy"] = round(verdict.field_accuracy, 4)
     return dg.AssetCheckResult(
         passed=gate.passed,

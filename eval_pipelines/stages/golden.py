@@ -410,38 +410,68 @@ def score_run(
     )
 
 
-def gate_decision(conn: duckdb.DuckDBPyConnection, revision: str) -> Gate:
+def gate_decision(
+    conn: duckdb.DuckDBPyConnection,
+    revision: str,
+    *,
+    step_succeeded: Callable[[str | None], bool],
+) -> Gate:
     """The activation gate for exactly this revision: the evidence of every golden set marked
     ``--gate``, read here, judged by :func:`~eval_pipelines.core.golden.gate.decide_gate`
     (where the rule lives). The ``golden_report`` asset (once per gating run; the check reads
-    its stored decision), ``workflow activate`` and ``workflow status`` call this."""
+    its stored decision), ``workflow activate`` and ``workflow status`` call this.
+
+    ``step_succeeded`` says whether the ``golden_run`` step of a Dagster run (given its id,
+    None for a golden run made outside Dagster) succeeded: a golden run counts only then. The
+    step stores the run as completed before it ends, so an interrupt in between leaves a
+    completed run of a canceled step, which must never open the gate."""
     workflow = workflows_store.load_revision(conn, revision)
     evidence = [
-        _gating_evidence(conn, golden_set, revision)
+        _gating_evidence(conn, golden_set, revision, step_succeeded)
         for golden_set in golden_store.list_sets(conn, workflow.name)
         if golden_set.gate
     ]
     return decide_gate(workflow.name, revision, evidence)
 
 
+def counted_runs(
+    conn: duckdb.DuckDBPyConnection,
+    set_name: str,
+    step_succeeded: Callable[[str | None], bool],
+    *,
+    revision: str | None = None,
+    limit: int = 50,
+) -> list[golden_store.GoldenRun]:
+    """The set's completed runs (newest first, at most ``limit``) whose ``golden_run`` step
+    succeeded (see :func:`gate_decision`)."""
+    fetched = limit
+    while True:
+        completed = golden_store.runs_of_set(
+            conn, set_name, revision=revision, status="completed", limit=fetched
+        )
+        counted = [run for run in completed if step_succeeded(run.dagster_run_id)]
+        if len(counted) >= limit or len(completed) < fetched:
+            return counted[:limit]
+        fetched += limit - len(counted)  # as many more as were left out
+
+
 def _gating_evidence(
-    conn: duckdb.DuckDBPyConnection, golden_set: golden_store.GoldenSet, revision: str
+    conn: duckdb.DuckDBPyConnection,
+    golden_set: golden_store.GoldenSet,
+    revision: str,
+    step_succeeded: Callable[[str | None], bool],
 ) -> GatingEvidence:
-    """What the gate needs of one set: its newest completed run against the revision, scored
-    on the cases enabled now. Case ids are never reused and a case's labels are never
-    edited, so a result belongs to the case as it is."""
-    runs = golden_store.runs_of_set(
-        conn, golden_set.set_name, revision=revision, status="completed", limit=1
-    )
+    """What the gate needs of one set: its newest completed run against the revision whose
+    step succeeded, scored on the cases enabled now. Case ids are never reused and a case's
+    labels are never edited, so a result belongs to the case as it is."""
+    runs = counted_runs(conn, golden_set.set_name, step_succeeded, revision=revision, limit=1)
     if not runs:
         newest = golden_store.runs_of_set(conn, golden_set.set_name, revision=revision, limit=1)
-        unfinished = (
-            newest[0].status + (f", {newest[0].reason}" if newest[0].reason else "")
-            if newest
-            else None
-        )
         return GatingEvidence(
-            golden_set.set_name, golden_set.threshold, None, unfinished=unfinished
+            golden_set.set_name,
+            golden_set.threshold,
+            None,
+            unfinished=_unfinished(newest[0], step_succeeded) if newest else None,
         )
     run_id = runs[0].golden_run_id
     enabled = tuple(
@@ -459,6 +489,16 @@ def _gating_evidence(
         mixed_revisions=scored.mixed_revisions,
         without_output=tuple(_without_output(scored)),
     )
+
+
+def _unfinished(run: golden_store.GoldenRun, step_succeeded: Callable[[str | None], bool]) -> str:
+    """Why the newest run does not count: its status, or that its step did not succeed."""
+    if run.status == "completed" and not step_succeeded(run.dagster_run_id):
+        return (
+            f"{run.golden_run_id}, stored as completed by Dagster run {run.dagster_run_id} "
+            "whose golden_run step did not succeed, so it does not count"
+        )
+    return run.status + (f", {run.reason}" if run.reason else "")
 
 
 def ensure_revision(

@@ -74,6 +74,34 @@ def test_a_passing_revision_materialises_and_its_gate_passes(gated: str) -> None
     assert activated.revision == gated
 
 
+def test_the_gate_check_plots_no_accuracy_of_fewer_than_20_values(gated: str) -> None:
+    from eval_pipelines.api import golden
+
+    # case-0001 sits out: the set scores 17 values, every one right. The gate passes on the
+    # counts, but 17/17 is no estimate to plot (issue 28 item 5): before, the check's
+    # metadata carried inv/field_accuracy 1.0 and its sets fieldAccuracy 1.0.
+    golden.set_golden_case_enabled("inv", "case-0001", enabled=False)
+    with dg.instance_for_test() as instance:
+        result = _materialize(instance, gated)
+        gate = _gate(result)
+    assert gate.passed
+    assert "inv/field_accuracy" not in gate.metadata
+    assert gate.metadata["inv/threshold"].value == 1.0
+    (verdict,) = gate.metadata["sets"].value
+    assert (verdict["fieldAccuracy"], verdict["fieldCorrect"], verdict["fieldScored"]) == (
+        "insufficient_evidence",
+        17,
+        17,
+    )
+    assert gate.metadata["summary"].value == "gate passed: inv 17/17"
+    # The set as seeded (33 values) still gets its point.
+    golden.set_golden_case_enabled("inv", "case-0001", enabled=True)
+    with dg.instance_for_test() as instance:
+        gate = _gate(_materialize(instance, gated))
+    assert gate.metadata["inv/field_accuracy"].value == 1.0
+    assert gate.metadata["sets"].value[0]["fieldAccuracy"] == 1.0
+
+
 def test_a_blocked_revision_is_a_successful_run_whose_error_check_fails_and_says_why(
     gated: str, workdir: Path
 ) -> None:
@@ -108,9 +136,9 @@ def _count_gate_decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     asked: list[str] = []
     decide = golden_stage.gate_decision
 
-    def counted(conn: object, revision: str) -> object:
+    def counted(conn: object, revision: str, **options: object) -> object:
         asked.append(revision)
-        return decide(conn, revision)  # type: ignore[arg-type]
+        return decide(conn, revision, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(golden_stage, "gate_decision", counted)
     return asked

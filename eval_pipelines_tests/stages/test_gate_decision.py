@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines.api import golden, workflows
-from eval_pipelines.stages.golden import gate_decision, run_golden_sets
+from eval_pipelines.api._golden_state import gate_decision  # counting runs as activation does
+from eval_pipelines.stages.golden import run_golden_sets
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage.warehouse import connect, transaction
 from eval_pipelines_tests.golden_demo import (

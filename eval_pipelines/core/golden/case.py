@@ -124,12 +124,17 @@ class CaseScore(JsonResult):
         return self.correct / self.scored if self.items else None
 
     def to_json(self) -> dict[str, Any]:
+        """The accuracy of fewer than 20 values reads ``insufficient_evidence`` beside its
+        counts, as every golden share (:func:`~eval_pipelines.core.golden.summary.json_share`)."""
+        # Imported here: summary builds on this module.
+        from eval_pipelines.core.golden.summary import json_share
+
         return {
             "status": self.status,
             "reason": self.reason,
             "scored": self.scored,
             "correct": self.correct,
-            "accuracy": self.accuracy,
+            "accuracy": json_share(self.accuracy, self.scored),
             "items": [item.to_json() for item in self.items],
             "stale": list(self.stale),
             "bareColumns": list(self.bare_columns),

@@ -4,33 +4,58 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from eval_pipelines.core.golden.case import CaseScore
-from eval_pipelines.core.golden.summary import RunScore
+from eval_pipelines.core.golden.summary import RunScore, json_difference, json_share
 from eval_pipelines.core.results import JsonResult
 
 
 @dataclass(frozen=True)
 class FieldDelta(JsonResult):
-    """One breakdown row on both sides; ``delta`` is ``b - a``, None unless both scored it."""
+    """One breakdown row on both sides; ``delta`` is ``b - a``, None unless both scored it.
+
+    The attributes keep the exact ratios; :meth:`to_json` writes a share, or a delta, with a
+    side of fewer than 20 values as ``insufficient_evidence`` beside both sides' counts."""
 
     key: str
     accuracy_a: float | None
     accuracy_b: float | None
     scored_a: int
     scored_b: int
+    correct_a: int
+    correct_b: int
     delta: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["accuracyA"] = json_share(self.accuracy_a, self.scored_a)
+        document["accuracyB"] = json_share(self.accuracy_b, self.scored_b)
+        document["delta"] = json_difference(self.delta, self.scored_a, self.scored_b)
+        return document
 
 
 @dataclass(frozen=True)
 class CaseChange(JsonResult):
-    """A case whose status differs; a side the case is absent from reads None."""
+    """A case whose status differs; a side the case is absent from reads None (its counts 0).
+    :meth:`to_json` writes an accuracy of fewer than 20 values as ``insufficient_evidence``
+    beside its counts."""
 
     case_id: str
     status_a: str | None
     status_b: str | None
     accuracy_a: float | None
     accuracy_b: float | None
+    scored_a: int
+    correct_a: int
+    scored_b: int
+    correct_b: int
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["accuracyA"] = json_share(self.accuracy_a, self.scored_a)
+        document["accuracyB"] = json_share(self.accuracy_b, self.scored_b)
+        return document
 
 
 @dataclass(frozen=True)
@@ -40,7 +65,11 @@ class CompareResult(JsonResult):
     Attributes
     ----------
     field_accuracy_delta, pass_rate_delta
-        ``b - a`` of the run figures, None when either side has none.
+        ``b - a`` of the run figures, None when either side has none; exact here, written
+        ``insufficient_evidence`` by :meth:`to_json` when either side has fewer than 20
+        observations (values scored; documents passed or failed).
+    field_scored_a, field_scored_b, pass_rate_n_a, pass_rate_n_b
+        Each side's n of those figures.
     fields
         Per-field deltas, largest regression first; rows scored on one side only (delta None)
         last, by key.
@@ -52,6 +81,20 @@ class CompareResult(JsonResult):
     pass_rate_delta: float | None
     fields: tuple[FieldDelta, ...]
     cases: tuple[CaseChange, ...]
+    field_scored_a: int
+    field_scored_b: int
+    pass_rate_n_a: int
+    pass_rate_n_b: int
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        document["fieldAccuracyDelta"] = json_difference(
+            self.field_accuracy_delta, self.field_scored_a, self.field_scored_b
+        )
+        document["passRateDelta"] = json_difference(
+            self.pass_rate_delta, self.pass_rate_n_a, self.pass_rate_n_b
+        )
+        return document
 
 
 def compare_runs(
@@ -87,6 +130,8 @@ def compare_runs(
                 accuracy_b=accuracy_b,
                 scored_a=left.scored if left else 0,
                 scored_b=right.scored if right else 0,
+                correct_a=left.correct if left else 0,
+                correct_b=right.correct if right else 0,
                 delta=_difference(accuracy_a, accuracy_b),
             )
         )
@@ -105,6 +150,10 @@ def compare_runs(
                     status_b=status_b,
                     accuracy_a=left_case.accuracy if left_case else None,
                     accuracy_b=right_case.accuracy if right_case else None,
+                    scored_a=left_case.scored if left_case else 0,
+                    correct_a=left_case.correct if left_case else 0,
+                    scored_b=right_case.scored if right_case else 0,
+                    correct_b=right_case.correct if right_case else 0,
                 )
             )
     # A document that used to pass and now fails is the regression a reviewer looks for first.
@@ -114,6 +163,10 @@ def compare_runs(
         pass_rate_delta=_difference(a.pass_rate, b.pass_rate),
         fields=tuple(deltas),
         cases=tuple(changes),
+        field_scored_a=a.field_scored,
+        field_scored_b=b.field_scored,
+        pass_rate_n_a=a.pass_rate_n,
+        pass_rate_n_b=b.pass_rate_n,
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.golden.summary import RunScore, format_share
+from eval_pipelines.core.golden.summary import RunScore, format_share, json_share
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.stats.policy import is_sufficient
 from eval_pipelines.core.workflows.schema import Schema
@@ -116,9 +116,10 @@ class GatingEvidence:
 @dataclass(frozen=True, kw_only=True)
 class SetGate(JsonResult):
     """One gating set's verdict. ``field_correct`` / ``field_scored`` are the values its run
-    got right out of those scored (None when it has no run); they are read by
-    :func:`gate_summary` and left out of the JSON document, which the activation ledger has
-    recorded without them since 001."""
+    got right out of those scored (None when it has no run, or in a decision the activation
+    ledger recorded before they were written). The JSON writes them beside ``fieldAccuracy``,
+    which reads ``insufficient_evidence`` from fewer than 20 values (the exact share comes
+    back from the counts); without counts ``fieldAccuracy`` is read as it was written."""
 
     set_name: str = json_field("set")
     passed: bool
@@ -131,18 +132,28 @@ class SetGate(JsonResult):
 
     def to_json(self) -> dict[str, Any]:
         document = super().to_json()
-        del document["fieldCorrect"], document["fieldScored"]
+        if self.field_scored is None:
+            del document["fieldCorrect"], document["fieldScored"]
+        else:
+            document["fieldAccuracy"] = json_share(self.field_accuracy, self.field_scored)
         return document
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> SetGate:
+        correct, scored = document.get("fieldCorrect"), document.get("fieldScored")
+        if scored is None:
+            accuracy = document["fieldAccuracy"]
+        else:
+            accuracy = correct / scored if scored else None
         return cls(
             set_name=document["set"],
             passed=document["passed"],
             reason=document["reason"],
             golden_run_id=document["goldenRunId"],
-            field_accuracy=document["fieldAccuracy"],
+            field_accuracy=accuracy,
             threshold=document["threshold"],
+            field_correct=correct,
+            field_scored=scored,
         )
 
 
@@ -158,8 +169,7 @@ class Gate(JsonResult):
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Gate:
-        """The decision from its document (as :meth:`to_json` wrote it; the sets' counts are
-        not in it)."""
+        """The decision from its document, as :meth:`to_json` wrote it."""
         return cls(
             workflow=document["workflow"],
             revision=document["revision"],

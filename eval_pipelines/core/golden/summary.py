@@ -52,6 +52,15 @@ def json_share(value: float | None, n: int) -> float | str | None:
     return value if is_sufficient(n) else INSUFFICIENT
 
 
+def json_difference(difference: float | None, n_a: int, n_b: int) -> float | str | None:
+    """A difference of two shares (``b - a``) as the JSON documents write it: None when
+    either side has no share, ``insufficient_evidence`` when either side has fewer than 20
+    observations (both sides' counts are written beside it), else the difference."""
+    if difference is None:
+        return None
+    return difference if is_sufficient(n_a) and is_sufficient(n_b) else INSUFFICIENT
+
+
 def _share_from_json(value: Any, k: int, n: int) -> float | None:
     """The exact share back from :func:`json_share`'s value and the counts beside it."""
     return None if value is None else k / n

@@ -115,20 +115,50 @@ def test_unchanged_runs_have_no_changed_cases():
 
 
 def test_to_json_shape():
+    # Every figure here has fewer than 20 observations: each share and delta reads
+    # insufficient_evidence beside the counts (the exact values stay on the result).
+    few = "insufficient_evidence"
     shape = _compare().to_json()
-    assert set(shape) == {"fieldAccuracyDelta", "passRateDelta", "fields", "cases"}
+    assert set(shape) == {
+        "fieldAccuracyDelta",
+        "passRateDelta",
+        "fields",
+        "cases",
+        "fieldScoredA",
+        "fieldScoredB",
+        "passRateNA",
+        "passRateNB",
+    }
+    assert (shape["fieldAccuracyDelta"], shape["passRateDelta"]) == (few, few)
+    assert (shape["fieldScoredA"], shape["fieldScoredB"]) == (7, 7)
+    assert (shape["passRateNA"], shape["passRateNB"]) == (4, 4)
     assert shape["fields"][0] == {
         "key": "issued",
-        "accuracyA": 1.0,
-        "accuracyB": 0.0,
+        "accuracyA": few,
+        "accuracyB": few,
         "scoredA": 1,
         "scoredB": 1,
-        "delta": -1.0,
+        "correctA": 1,
+        "correctB": 0,
+        "delta": few,
     }
     assert shape["cases"][0] == {
         "caseId": "c1",
         "statusA": "passed",
         "statusB": "failed",
-        "accuracyA": 1.0,
-        "accuracyB": pytest.approx(2 / 3),
+        "accuracyA": few,
+        "accuracyB": few,
+        "scoredA": 3,
+        "correctA": 3,
+        "scoredB": 3,
+        "correctB": 2,
     }
+
+
+def test_a_difference_is_written_once_both_sides_have_20_observations():
+    from eval_pipelines.core.golden.summary import json_difference
+
+    assert json_difference(-0.05, 20, 20) == -0.05
+    assert json_difference(-0.05, 19, 40) == "insufficient_evidence"
+    assert json_difference(-0.05, 40, 19) == "insufficient_evidence"
+    assert json_difference(None, 3, 40) is None  # a side with no share: nothing to compare
