@@ -4,13 +4,14 @@
 ``chat_calls`` cache are read from it (they cost nothing), the rest are called with at most
 ``settings.concurrency`` in flight to the endpoint (a thread pool, and a slot per request
 shared with every other batch on the machine calling the same endpoint:
-:mod:`~eval_pipelines.stages.endpoint_slots`), and each answer is committed to the cache
-before its thread sends another request, so a run killed halfway and started again pays again
-only for the calls that were in flight (at most ``concurrency``). The commits go through one
-writer thread, which stores every answer handed to it meanwhile in one short connection: the
-warehouse lock is held only while writing, and under load one connection serves several
-answers. A call that still fails after its retries is returned as a failure with its reason;
-one row never raises.
+:mod:`~eval_pipelines.stages.endpoint_slots`), and each answer is appended to the batch's
+journal (:mod:`~eval_pipelines.stages.chat_journal`) before its thread sends another request, so
+a run killed halfway and started again pays again only for the calls that were in flight (at
+most ``concurrency``): the next batch on the warehouse loads a dead batch's journal before it
+looks up the cache. One writer thread stores the journaled answers in the cache behind the
+calls, every answer that arrived meanwhile in one short connection (the warehouse lock is held
+only while writing), and the batch ends once all are stored. A call that still fails after its
+retries is returned as a failure with its reason; one row never raises.
 
 Retries are ours, around the SDK with ``max_retries=0``: the SDK's own retry does honour
 ``Retry-After`` (a test checks it against the stand-in server), but it also retries a refused
@@ -46,6 +47,7 @@ from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import ChatRequest
 from eval_pipelines.core.chat.settings import ChatSettings, api_key
 from eval_pipelines.core.results import JsonResult
+from eval_pipelines.stages.chat_journal import ChatJournal, load_left_journals
 from eval_pipelines.stages.endpoint_slots import EndpointSlots
 from eval_pipelines.storage.chat_cache import CachedCall, cached_calls, store_calls
 from eval_pipelines.storage.warehouse import connect
@@ -56,6 +58,7 @@ INITIAL_RETRY_DELAY = 0.5
 MAX_RETRY_DELAY = 8.0
 MAX_RETRY_AFTER = 120.0
 RETRY_STATUSES = frozenset({408, 409, 429})
+WRITE_GAP_SECONDS = 0.25  # the writer's pause between two writes to the warehouse
 NO_KEY = "no-key"  # the SDK needs some key; endpoints without auth ignore it
 
 
@@ -129,32 +132,41 @@ class _Outcome:
 
 
 class _CacheWriter:
-    """Commits answers to the warehouse's cache on one thread, each before its caller goes on.
+    """Journals each answer at once and stores the journaled answers in the warehouse's cache
+    on one thread, in batches, behind the calls.
 
-    :meth:`store` hands an answer over and returns once it is committed (or raises what the
-    write raised); the thread stores every answer handed over while it was writing in one
-    connection and one commit. The connection is opened per write, not held for the batch:
-    DuckDB lets one process at a time hold the file, and readers in other processes wait for
-    it.
+    :meth:`store` appends the answer to the batch's journal
+    (:mod:`~eval_pipelines.stages.chat_journal`: one write, no warehouse lock) and hands it to
+    the thread, which stores every answer handed over since its last write in one connection,
+    and pauses ``WRITE_GAP_SECONDS`` after each write. The connection is opened per write, not
+    held for the batch: DuckDB lets one process at a time hold the file, and readers and
+    writers in other processes wait for it (the pause lets them in). :meth:`close` waits until
+    every answer is stored, then deletes the journal; if a write failed, it keeps the journal
+    (the next batch on the warehouse loads it) and raises what the write raised.
     """
 
     def __init__(self, warehouse: Path) -> None:
         self._warehouse = warehouse
-        self._handed: queue.SimpleQueue[tuple[CachedCall, Future[None]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._journal = ChatJournal(warehouse)
+        self._handed: queue.SimpleQueue[CachedCall | None] = queue.SimpleQueue()
+        self._failure: BaseException | None = None
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._write, name="chat-cache-writer", daemon=True)
         self._thread.start()
 
     def store(self, call: CachedCall) -> None:
-        committed: Future[None] = Future()
-        self._handed.put((call, committed))
-        committed.result()
+        self._journal.append(call)
+        self._handed.put(call)
 
     def close(self) -> None:
-        """Stop the thread once the answers already handed over are written."""
+        """Stop the thread once the answers already handed over are stored."""
+        self._closing.set()
         self._handed.put(None)
         self._thread.join()
+        if self._failure is not None:
+            self._journal.leave()
+            raise self._failure
+        self._journal.remove()
 
     def _write(self) -> None:
         closing = False
@@ -172,15 +184,16 @@ class _CacheWriter:
                     closing = True
                     break
                 batch.append(item)
+            if self._failure is not None:
+                continue  # journaled: the next batch stores them
             try:
                 with connect(self._warehouse, wait_seconds=None) as conn:
-                    store_calls(conn, [call for call, _ in batch])
-            except Exception as error:
-                for _, committed in batch:
-                    committed.set_exception(error)
-            else:
-                for _, committed in batch:
-                    committed.set_result(None)
+                    store_calls(conn, batch)
+            except BaseException as error:
+                self._failure = error
+            # The answers are safe in the journal: leave the warehouse free for a moment, for
+            # other processes to read or write it, rather than take it back at once.
+            self._closing.wait(WRITE_GAP_SECONDS)
 
 
 def retry_after_seconds(headers: Mapping[str, str] | httpx2.Headers | None) -> float | None:
@@ -320,6 +333,7 @@ def run_chat_calls(
     started = time.monotonic()
     keys = list(dict.fromkeys(request.key for request in requests))
     with connect(warehouse, create=True) as conn:
+        load_left_journals(conn, warehouse)  # answers a killed batch received are not paid again
         cached = cached_calls(conn, keys)
     answers: dict[str, ChatAnswer] = {
         key: ChatAnswer(
@@ -379,7 +393,7 @@ def run_chat_calls(
             )
             answer = outcome.answer
             if answer.failure is None:
-                # Committed before this thread takes its next request: a kill then loses at
+                # Journaled before this thread takes its next request: a kill then loses at
                 # most the calls in flight.
                 writer.store(
                     CachedCall(
@@ -412,7 +426,7 @@ def run_chat_calls(
         except BaseException:
             # Ctrl-C or a terminated step: no new call starts, and closing the client's
             # connections ends the calls in flight instead of waiting out their timeout (the
-            # answers already received are committed by their threads before they end).
+            # answers already received are journaled, and stored before this re-raises).
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             client.close()

@@ -22,9 +22,10 @@ from eval_pipelines.chat_standin import Fault, FaultRule, serve_standin
 from eval_pipelines.core.chat.answer import parse_answer
 from eval_pipelines.core.chat.settings import ChatSettings, parse_chat_settings
 from eval_pipelines.stages.chat_calls import run_chat_calls
+from eval_pipelines.stages.chat_journal import journal_directory
 from eval_pipelines.storage.chat_cache import count_calls
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.chat.chat_batch import batch, until_stalled
+from eval_pipelines_tests.chat.chat_batch import answers_kept, batch, holding, until_stalled
 
 SECRET = "sk-test-NEVER-STORE-4f2a9c"
 ENV = {"CHAT_TEST_KEY": SECRET}
@@ -192,12 +193,14 @@ def test_the_api_key_reaches_the_endpoint_and_nowhere_else(
 
 def test_a_run_killed_halfway_pays_again_only_for_the_calls_in_flight(tmp_path: Path) -> None:
     """The batch runs in a process killed with SIGKILL while another process (this test) holds
-    the warehouse, as a reader does for a moment: answers that arrived were committed before
-    their thread sent another request, so the re-run pays again at most for the calls that
-    were in flight (concurrency), however long the writes had to wait."""
+    the warehouse, as a reader does for a moment: answers that arrived were journaled before
+    their thread sent another request, and the re-run loads the journal before it looks up
+    the cache, so it pays again at most for the calls that were in flight (concurrency),
+    however long the writes had to wait."""
     warehouse = tmp_path / "w.duckdb"
     n, concurrency = 40, 2
-    with serve_standin(latency_ms=50) as server:
+    # slow enough that the batch is still calling when this process has opened the warehouse
+    with serve_standin(latency_ms=200) as server:
         config = _config(server.base_url, concurrency=concurrency)
         process = subprocess.Popen(
             [
@@ -214,13 +217,15 @@ def test_a_run_killed_halfway_pays_again_only_for_the_calls_in_flight(tmp_path: 
         while server.request_count < 6 and process.poll() is None:
             assert time.monotonic() < deadline, "the batch never got going"
             time.sleep(0.01)
-        with connect(warehouse):  # the batch's writes wait for this process's lock
+        with holding(warehouse):  # the batch's writes wait for this process's lock
             held_at = server.request_count
             until_stalled(lambda: server.request_count, held_at + 4 * concurrency)
+            # the calls do not wait for the warehouse: their answers go to the journal
+            sent = server.request_count
+            assert sent >= held_at + 4 * concurrency, (held_at, sent)
             process.send_signal(signal.SIGKILL)
             process.wait()
-        with connect(warehouse, read_only=True) as conn:
-            stored = count_calls(conn)
+        stored = answers_kept(warehouse, secret=SECRET)
         before = server.request_count
         settings = parse_chat_settings(config, ENV)
         again = run_chat_calls(warehouse, settings, batch(settings, n), environ=ENV)
@@ -231,6 +236,9 @@ def test_a_run_killed_halfway_pays_again_only_for_the_calls_in_flight(tmp_path: 
     # sent and not stored at the kill: the calls in flight, never an answer received
     assert before - stored <= concurrency, (before, stored)
     assert server.request_count == n + (before - stored)
+    assert list(journal_directory(warehouse).iterdir()) == []
+    with connect(warehouse, read_only=True) as conn:
+        assert count_calls(conn) == n
 
 
 def test_a_429_storm_still_completes(tmp_path: Path) -> None:

@@ -456,8 +456,7 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
     import signal
 
     from eval_pipelines import runs
-    from eval_pipelines.storage.chat_cache import count_calls
-    from eval_pipelines_tests.chat.chat_batch import until_stalled
+    from eval_pipelines_tests.chat.chat_batch import answers_kept, holding, until_stalled
     from eval_pipelines_tests.stuck_runs import gone, wait_for
 
     concurrency = 4
@@ -470,7 +469,7 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
         wait_for(lambda: server.request_count >= 8, seconds=240)
         worker = runs.run_worker_pid(instance, started.run_id)
         assert worker is not None and worker != os.getpid()
-        with connect(workdir / "warehouse.duckdb"):  # the step's writes wait for this lock
+        with holding(workdir / "warehouse.duckdb"):  # the step's writes wait for this lock
             held_at = server.request_count
             until_stalled(lambda: server.request_count, held_at + 3 * concurrency)
             os.kill(worker, signal.SIGKILL)
@@ -482,10 +481,9 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
             )
         )
         sent_before = server.request_count
-        with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
-            cached = count_calls(conn)
-        # Each answer is committed before its thread sends another request: sent and not
-        # stored at the kill are at most the calls in flight.
+        cached = answers_kept(workdir / "warehouse.duckdb")
+        # Each answer is journaled before its thread sends another request, and the re-run
+        # loads the journal: sent and not kept at the kill are at most the calls in flight.
         assert 0 < cached < 30 and sent_before - cached <= concurrency, (sent_before, cached)
         again = api.rerun_holdout_eval(small_case, started.eval_id, wait=True)
         assert again.status == "complete"
