@@ -148,4 +148,4 @@ bench: install  ## benchmarks/holdout.py: figures quoted in docs/benchmarks.md
 	$(BIN)/python benchmarks/holdout.py
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) $(SITE) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/indexes data/tables data/lift
+	rm -rf $(VENV) $(LLM_VENV) $(SITE) .dagster_home data/warehouse.duckdb data/warehouse.duckdb.lift-settings.json data/warehouse.duckdb.chat-journal data/indexes data/tables data/lift

@@ -33,10 +33,10 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.storage.chat_cache import CachedCall, store_calls
+from eval_pipelines.storage.warehouse import CHAT_JOURNAL_SUFFIX
 
 log = logging.getLogger(__name__)
 
-DIRECTORY_SUFFIX = ".chat-journal"
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "key": (str,),
     "endpoint": (str,),
@@ -52,7 +52,7 @@ def journal_directory(warehouse: Path) -> Path:
     """Where the journals of ``warehouse``'s chat calls are: a folder beside the file (beside
     the file itself, whichever path or link names it)."""
     resolved = warehouse.resolve()
-    return resolved.with_name(resolved.name + DIRECTORY_SUFFIX)
+    return resolved.with_name(resolved.name + CHAT_JOURNAL_SUFFIX)
 
 
 def _still_at(fd: int, path: Path) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,9 +28,13 @@ log = logging.getLogger(__name__)
 
 # How long a command waits for another process's lock before it reports the warehouse busy.
 CLI_WAIT_SECONDS = 15.0
-# Files kept beside a warehouse that describe it (the lift settings assignment reads): a new
-# warehouse file must not inherit one left from a removed warehouse of the same name.
-COMPANION_SUFFIXES = (".lift-settings.json",)
+# The folder beside a warehouse where chat answers wait until they are stored
+# (stages/chat_journal.py).
+CHAT_JOURNAL_SUFFIX = ".chat-journal"
+# Files and folders kept beside a warehouse that belong to it (the lift settings assignment
+# reads, chat answers not yet stored): a new warehouse file must not inherit one left from a
+# removed warehouse of the same name.
+COMPANION_SUFFIXES = (".lift-settings.json", CHAT_JOURNAL_SUFFIX)
 WRITE_WAIT_SECONDS = 120.0
 # DuckDB keeps one database instance per file per process, shared by its connections. Opening a
 # file on one thread while another thread closes that file's last connection (the instance
@@ -265,7 +270,11 @@ def connect(
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             for suffix in COMPANION_SUFFIXES:
-                path.with_name(path.name + suffix).unlink(missing_ok=True)
+                companion = path.with_name(path.name + suffix)
+                if companion.is_dir():
+                    shutil.rmtree(companion, ignore_errors=True)
+                else:
+                    companion.unlink(missing_ok=True)
         conn = _open(path, key, read_only=False, wait_seconds=wait_seconds, on_wait=on_wait)
         try:
             migrate(conn)

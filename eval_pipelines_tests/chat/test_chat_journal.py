@@ -57,10 +57,19 @@ def _left_journal(warehouse: Path, calls: list[CachedCall]) -> Path:
     return journal.path
 
 
+def _new_warehouse(folder: Path) -> Path:
+    """A created warehouse: journals are left beside one that exists (creating a warehouse
+    removes what a removed one left beside it)."""
+    warehouse = folder / "w.duckdb"
+    with connect(warehouse, create=True):
+        pass
+    return warehouse
+
+
 def test_a_left_journal_is_loaded_before_the_cache_lookup_and_a_torn_last_line_skipped(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    warehouse = tmp_path / "w.duckdb"
+    warehouse = _new_warehouse(tmp_path)
     with serve_standin() as server:
         settings = _settings(server.base_url)
         requests = batch(settings, 6)
@@ -84,7 +93,7 @@ def test_a_left_journal_is_loaded_before_the_cache_lookup_and_a_torn_last_line_s
 
 
 def test_a_journal_held_by_a_live_process_is_not_touched(tmp_path: Path) -> None:
-    warehouse = tmp_path / "w.duckdb"
+    warehouse = _new_warehouse(tmp_path)
     with serve_standin() as server:
         settings = _settings(server.base_url)
         requests = batch(settings, 3)
@@ -133,7 +142,7 @@ def test_the_warehouse_holds_each_answer_once_however_often_a_journal_is_loaded(
 ) -> None:
     """A loader killed after storing a journal and before deleting it leaves it to be loaded
     again; two journals can hold one answer (two batches asked the same request at once)."""
-    warehouse = tmp_path / "w.duckdb"
+    warehouse = _new_warehouse(tmp_path)
     settings = _settings("http://127.0.0.1:9/v1")
     calls = [_call(r) for r in batch(settings, 4)]
     first = _left_journal(warehouse, calls[:3])

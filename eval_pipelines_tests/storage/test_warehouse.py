@@ -190,3 +190,22 @@ def test_a_file_that_is_not_duckdb_is_refused_naming_the_warehouse(tmp_path: Pat
                 pass
     assert path.read_bytes() == before  # refused from its header, before DuckDB opened it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["records.parquet"]
+
+
+def test_a_new_warehouse_inherits_nothing_left_beside_a_removed_one(tmp_path: Path) -> None:
+    """The lift settings file and the chat journal folder beside a warehouse belong to it: a
+    warehouse created again at that path starts without them (a journal left there loaded
+    the removed warehouse's answers into the new one's cache)."""
+    path = tmp_path / "warehouse.duckdb"
+    settings = tmp_path / "warehouse.duckdb.lift-settings.json"
+    journal = tmp_path / "warehouse.duckdb.chat-journal"
+    settings.write_text("{}")
+    journal.mkdir()
+    (journal / "123-abc.jsonl").write_text('{"key": "k"}\n')
+    with connect(path, create=True):
+        pass
+    assert not settings.exists() and not journal.exists()
+    journal.mkdir()
+    with connect(path, create=True):  # an existing warehouse keeps what is beside it
+        pass
+    assert journal.is_dir()
