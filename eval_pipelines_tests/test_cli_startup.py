@@ -1,7 +1,8 @@
 """The CLI starts without importing the statistics: scipy.stats alone took 0.5 s of every
 command's start-up (``eval-pipelines --help`` went from 0.75 s to 0.24 s without it). A run
 loads the definitions, which import every stage: neither scipy.stats nor scipy.optimize comes
-with them (0.2-0.4 s each of every evaluation's fixed cost)."""
+with them (0.2-0.4 s each of every evaluation's fixed cost), nor the openai SDK (about a second
+of CPU, paid by every evaluation since the chat classifier came, chat variant or not)."""
 
 import ast
 import subprocess
@@ -23,6 +24,11 @@ def test_importing_the_cli_imports_no_statistics() -> None:
 
 def test_loading_the_definitions_imports_neither_scipy_stats_nor_optimize() -> None:
     assert _imported_by("eval_pipelines.definitions", ("scipy.stats", "scipy.optimize")) == []
+
+
+def test_neither_the_definitions_nor_the_api_import_the_openai_sdk() -> None:
+    modules = "eval_pipelines.definitions, eval_pipelines.api"
+    assert _imported_by(modules, ("openai", "httpx2")) == []
 
 
 def test_the_word_for_too_few_observations_is_the_same_everywhere() -> None:

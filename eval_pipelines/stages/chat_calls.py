@@ -39,9 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-
-import httpx2
-import openai
+from typing import TYPE_CHECKING
 
 from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import ChatRequest
@@ -51,6 +49,12 @@ from eval_pipelines.stages.chat_journal import ChatJournal, load_left_journals
 from eval_pipelines.stages.endpoint_slots import EndpointSlots
 from eval_pipelines.storage.chat_cache import CachedCall, cached_calls, store_calls
 from eval_pipelines.storage.warehouse import connect
+
+if TYPE_CHECKING:
+    # Imported where a call is made: the SDK takes about a second to import, which every run,
+    # CLI command and code server paid for through the definitions, chat variant or not.
+    import httpx2
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +225,8 @@ def backoff_seconds(attempt: int, rng: random.Random) -> float:
 
 
 def _refused(error: BaseException) -> bool:
+    import httpx2
+
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, httpx2.ConnectError | ConnectionRefusedError):
@@ -241,6 +247,8 @@ def _call_one(
     stop: threading.Event,
     slots: EndpointSlots,
 ) -> _Outcome:
+    import openai
+
     waits: list[float] = []
     sent = 0
     attempt = 0
@@ -364,6 +372,8 @@ def run_chat_calls(
 
     tell()
     if to_call:
+        import openai
+
         client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=api_key(settings, environment) or NO_KEY,
