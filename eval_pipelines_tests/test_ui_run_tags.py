@@ -70,13 +70,13 @@ def test_a_ui_materialize_of_holdout_assets_carries_the_kind_tag(workdir: Path) 
         holdout_run, holdout_tags = _materialize_from_ui(
             context, ["holdout_sample", "eval_report"], {PARTITION_TAG: eval_id}
         )
-        # The ANN index belongs to no kind's job: nothing to add, and the launch still works.
+        # The ANN index is its own kind's (`case embed` builds it through that job).
         _, index_tags = _materialize_from_ui(context, ["embedding_ann_index"], {})
 
     # Before: only the partition tag (and the UI's own), so the kind filter missed the run.
     assert holdout_tags[KIND_TAG] == "holdout"
     assert holdout_tags[EVAL_TAG] == eval_id
-    assert KIND_TAG not in index_tags
+    assert index_tags[KIND_TAG] == "embedding_index"
     found = instance.get_runs(filters=RunsFilter(tags={KIND_TAG: "holdout"}))
     assert [run.run_id for run in found] == [holdout_run]
     assert found[0].status == DagsterRunStatus.QUEUED
