@@ -86,3 +86,23 @@ def submitted_run_stuck(instance: Any, run_id: str) -> tuple[int, list[int]]:
     time.sleep(1.0)  # inside the stuck step
     assert worker_pid is not None
     return worker_pid, step_workers(worker_pid)
+
+
+def interrupt_once_materialized(asset: str) -> Callable[[Any], None]:
+    """An ``on_event`` hook for ``runs.execute_run_here`` that sends this process SIGINT (as
+    Ctrl-C and the UI's Terminate do) once ``asset``'s materialization is written, so the
+    interrupt lands after the step stored its rows and before the step succeeded."""
+    import os
+    import signal
+
+    import dagster as dg
+
+    def hook(event: dg.DagsterEvent) -> None:
+        if (
+            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+            and event.asset_key is not None
+            and event.asset_key.path[-1] == asset
+        ):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return hook

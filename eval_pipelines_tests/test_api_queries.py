@@ -12,9 +12,7 @@ stores, five weeks, and units that are a function of store and week.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +24,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines.core.errors import InputError, NotFoundError
+from eval_pipelines_tests.stuck_runs import interrupt_once_materialized
 
 if TYPE_CHECKING:
     from eval_pipelines.api.queries import QueryResult, StoredQueryResult
@@ -241,16 +240,10 @@ def test_a_result_stored_by_a_run_interrupted_before_its_step_succeeded_is_not_s
     rerun = runs.create_inline_run(instance, runs.kind_of("query"), eval_id)
     assert rerun is not None
 
-    def interrupt_once_the_result_is_stored(event: dg.DagsterEvent) -> None:
-        if (
-            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
-            and event.asset_key is not None
-            and event.asset_key.path[-1] == "evaluate_result"
-        ):
-            os.kill(os.getpid(), signal.SIGINT)
-
     with pytest.raises(runs.RunInterrupted):
-        runs.execute_run_here(instance, rerun, on_event=interrupt_once_the_result_is_stored)
+        runs.execute_run_here(
+            instance, rerun, on_event=interrupt_once_materialized("evaluate_result")
+        )
 
     conn = duckdb.connect(str(workdir / "warehouse.duckdb"), read_only=True)
     try:

@@ -29,6 +29,7 @@ from eval_pipelines.instance import (
     set_pool_limit,
 )
 from eval_pipelines.storage.warehouse import connect
+from eval_pipelines_tests.stuck_runs import interrupt_once_materialized
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 
@@ -247,16 +248,8 @@ def test_a_report_written_by_a_run_interrupted_before_its_step_succeeded_does_no
     run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
     assert run is not None
 
-    def interrupt_once_the_report_is_written(event: dg.DagsterEvent) -> None:
-        if (
-            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
-            and event.asset_key is not None
-            and event.asset_key.path[-1] == "eval_report"
-        ):
-            os.kill(os.getpid(), signal.SIGINT)
-
     with pytest.raises(runs.RunInterrupted):
-        runs.execute_run_here(instance, run, on_event=interrupt_once_the_report_is_written)
+        runs.execute_run_here(instance, run, on_event=interrupt_once_materialized("eval_report"))
 
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         (written_by,) = conn.execute(
@@ -292,16 +285,8 @@ def test_a_golden_run_stored_by_a_step_interrupted_before_it_succeeded_never_ope
     run = runs.create_inline_run(instance, runs.kind_of("golden"), revision, tags={SETS_TAG: "inv"})
     assert run is not None
 
-    def interrupt_once_the_golden_run_is_stored(event: dg.DagsterEvent) -> None:
-        if (
-            event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
-            and event.asset_key is not None
-            and event.asset_key.path[-1] == "golden_run"
-        ):
-            os.kill(os.getpid(), signal.SIGINT)
-
     with pytest.raises(runs.RunInterrupted):
-        runs.execute_run_here(instance, run, on_event=interrupt_once_the_golden_run_is_stored)
+        runs.execute_run_here(instance, run, on_event=interrupt_once_materialized("golden_run"))
 
     with connect(Path("warehouse.duckdb"), read_only=True) as conn:
         (stored,) = golden_store.runs_of_dagster_run(conn, run.run_id)
