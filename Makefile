@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/pip install --quiet --no-deps -e $(EXAMPLE)
-	$(BIN)/python -m eval_pipelines.warmup
+	$(BIN)/python -m eval_pipelines.core.warmup
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
@@ -43,19 +43,19 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --wait
 	@echo "--- chat variant against the local stand-in: the built-in chat classifier (OpenAI-compatible client, call cache) calling eval_pipelines.chat_standin, a deterministic word-overlap server on 127.0.0.1 and NO language model (make demo-llm runs a real one), against knn-vote"
-	$(BIN)/python -m eval_pipelines.demo_chat --file data/demo/variants_chat.json -- \
+	$(BIN)/python -m eval_pipelines.demo.chat --file data/demo/variants_chat.json -- \
 		eval holdout icd10cm --variants-file data/demo/variants_chat.json \
 		--config-file data/demo/config.json --sample-size 200 --seed 7 \
 		--group-field group_key --wait
 	@echo "--- evaluate queries (spec 003): a 5-fold sweep on the case, then a real numeric table"
 	$(CLI) evaluate --file data/demo/queries/icd10cm_category.json --folds 5
-	$(BIN)/python -m eval_pipelines.demo_tables data/tables
+	$(BIN)/python -m eval_pipelines.demo.tables data/tables
 	$(CLI) table load cars --file data/tables/cars.parquet
 	$(CLI) evaluate --file data/demo/queries/cars_mpg.json
 	$(CLI) evaluate --file data/demo/queries/cars_origin.json
 	@echo "--- live lift (spec 004): a simulated week with a true lift of +0.06, assigned, ingested, reported"
 	$(CLI) lift settings --workspace demo-ws --fraction 0.10 --lever five-nearest --case icd10cm
-	$(BIN)/python -m eval_pipelines.lift_demo data/lift/demo_week.jsonl --true-lift 0.06
+	$(BIN)/python -m eval_pipelines.demo.lift_week data/lift/demo_week.jsonl --true-lift 0.06
 	$(CLI) lift ingest data/lift/demo_week.jsonl
 	$(CLI) lift report
 	$(CLI) lift ledger
@@ -97,7 +97,7 @@ $(LLM_STAMP):
 
 demo-llm: install $(LLM_STAMP)  ## optional: SmolLM2-135M-Instruct on llama.cpp's server: a chat holdout variant on $(LLM_SAMPLE) records, then a chat workflow node on the invoice golden set
 	@echo "--- a REAL language model, SmolLM2-135M-Instruct (Q4_1) on llama-cpp-python's OpenAI-compatible server: a chat variant beside knn-vote on $(LLM_SAMPLE) records of the demo case, then the invoice workflow with a chat node on its golden set"
-	$(BIN)/python -m eval_pipelines.demo_chat --llama $(LLM_VENV)/bin/python \
+	$(BIN)/python -m eval_pipelines.demo.chat --llama $(LLM_VENV)/bin/python \
 		--model "$(LLM_GGUF)" --model-name $(LLM_MODEL) --port $(LLM_PORT) \
 		--log $(LLM_VENV)/server.log --server-arg=--model_alias --server-arg=$(LLM_MODEL) \
 		--server-arg=--n_threads --server-arg=$(LLM_THREADS) \
@@ -142,7 +142,7 @@ test-slow: install  ## the long statistical simulations alone (marked slow; timi
 	$(BIN)/python -m pytest -q -m slow
 
 dev: install  ## the Dagster UI on http://127.0.0.1:$(PORT) (default 3000; make dev PORT=3001) with the demo's runs
-	$(BIN)/python -m eval_pipelines.devserver -h 127.0.0.1 -p $(PORT) -w workspace.yaml
+	$(BIN)/python -m eval_pipelines.ui.devserver -h 127.0.0.1 -p $(PORT) -w workspace.yaml
 
 bench: install  ## benchmarks/holdout.py: figures quoted in docs/benchmarks.md
 	$(BIN)/python benchmarks/holdout.py

@@ -44,7 +44,7 @@ def main() -> int:
         os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
         (root / "dagster_home").mkdir()
         from eval_pipelines import api
-        from eval_pipelines.chat_standin import serve_standin
+        from eval_pipelines.chat_standin.server import serve_standin
 
         for name in ("records", "tree"):
             frame = pl.read_parquet(DEMO / f"icd10cm_{name}.parquet")

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval_pipelines.chat_standin import serve_standin
+from eval_pipelines.chat_standin.server import serve_standin
 from eval_pipelines.core.chat.request import build_request, classification_messages
 from eval_pipelines.core.chat.settings import parse_chat_settings
 from eval_pipelines.stages.chat_calls import run_chat_calls

@@ -66,7 +66,7 @@ def start_daemon(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[
             [
                 sys.executable,
                 "-m",
-                "eval_pipelines.devserver",
+                "eval_pipelines.ui.devserver",
                 "-h",
                 "127.0.0.1",
                 "-p",

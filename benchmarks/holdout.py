@@ -169,7 +169,7 @@ def main() -> None:
 
     # The kernels the evaluations use, compiled into this benchmark's numba cache as
     # `make install` compiles them for a user: no timed command below pays the JIT.
-    warmup_wall, _ = timed([python, "-m", "eval_pipelines.warmup"], env)
+    warmup_wall, _ = timed([python, "-m", "eval_pipelines.core.warmup"], env)
     line("jit_warmup_s", warmup_wall)
 
     variants = workdir / "variants.json"

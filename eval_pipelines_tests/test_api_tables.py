@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipelines import api
 from eval_pipelines.core.errors import InputError, NotFoundError
-from eval_pipelines.demo_tables import write_cars
+from eval_pipelines.demo.tables import write_cars
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage.warehouse import connect
 

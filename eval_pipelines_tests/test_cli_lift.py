@@ -439,7 +439,7 @@ def test_the_demo_week_still_confirms_marked_unaudited(
     """`make demo`'s lift steps (without its case): the outcome audit does not stop an
     unaudited claim from confirming; the ledger marks it and the report says what an audit
     would see."""
-    from eval_pipelines import lift_demo
+    from eval_pipelines.demo import lift_week
 
     code, _, err = cli(
         capsys,
@@ -454,7 +454,7 @@ def test_the_demo_week_still_confirms_marked_unaudited(
     )
     assert code == 0, err
     week = workdir / "demo_week.jsonl"
-    assert lift_demo.main([str(week), "--true-lift", "0.06"]) == 0
+    assert lift_week.main([str(week), "--true-lift", "0.06"]) == 0
     assert cli(capsys, "lift", "ingest", week)[0] == 0
     code, out, _ = cli(capsys, "lift", "report")
     assert code == 0

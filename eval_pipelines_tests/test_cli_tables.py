@@ -187,7 +187,7 @@ def test_list_before_any_table(workdir: Path, capsys: pytest.CaptureFixture[str]
 
 def test_demo_tables_writes_the_cars_table(workdir: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "eval_pipelines.demo_tables", str(workdir / "demo")],
+        [sys.executable, "-m", "eval_pipelines.demo.tables", str(workdir / "demo")],
         capture_output=True,
         text=True,
         check=True,

@@ -1,4 +1,4 @@
-"""The demos' chat helper (``eval_pipelines.demo_chat``): the demo files are pointed at the
+"""The demos' chat helper (``eval_pipelines.demo.chat``): the demo files are pointed at the
 endpoint it starts, and the endpoint is stopped whatever the commands did."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines import demo_chat
+from eval_pipelines.demo import chat as demo_chat
 from eval_pipelines_tests.conftest import DEMO
 
 

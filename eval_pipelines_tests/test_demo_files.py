@@ -38,7 +38,7 @@ def test_demo_queries_run_on_the_demo_tables() -> None:
     from eval_pipelines.core.evaluate.engine import run_query
     from eval_pipelines.core.evaluate.query import parse_query
     from eval_pipelines.core.evaluate.source import Source
-    from eval_pipelines.demo_tables import build_cars
+    from eval_pipelines.demo.tables import build_cars
 
     records = pl.read_parquet(DEMO / "icd10cm_records.parquet")
     sources = {

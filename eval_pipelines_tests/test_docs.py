@@ -149,7 +149,8 @@ def test_make_dev_takes_its_port_from_port() -> None:
             ["make", "-n", "dev", *extra], cwd=REPO, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, done.stderr
-        return next(line for line in done.stdout.splitlines() if "eval_pipelines.devserver" in line)
+        lines = done.stdout.splitlines()
+        return next(line for line in lines if "eval_pipelines.ui.devserver" in line)
 
     assert dev().endswith("-h 127.0.0.1 -p 3000 -w workspace.yaml")
     assert dev("PORT=3001").endswith("-h 127.0.0.1 -p 3001 -w workspace.yaml")

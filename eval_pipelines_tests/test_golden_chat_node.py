@@ -3,7 +3,7 @@
 (real HTTP through the real ``openai`` client), a real DuckDB warehouse and real Dagster runs
 of job ``golden_gate`` executed in-process.
 
-The stand-in answers an extraction prompt by its documented rule (``chat_standin.extract``):
+The stand-in answers an extraction prompt by its documented rule (``chat_standin.answers.extract``):
 on the three demo invoices it finds every labelled value, so the set scores 33/33 (the hand
 count of :mod:`eval_pipelines_tests.test_api_golden`: the field ids and labels are those of
 the invoice2data workflow). Tokens are the stand-in's word counts, recomputed here from the
@@ -20,7 +20,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipelines.chat_standin import Fault, FaultRule, StandinServer, extract, serve_standin
+from eval_pipelines.chat_standin.answers import extract
+from eval_pipelines.chat_standin.server import Fault, FaultRule, StandinServer, serve_standin
 from eval_pipelines_tests.golden_demo import ALL_FIELDS_PASS, DOCS, GOLDEN, REPO
 
 CHAT_FILE = REPO / "data" / "workflows" / "supplier_invoices_chat.yaml"

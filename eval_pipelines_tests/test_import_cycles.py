@@ -16,7 +16,7 @@ import eval_pipelines
 
 PACKAGE = Path(eval_pipelines.__file__).parent
 # Entry points whose import runs something (``python -m``).
-SKIP = {"eval_pipelines.devserver"}
+SKIP = {"eval_pipelines.ui.devserver"}
 
 
 def _modules() -> list[str]:

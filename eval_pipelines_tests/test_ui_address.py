@@ -39,7 +39,7 @@ def _footer() -> str:
 
 
 def test_the_footer_names_the_port_make_dev_serves_while_it_runs(workdir: Path) -> None:
-    from eval_pipelines.devserver import record_ui_address
+    from eval_pipelines.ui.devserver import record_ui_address
 
     assert _footer().startswith("In the Dagster UI (make dev): asset eval_report")
     # What `make dev PORT=3011` passes to the devserver, recorded for a live process.

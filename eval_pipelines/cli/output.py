@@ -58,7 +58,7 @@ def run_output_to_stderr() -> Iterator[TextIO]:
 def dagster_ui() -> str:
     """The Dagster UI, with its address while a ``make dev`` of this instance serves it (the
     port is ``make dev PORT=``'s, so no address is named when none is known)."""
-    from eval_pipelines.devserver import ui_address
+    from eval_pipelines.ui.devserver import ui_address
 
     address = ui_address()
     return f"the Dagster UI ({address})" if address else "the Dagster UI (make dev)"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines.chat_standin import Fault, FaultRule, serve_standin
+from eval_pipelines.chat_standin.server import Fault, FaultRule, serve_standin
 from eval_pipelines.core.chat.answer import parse_answer
 from eval_pipelines.core.chat.settings import ChatSettings, parse_chat_settings
 from eval_pipelines.stages.chat_calls import run_chat_calls

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_pipelines.chat_standin import Fault, serve_standin
+from eval_pipelines.chat_standin.server import Fault, serve_standin
 from eval_pipelines.core.chat.classify import (
     chat_messages,
     offered_candidates,

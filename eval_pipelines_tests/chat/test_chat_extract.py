@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines.chat_standin import Fault, FaultRule, extract, serve_standin
+from eval_pipelines.chat_standin.answers import extract
+from eval_pipelines.chat_standin.server import Fault, FaultRule, serve_standin
 from eval_pipelines.core.chat.extract import (
     extraction_format,
     extraction_json_schema,

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.chat_standin import Fault, FaultRule, StandinServer, serve_standin
+from eval_pipelines.chat_standin.server import Fault, FaultRule, StandinServer, serve_standin
 from eval_pipelines.instance import dagster_instance
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
@@ -51,9 +51,9 @@ def _evaluations() -> int:
 
 
 def _expected_code(prompt_candidates: list[tuple[str, str]], text: str) -> tuple[str, float]:
-    """The stand-in's documented rule (chat_standin module docstring), written again here:
-    the candidate whose title shares the most distinct lower-cased words with the record, the
-    first on a tie; confidence = shared / distinct title words, to 4 places."""
+    """The stand-in's documented rule (the chat_standin.answers module docstring), written again
+    here: the candidate whose title shares the most distinct lower-cased words with the record,
+    the first on a tie; confidence = shared / distinct title words, to 4 places."""
     record = {w.lower() for w in re.findall(r"\w+", text)}
     best, shared_best, size = "", -1, 1
     for code, title in prompt_candidates:

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.chat_standin import StandinServer, serve_standin
+from eval_pipelines.chat_standin.server import StandinServer, serve_standin
 from eval_pipelines.defs.executors import executor_run_config
 from eval_pipelines_tests.chat.test_chat_holdout import chat_config
 from eval_pipelines_tests.defs.test_executors import (

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines.chat_standin import serve_standin
+from eval_pipelines.chat_standin.server import serve_standin
 from eval_pipelines.core.chat.request import ChatRequest
 from eval_pipelines.core.chat.settings import ChatSettings, parse_chat_settings
 from eval_pipelines.stages.chat_calls import run_chat_calls

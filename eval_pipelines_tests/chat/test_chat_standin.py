@@ -10,7 +10,8 @@ import sys
 import openai
 import pytest
 
-from eval_pipelines.chat_standin import Fault, FaultRule, choose, serve_standin
+from eval_pipelines.chat_standin.answers import choose
+from eval_pipelines.chat_standin.server import Fault, FaultRule, serve_standin
 
 PROMPT = (
     "Classify the record.\n"

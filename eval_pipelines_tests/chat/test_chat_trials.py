@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.chat_standin import Fault, StandinServer, serve_standin
+from eval_pipelines.chat_standin.server import Fault, StandinServer, serve_standin
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
 

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from eval_pipelines.chat_standin import serve_standin
+from eval_pipelines.chat_standin.server import serve_standin
 from eval_pipelines.core.chat.settings import parse_chat_settings
 from eval_pipelines.stages.chat_calls import ChatCallsResult, run_chat_calls
 from eval_pipelines.stages.endpoint_slots import EndpointSlots

@@ -1,4 +1,4 @@
-"""Write the live-lift demo's week of logs: ``python -m eval_pipelines.lift_demo OUT.jsonl``.
+"""Write the live-lift demo's week of logs: ``python -m eval_pipelines.demo.lift_week OUT.jsonl``.
 
 A week (2026-11-23 .. 2026-11-29) of simulated traffic of workspace ``demo-ws``, each request
 stamped by the real assignment library with the workspace's stored settings (``lift settings``;

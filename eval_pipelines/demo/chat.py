@@ -1,6 +1,6 @@
 """Run CLI commands against a chat endpoint this process starts and always stops (the demos).
 
-``python -m eval_pipelines.demo_chat [--llama PYTHON --model GGUF] [--file F ...] -- ARGS...
+``python -m eval_pipelines.demo.chat [--llama PYTHON --model GGUF] [--file F ...] -- ARGS...
 [--- ARGS...]``: starts the endpoint, runs each group of ``eval-pipelines`` arguments (groups
 are separated by ``---``) in this process, then stops the endpoint whatever happened (an
 error, a failed command, Ctrl-C). The endpoint is
@@ -170,7 +170,7 @@ def llama_server(
 
 @contextmanager
 def standin(latency_ms: float) -> Iterator[str]:
-    from eval_pipelines.chat_standin import serve_standin
+    from eval_pipelines.chat_standin.server import serve_standin
 
     with serve_standin(port=0, latency_ms=latency_ms) as server:
         print(
@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("demo_chat: give the eval-pipelines arguments after --")
     cut = raw.index("--")
     parser = argparse.ArgumentParser(
-        prog="python -m eval_pipelines.demo_chat", description=__doc__.splitlines()[0]
+        prog="python -m eval_pipelines.demo.chat", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--file", action="append", default=[], type=Path)
     parser.add_argument("--latency-ms", type=float, default=0.0, help="the stand-in's latency")

@@ -1,5 +1,5 @@
-"""Compile and cache the numeric kernels once (``make install`` runs this), so the first
-evaluation does not pay the JIT cost."""
+"""Compile and cache the sparse-search kernels once (``make install``, through
+:mod:`eval_pipelines.core.warmup`), so the first evaluation does not pay the JIT cost."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 
-def _warm_sparse_search() -> None:
-    """The vectoriser and the sparse neighbour search, pruned and plain.
+def warm_up_sparse() -> float:
+    """Run the vectoriser and the sparse neighbour search, pruned and plain, on tiny data;
+    returns the seconds taken.
 
     numba compiles one version per argument type, and read-only arrays are a type of their
     own: the search hands its kernels read-only views either way, but the index is also
@@ -24,6 +25,7 @@ def _warm_sparse_search() -> None:
     from eval_pipelines.core.text.shards import search_sharded
     from eval_pipelines.core.text.vectorize import fit_transform
 
+    started = time.perf_counter()
     texts = ["warm up the kernels", "warm the kernels up", "another text", "kernels"]
     built = build_text_index(fit_transform(texts)[1])
     queries = np.arange(len(texts))
@@ -36,18 +38,4 @@ def _warm_sparse_search() -> None:
             for prune in (True, False):
                 search(index, queries, k=2, near_duplicate_threshold=0.9, prune=prune)
         search_sharded(loaded, queries, shards=2, k=2, near_duplicate_threshold=0.9)
-
-
-def main() -> None:
-    from eval_pipelines.core.embeddings.warmup import warm_up_dense
-
-    started = time.perf_counter()
-    _warm_sparse_search()
-    # The dense search and pynndescent (a build, queries, save and load): pynndescent's own
-    # kernels take minutes to compile cold, which a user's first command must never pay.
-    warm_up_dense()
-    print(f"numeric kernels ready in {time.perf_counter() - started:.1f} s")
-
-
-if __name__ == "__main__":
-    main()
+    return time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Build the demo's numeric data table: ``python -m eval_pipelines.demo_tables OUT_DIR``.
+"""Build the demo's numeric data table: ``python -m eval_pipelines.demo.tables OUT_DIR``.
 
 Writes ``OUT_DIR/cars.parquet`` from the ``cars.json`` that the PyPI package
 ``vega_datasets==0.9.0`` ships (406 cars from the 1970s and early 80s; the StatLib
@@ -67,7 +67,7 @@ def write_cars(out_dir: Path) -> tuple[Path, int]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m eval_pipelines.demo_tables OUT_DIR", file=sys.stderr)
+        print("usage: python -m eval_pipelines.demo.tables OUT_DIR", file=sys.stderr)
         return 2
     path, rows = write_cars(Path(args[0]))
     print(f"{path}: {rows} rows")
