@@ -31,9 +31,10 @@ from eval_pipelines.core.lift.assignment import (
     Request,
     assign,
 )
+from eval_pipelines.core.lift.ledger import LedgerClaim
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.runs.model import RunState
-from eval_pipelines.stages.lift import AuditIngested, LedgerClaim
+from eval_pipelines.stages.lift_audit import AuditIngested
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
@@ -389,7 +390,7 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> Ingested
     stored with the same content are skipped (``skipped_rows``); one stored unresolved and
     logged here with its outcome is resolved (``resolved_rows``: the new row replaces it); one
     stored with other content refuses the file (:class:`IngestRefused`), naming both lines."""
-    from eval_pipelines.stages.lift import read_events
+    from eval_pipelines.stages.lift_ingest import read_events
 
     require_run_warehouse(warehouse)
     source = Path(path).absolute()
@@ -422,7 +423,7 @@ def report(*, warehouse: Path | str | None = None) -> LiftReport:
 
 def ledger(*, warehouse: Path | str | None = None) -> tuple[LedgerClaim, ...]:
     """Every claim with its scope, interval, n, status, and the offline difference beside it."""
-    from eval_pipelines.stages.lift import ledger_claim
+    from eval_pipelines.core.lift.ledger import ledger_claim
 
     if not resolve_warehouse(warehouse).exists():
         return ()
@@ -442,7 +443,7 @@ def audit_sample(
     no arm, no logged outcome) of the workspace's epoch (its current one unless given),
     each row with an empty
     ``audited_outcome`` for a reviewer to fill in (:mod:`eval_pipelines.core.lift.audit`)."""
-    from eval_pipelines.stages.lift import audit_sample_rows
+    from eval_pipelines.stages.lift_audit import audit_sample_rows
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise InputError("size", size, "must be a whole number of requests per arm, >= 1")
@@ -465,7 +466,7 @@ def audit(path: Path | str, *, warehouse: Path | str | None = None) -> AuditInge
     outcome other than one stored before. Idempotent: audits stored before with the same
     outcome are skipped (``skipped``); rows not filled in are counted (``unfilled``)."""
     from eval_pipelines.core.lift.audit import read_audit_file
-    from eval_pipelines.stages.lift import ingest_audit
+    from eval_pipelines.stages.lift_audit import ingest_audit
 
     source = Path(path).absolute()
     read = read_audit_file(source)  # checked whole before the warehouse is opened
