@@ -30,6 +30,8 @@ from eval_pipelines.core.golden.case import CaseScore
 from eval_pipelines.core.golden.compare import CaseChange, FieldDelta
 from eval_pipelines.core.golden.gate import SetGate
 from eval_pipelines.core.golden.labels import resolve_labels
+from eval_pipelines.core.golden.report import case_why
+from eval_pipelines.core.golden.run import ScoredRun
 from eval_pipelines.core.golden.scoring import RunScore, compare_runs, validate_threshold
 from eval_pipelines.core.golden.summary import json_difference, json_share
 from eval_pipelines.core.results import JsonResult, json_field
@@ -38,7 +40,6 @@ from eval_pipelines.core.workflows.documents import read_document
 from eval_pipelines.core.workflows.nodes import StepUsage
 from eval_pipelines.core.workflows.schema import Schema
 from eval_pipelines.stages import golden as golden_stage
-from eval_pipelines.stages.golden_report import case_why
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
@@ -327,7 +328,7 @@ def _added(
     return AddedGoldenCaseResult(**_case_fields(case), unmapped=unmapped, added=added)
 
 
-def _report(scored: golden_stage.ScoredRun) -> GoldenReportResult:
+def _report(scored: ScoredRun) -> GoldenReportResult:
     run = scored.run
     return GoldenReportResult(
         golden_run_id=run.golden_run_id,
@@ -757,7 +758,7 @@ def compare_golden_runs(
     )
 
 
-def _compared_side(golden_run_id: str, scored: golden_stage.ScoredRun) -> ComparedRunResult:
+def _compared_side(golden_run_id: str, scored: ScoredRun) -> ComparedRunResult:
     score = scored.score
     return ComparedRunResult(
         golden_run_id,
