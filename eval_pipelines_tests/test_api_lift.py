@@ -124,7 +124,7 @@ def test_a_log_is_validated_once_per_ingest(workdir: Path, monkeypatch: pytest.M
     to: once in the API, once in the run)."""
     from eval_pipelines.api import lift
     from eval_pipelines.core.lift import logs
-    from eval_pipelines.stages import lift as lift_stage
+    from eval_pipelines.stages import lift_ingest
 
     calls: list[int] = []
     real = logs.validate_log
@@ -135,7 +135,7 @@ def test_a_log_is_validated_once_per_ingest(workdir: Path, monkeypatch: pytest.M
 
     # Every name the validator is reached by (the core module's and the stage's import).
     monkeypatch.setattr(logs, "validate_log", counted)
-    monkeypatch.setattr(lift_stage, "validate_log", counted)
+    monkeypatch.setattr(lift_ingest, "validate_log", counted)
     ingested = lift.ingest(write_log(workdir / "week.jsonl", LEVER, true_lift=0.0, days=2))
     assert ingested.new and ingested.stored_rows == ingested.rows > 0
     assert len(calls) == 1
@@ -239,7 +239,7 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
     case the claim's workspace declared, and only when that identifies one candidate."""
     from eval_pipelines import api
     from eval_pipelines.api import lift
-    from eval_pipelines.stages.lift import claim_line
+    from eval_pipelines.core.lift.report import claim_line
 
     variants = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 5}}]
     first = api.start_holdout_eval(small_case, variants, sample_size=60, seed=3, wait=True)
@@ -515,7 +515,7 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
     reads each identical row once, and leaves the conflicting request out, saying so."""
     from eval_pipelines import settings
     from eval_pipelines.api import lift
-    from eval_pipelines.stages.lift import read_events
+    from eval_pipelines.stages.lift_ingest import read_events
     from eval_pipelines.storage import lift as lift_store
     from eval_pipelines.storage.warehouse import connect
 

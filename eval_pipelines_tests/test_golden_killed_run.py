@@ -97,6 +97,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
     this process (an inline run) is left running."""
     from eval_pipelines import runs
     from eval_pipelines.api import golden
+    from eval_pipelines.core.golden.run import GoldenRun
     from eval_pipelines.instance import dagster_instance
     from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect, transaction
@@ -111,7 +112,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
         for name, dagster_run_id in (("g-gone", done.dagster_run_id), ("g-live", live.run_id)):
             golden_store.start_run(
                 conn,
-                golden_store.GoldenRun(
+                GoldenRun(
                     name,
                     "inv",
                     WORKFLOW,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import EvalPipelinesError, InputError
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.runs.model import stored_by_a_succeeded_step as stored_by_a_succeeded_step
+from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 
 class EvalFailed(EvalPipelinesError, RuntimeError):
@@ -29,6 +33,19 @@ class EvalInterrupted(KeyboardInterrupt):
 def resolve_warehouse(warehouse: Path | str | None) -> Path:
     """An explicit warehouse path, else ``$EVAL_PIPELINES_WAREHOUSE`` or the default."""
     return Path(warehouse).absolute() if warehouse else settings.warehouse_path()
+
+
+def open_warehouse(
+    warehouse: Path | str | None, *, read_only: bool = False, create: bool = False
+) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+    """A connection to the warehouse (:func:`resolve_warehouse`), waiting for its lock as
+    long as the CLI does."""
+    return connect(
+        resolve_warehouse(warehouse),
+        read_only=read_only,
+        create=create,
+        wait_seconds=CLI_WAIT_SECONDS,
+    )
 
 
 def require_run_warehouse(warehouse: Path | str | None) -> None:

@@ -9,7 +9,6 @@ is given). ``ingest`` and ``report`` run the Dagster jobs ``lift_ingest_job`` an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
@@ -18,6 +17,7 @@ import duckdb
 
 from eval_pipelines.api._shared import (
     EvalFailed,
+    open_warehouse,
     require_run_warehouse,
     resolve_warehouse,
     step_refusal,
@@ -31,12 +31,13 @@ from eval_pipelines.core.lift.assignment import (
     Request,
     assign,
 )
+from eval_pipelines.core.lift.ledger import LedgerClaim
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.runs.model import RunState
-from eval_pipelines.stages.lift import AuditIngested, LedgerClaim
+from eval_pipelines.stages.lift_audit import AuditIngested
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import lift as lift_store
-from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+from eval_pipelines.storage.warehouse import transaction
 
 DEFAULT_EPOCH = "e1"
 
@@ -146,17 +147,6 @@ class AuditSample(JsonResult):
     rows: tuple[dict[str, Any], ...]
 
 
-def _open(
-    warehouse: Path | str | None, *, read_only: bool = False, create: bool = False
-) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
-    return connect(
-        resolve_warehouse(warehouse),
-        read_only=read_only,
-        create=create,
-        wait_seconds=CLI_WAIT_SECONDS,
-    )
-
-
 def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> lift_store.Settings | None:
     """The workspace's committed settings, read from the copy ``lift settings`` publishes
     beside the warehouse: assignment never opens the DuckDB file, so it does not wait on a
@@ -167,7 +157,7 @@ def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> lift_st
     published = lift_store.published_settings(path)
     if published is not None:
         return published.get(workspace_id)
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         return lift_store.settings(conn, workspace_id)
 
 
@@ -264,7 +254,7 @@ def set_settings(
     )
     if case is not None and not _case_exists(case, warehouse):
         raise InputError("case", case, "no such case (create it with `case create`)")
-    with _open(warehouse, create=True) as conn:
+    with open_warehouse(warehouse, create=True) as conn:
         after, changed, case_id = _save_settings(
             conn, workspace_id, holdout_fraction, lever, clear_lever, lever_holdout_share, case
         )
@@ -319,7 +309,7 @@ def _save_settings(
 def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
     if not resolve_warehouse(warehouse).exists():
         return False
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         return cases_store.case_exists(conn, case_id)
 
 
@@ -389,12 +379,12 @@ def ingest(path: Path | str, *, warehouse: Path | str | None = None) -> Ingested
     stored with the same content are skipped (``skipped_rows``); one stored unresolved and
     logged here with its outcome is resolved (``resolved_rows``: the new row replaces it); one
     stored with other content refuses the file (:class:`IngestRefused`), naming both lines."""
-    from eval_pipelines.stages.lift import read_events
+    from eval_pipelines.stages.lift_ingest import read_events
 
     require_run_warehouse(warehouse)
     source = Path(path).absolute()
     validated = read_events(source)
-    with _open(warehouse, create=True):
+    with open_warehouse(warehouse, create=True):
         pass  # the run opens the warehouse without creating it; a valid first log may
     config = {"path": str(source), "validated_digest": validated.file_id}
     state = _run("lift_ingest", {"ops": {"ingest_lift_log": {"config": config}}})
@@ -412,7 +402,7 @@ def report(*, warehouse: Path | str | None = None) -> LiftReport:
     state = _run("lift_report")
     if state.state != "succeeded":
         raise EvalFailed(f"lift report failed: {_failure(state)}")
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         stored = lift_store.latest_report(conn)
     if stored is None:
         raise EvalFailed("the lift report run stored no report")
@@ -422,11 +412,11 @@ def report(*, warehouse: Path | str | None = None) -> LiftReport:
 
 def ledger(*, warehouse: Path | str | None = None) -> tuple[LedgerClaim, ...]:
     """Every claim with its scope, interval, n, status, and the offline difference beside it."""
-    from eval_pipelines.stages.lift import ledger_claim
+    from eval_pipelines.core.lift.ledger import ledger_claim
 
     if not resolve_warehouse(warehouse).exists():
         return ()
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         return tuple(ledger_claim(c) for c in lift_store.claims(conn))
 
 
@@ -442,7 +432,7 @@ def audit_sample(
     no arm, no logged outcome) of the workspace's epoch (its current one unless given),
     each row with an empty
     ``audited_outcome`` for a reviewer to fill in (:mod:`eval_pipelines.core.lift.audit`)."""
-    from eval_pipelines.stages.lift import audit_sample_rows
+    from eval_pipelines.stages.lift_audit import audit_sample_rows
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise InputError("size", size, "must be a whole number of requests per arm, >= 1")
@@ -450,7 +440,7 @@ def audit_sample(
         raise InputError(
             "workspace_id", workspace_id, "no request of this workspace is stored (no warehouse)"
         )
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         chosen, rows = audit_sample_rows(
             conn, workspace_id, per_arm=size, epoch=epoch, claim_type=claim_type
         )
@@ -465,7 +455,7 @@ def audit(path: Path | str, *, warehouse: Path | str | None = None) -> AuditInge
     outcome other than one stored before. Idempotent: audits stored before with the same
     outcome are skipped (``skipped``); rows not filled in are counted (``unfilled``)."""
     from eval_pipelines.core.lift.audit import read_audit_file
-    from eval_pipelines.stages.lift import ingest_audit
+    from eval_pipelines.stages.lift_audit import ingest_audit
 
     source = Path(path).absolute()
     read = read_audit_file(source)  # checked whole before the warehouse is opened
@@ -480,5 +470,5 @@ def audit(path: Path | str, *, warehouse: Path | str | None = None) -> AuditInge
         )
     if read.rows.height == 0:
         return AuditIngested(str(source), 0, 0, 0, read.unfilled)
-    with _open(warehouse) as conn:
+    with open_warehouse(warehouse) as conn:
         return ingest_audit(conn, source, read)

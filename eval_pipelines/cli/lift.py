@@ -128,7 +128,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
-    from eval_pipelines.stages.lift import claim_line
+    from eval_pipelines.core.lift.report import claim_line
 
     rows = lift.ledger(warehouse=args.warehouse)
     if args.json:

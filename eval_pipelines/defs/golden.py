@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.golden.gate import Gate, gate_summary
+from eval_pipelines.core.golden.report import report_markdown, report_metadata
 from eval_pipelines.core.stats import is_sufficient
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVISIONS_SCHEMA
@@ -21,7 +22,6 @@ from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.runs.model import stored_by_a_succeeded_step
 from eval_pipelines.runs.tags import KIND_TAG
 from eval_pipelines.stages import golden
-from eval_pipelines.stages.golden_report import report_markdown, report_metadata
 from eval_pipelines.storage.workflows import revision_row
 
 SETS_TAG = "eval_pipelines/golden_sets"

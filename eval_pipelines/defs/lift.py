@@ -11,6 +11,7 @@ import dagster as dg
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.logs import SUFFIXES
+from eval_pipelines.core.lift.report import report_markdown
 from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
@@ -18,7 +19,8 @@ from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs.dagster_private import RUN_KEY_TAG
-from eval_pipelines.stages import lift as stage
+from eval_pipelines.stages import lift_ingest
+from eval_pipelines.stages.lift_report import build_report
 from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import transaction
 
@@ -63,8 +65,8 @@ def lift_logs(
 ) -> dg.MaterializeResult:
     day = date.fromisoformat(context.partition_key)
     with warehouse.connect(create=True) as conn, transaction(conn):
-        stage.refresh_days(conn, [day])
-        summary = stage.day_summary(conn, day)
+        lift_ingest.refresh_days(conn, [day])
+        summary = lift_ingest.day_summary(conn, day)
     return dg.MaterializeResult(metadata=_day_metadata(summary))
 
 
@@ -86,8 +88,8 @@ def lift_report(
     # The daily report may run before any log or case made the warehouse: lift's schema will do.
     with warehouse.connect(create=True) as conn:
         with transaction(conn):
-            report, claims = stage.build_report(conn)
-            markdown = stage.report_markdown(report)
+            report, claims = build_report(conn)
+            markdown = report_markdown(report)
             lift_store.save_report(conn, context.run_id, context.run_id, report, markdown)
         # Assignment reads the settings from this copy (never waiting on a writer); a
         # warehouse whose settings predate it gets one here.
@@ -160,15 +162,15 @@ def ingest_lift_log(
     """Validate one log file and store it whole (or refuse it, naming each bad line); each day
     it touches is reported as a materialisation of `lift_logs`."""
     try:
-        read = stage.read_events(
+        read = lift_ingest.read_events(
             config.path,
             partial_tail=config.partial_tail,
             validated_digest=config.validated_digest,
         )
         # A lift-only set-up has no case, so maybe no warehouse yet: lift needs its schema.
         with warehouse.connect(create=True) as conn:
-            ingested = stage.ingest_file(conn, config.path, read)
-            summaries = {day: stage.day_summary(conn, day) for day in ingested.days}
+            ingested = lift_ingest.ingest_file(conn, config.path, read)
+            summaries = {day: lift_ingest.day_summary(conn, day) for day in ingested.days}
     except InputError as error:
         raise refusal(error, {REFUSED: type(error).__name__}) from None
     context.log.info(

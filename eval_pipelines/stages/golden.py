@@ -22,6 +22,7 @@ import duckdb
 
 from eval_pipelines import settings
 from eval_pipelines.core.golden.gate import Gate, GatingEvidence, decide_gate
+from eval_pipelines.core.golden.run import GoldenRun, ScoredRun
 from eval_pipelines.core.golden.scoring import (
     CaseScore,
     RunScore,
@@ -142,7 +143,7 @@ def run_golden_sets(
         cache = workflows_store.cached_steps(conn, keys)
     started = _now()
     runs = {
-        s.set_name: golden_store.GoldenRun(
+        s.set_name: GoldenRun(
             f"g-{uuid.uuid4().hex[:12]}",
             s.set_name,
             workflow.name,
@@ -348,18 +349,6 @@ def _case_result(
     )
 
 
-@dataclass(frozen=True)
-class ScoredRun:
-    """A golden run read back and scored against the labels of its cases."""
-
-    run: golden_store.GoldenRun
-    score: RunScore
-    cases: dict[str, CaseScore]
-    drifted: tuple[str, ...]
-    mixed_revisions: tuple[str, ...]
-    usage: dict[str, StepUsage] = field(default_factory=dict)  # model calls, by case id
-
-
 def score_run(
     conn: duckdb.DuckDBPyConnection,
     golden_run_id: str,
@@ -441,7 +430,7 @@ def counted_runs(
     *,
     revision: str | None = None,
     limit: int = 50,
-) -> list[golden_store.GoldenRun]:
+) -> list[GoldenRun]:
     """The set's completed runs (newest first, at most ``limit``) whose ``golden_run`` step
     succeeded (see :func:`gate_decision`)."""
     fetched = limit
@@ -491,7 +480,7 @@ def _gating_evidence(
     )
 
 
-def _unfinished(run: golden_store.GoldenRun, step_succeeded: Callable[[str | None], bool]) -> str:
+def _unfinished(run: GoldenRun, step_succeeded: Callable[[str | None], bool]) -> str:
     """Why the newest run does not count: its status, or that its step did not succeed."""
     if run.status == "completed" and not step_succeeded(run.dagster_run_id):
         return (
@@ -538,7 +527,7 @@ def ensure_revision(
 
 def runs_for_dagster_run(
     conn: duckdb.DuckDBPyConnection, dagster_run_id: str, revision: str
-) -> list[golden_store.GoldenRun]:
+) -> list[GoldenRun]:
     """The golden runs a Dagster run made; for a report materialised on its own, each set's
     newest run against the revision."""
     made = golden_store.runs_of_dagster_run(conn, dagster_run_id)

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.core.errors import ConflictError, NotFoundError
+from eval_pipelines.core.golden.run import GoldenRun
 from eval_pipelines.core.workflows.nodes import StepUsage
 
 
@@ -180,24 +181,6 @@ def delete_case(conn: duckdb.DuckDBPyConnection, set_name: str, case_id: str) ->
     )
     conn.execute("DELETE FROM golden_cases WHERE set_name = ? AND case_id = ?", [set_name, case_id])
     return int(row[0]) if row else 0
-
-
-@dataclass(frozen=True)
-class GoldenRun:
-    golden_run_id: str
-    set_name: str
-    workflow: str
-    revision: str
-    dagster_run_id: str | None
-    status: str
-    started_at: datetime
-    finished_at: datetime | None
-    executed_steps: int
-    cached_steps: int
-    cost_units: float
-    threshold: float
-    reason: str | None = None  # why a run closed by reconciliation failed
-    usage: StepUsage | None = None  # its model calls (None: no metered step ran)
 
 
 _RUN_COLUMNS = (

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.lift.ledger import Claim
 from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
 from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 
@@ -235,35 +236,6 @@ CLAIM_COLUMNS = (
     "low, high, mde, n_treated, n_control, clusters_treated, clusters_control, aa_json, "
     "baseline_head, app_config, offline_json, lift_json, opened_at, updated_at"
 )
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One row of the lift ledger."""
-
-    claim_id: str
-    workspace_id: str
-    claim_type: str
-    epoch: str
-    candidate: str | None
-    status: str
-    reason: str | None
-    verdict: str
-    estimate: float | None
-    low: float | None
-    high: float | None
-    mde: float | None
-    n_treated: int
-    n_control: int
-    clusters_treated: int
-    clusters_control: int
-    aa: dict[str, Any]
-    baseline_head: str | None
-    app_config: str | None
-    offline: dict[str, Any] | None
-    lift: dict[str, Any]
-    opened_at: datetime
-    updated_at: datetime
 
 
 def _claim_of(row: tuple[Any, ...]) -> Claim:

@@ -111,7 +111,7 @@ def test_the_ingest_job_validates_a_file_that_changed_since_it_was_validated(
     that digest (rewritten between the API's check and the run, or a run re-executed from the
     UI later) is validated again, and refused when bad."""
     from eval_pipelines.api import lift
-    from eval_pipelines.stages.lift import read_events
+    from eval_pipelines.stages.lift_ingest import read_events
 
     good = write_log(workdir / "good.jsonl", LEVER, true_lift=0.0, days=1)
     lift.ingest(good)

@@ -1,14 +1,15 @@
-"""A scored golden run as JSON (CLI/API) and as markdown plus plottable metadata (Dagster)."""
+"""A scored golden run as JSON (CLI/API) and as markdown plus plottable metadata (Dagster),
+pure: the runs are read and scored by :mod:`eval_pipelines.stages.golden`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from eval_pipelines.core.golden.gate import Gate
+from eval_pipelines.core.golden.run import ScoredRun
 from eval_pipelines.core.golden.scoring import CaseScore, FieldScore, RunScore
 from eval_pipelines.core.golden.summary import counted_share, shown_share
 from eval_pipelines.core.stats.policy import is_sufficient
-from eval_pipelines.stages.golden import ScoredRun
 
 
 def scored_run_json(scored: ScoredRun) -> dict[str, Any]:
