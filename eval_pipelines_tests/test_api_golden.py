@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipelines_tests.golden_demo import (
+from eval_pipelines_tests.helpers.golden_demo import (
     ALL_FIELDS_PASS,
     DOCS,
     GOLDEN,
@@ -254,7 +254,7 @@ def test_a_python_function_changed_to_drop_a_field_is_gated_again_not_served_fro
     golden_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from eval_pipelines.api import golden, workflows
-    from eval_pipelines_tests.user_code import (
+    from eval_pipelines_tests.helpers.user_code import (
         DROPS_CUSTOMER,
         KEEPS_CUSTOMER,
         WORKFLOW_YAML,
@@ -334,7 +334,7 @@ def test_a_failed_step_is_served_from_cache_like_a_success_and_says_so(
     golden_home: Path,
 ) -> None:
     from eval_pipelines.api import golden, workflows
-    from eval_pipelines_tests.golden_demo import broken_variant
+    from eval_pipelines_tests.helpers.golden_demo import broken_variant
 
     seed()
     letter = golden_home / "letter.txt"

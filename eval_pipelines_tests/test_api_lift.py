@@ -11,7 +11,7 @@ import pytest
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import LiftConfig
-from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 
 LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
 

@@ -24,7 +24,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines.core.errors import InputError, NotFoundError
-from eval_pipelines_tests.stuck_runs import interrupt_once_materialized
+from eval_pipelines_tests.helpers.stuck_runs import interrupt_once_materialized
 
 if TYPE_CHECKING:
     from eval_pipelines.api.queries import QueryResult, StoredQueryResult

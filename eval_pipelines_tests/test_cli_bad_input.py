@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import LiftConfig
-from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 from eval_pipelines_tests.test_cli_tables import cli, refused
 
 DEEP = 5_000

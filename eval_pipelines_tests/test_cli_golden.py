@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_pipelines_tests.golden_demo import (
+from eval_pipelines_tests.helpers.golden_demo import (
     GOLDEN,
     WORKFLOW,
     WORKFLOW_FILE,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from eval_pipelines.core.lift.assignment import LiftConfig, fnv1a_32
-from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 from eval_pipelines_tests.test_cli_tables import cli
 
 VECTORS = json.loads(

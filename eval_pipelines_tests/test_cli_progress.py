@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eval_pipelines.core import progress
 from eval_pipelines.core.lift.assignment import LiftConfig
-from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 
 CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
 REPO = Path(__file__).resolve().parents[1]
@@ -243,7 +243,7 @@ def test_the_step_total_never_changes_mid_run(small_case: str, workdir: Path) ->
 
 
 def test_a_golden_run_through_the_queue_shows_its_steps(golden_home: Path) -> None:
-    from eval_pipelines_tests.golden_demo import seed
+    from eval_pipelines_tests.helpers.golden_demo import seed
 
     seed("inv")
     shown = run("golden", "run", "inv", forced="1")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines import demo_chat
-from eval_pipelines_tests.conftest import DEMO
+from eval_pipelines_tests.helpers.paths import DEMO
 
 
 def test_the_chat_variants_are_pointed_at_the_running_endpoint(tmp_path: Path) -> None:

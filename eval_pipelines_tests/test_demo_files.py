@@ -10,7 +10,7 @@ import yaml
 from eval_pipelines.core.holdout.memo import parse_memo_entry
 from eval_pipelines.core.holdout.spec import parse_config, parse_variants
 from eval_pipelines.core.tree import tree_from_parent_links
-from eval_pipelines_tests.conftest import DEMO
+from eval_pipelines_tests.helpers.paths import DEMO
 
 
 def test_demo_variants_config_and_memo_entry_parse_against_the_demo_tree() -> None:

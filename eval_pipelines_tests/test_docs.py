@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 
-from eval_pipelines_tests.conftest import REPO
+from eval_pipelines_tests.helpers.paths import REPO
 
 DOCS = REPO / "docs"
 PACKAGE = REPO / "eval_pipelines"

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from eval_pipelines.chat_standin import Fault, FaultRule, StandinServer, extract, serve_standin
-from eval_pipelines_tests.golden_demo import ALL_FIELDS_PASS, DOCS, GOLDEN, REPO
+from eval_pipelines_tests.helpers.golden_demo import ALL_FIELDS_PASS, DOCS, GOLDEN, REPO
 
 CHAT_FILE = REPO / "data" / "workflows" / "supplier_invoices_chat.yaml"
 WORKFLOW = "invoices_chat"

@@ -18,8 +18,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipelines_tests.golden_demo import WORKFLOW
-from eval_pipelines_tests.stuck_runs import submitted_run_stuck, wait_for
+from eval_pipelines_tests.helpers.golden_demo import WORKFLOW
+from eval_pipelines_tests.helpers.stuck_runs import submitted_run_stuck, wait_for
 from eval_pipelines_tests.test_golden_time_limit import seed_with_hanging_case
 
 

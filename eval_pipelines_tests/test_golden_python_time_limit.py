@@ -15,8 +15,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipelines_tests.stuck_runs import execute_and_terminate_once_stuck
-from eval_pipelines_tests.user_code import MODULE, write_user_module
+from eval_pipelines_tests.helpers.stuck_runs import execute_and_terminate_once_stuck
+from eval_pipelines_tests.helpers.user_code import MODULE, write_user_module
 
 LOOPS_ON_ONE = """
 def fields(document, upstream, *, options):
@@ -102,7 +102,7 @@ def test_the_limit_is_part_of_the_revision_only_when_given(
     import yaml
 
     from eval_pipelines.core.workflows.definition import parse_workflow
-    from eval_pipelines_tests.user_code import WORKFLOW_YAML
+    from eval_pipelines_tests.helpers.user_code import WORKFLOW_YAML
 
     write_user_module(golden_home, monkeypatch, LOOPS_ON_ONE)
     without = parse_workflow(yaml.safe_load(WORKFLOW_YAML), name="w", base_dir=golden_home)

@@ -17,8 +17,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipelines_tests.golden_demo import CUSTOMER_RULE, GOLDEN, WORKFLOW, WORKFLOW_FILE, seed
-from eval_pipelines_tests.stuck_runs import (
+from eval_pipelines_tests.helpers.golden_demo import (
+    CUSTOMER_RULE,
+    GOLDEN,
+    WORKFLOW,
+    WORKFLOW_FILE,
+    seed,
+)
+from eval_pipelines_tests.helpers.stuck_runs import (
     execute_and_terminate_once_stuck,
     gone,
     submitted_run_stuck,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from eval_pipelines import api
-from eval_pipelines_tests.conftest import DEMO
+from eval_pipelines_tests.helpers.paths import DEMO
 
 
 def test_ungrouped_reads_higher_than_grouped_at_the_4_character_level(workdir: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipelines import runs
 from eval_pipelines.instance import dagster_instance
-from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 from eval_pipelines_tests.test_api_lift import lever_split
 from eval_pipelines_tests.test_api_queries import PREDICT, load_products
 
@@ -85,7 +85,7 @@ def test_a_golden_run_that_waits_executes_in_this_process(
     golden_home: Path, served: dict[str, str]
 ) -> None:
     from eval_pipelines.api import golden
-    from eval_pipelines_tests.golden_demo import seed
+    from eval_pipelines_tests.helpers.golden_demo import seed
 
     seed()
     report = golden.run_and_report("inv")

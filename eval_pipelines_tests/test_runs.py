@@ -29,7 +29,7 @@ from eval_pipelines.instance import (
     set_pool_limit,
 )
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.stuck_runs import interrupt_once_materialized
+from eval_pipelines_tests.helpers.stuck_runs import interrupt_once_materialized
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 
@@ -279,7 +279,7 @@ def test_a_golden_run_stored_by_a_step_interrupted_before_it_succeeded_never_ope
     from eval_pipelines.api import golden, workflows
     from eval_pipelines.defs.golden import SETS_TAG
     from eval_pipelines.storage import golden as golden_store
-    from eval_pipelines_tests.golden_demo import WORKFLOW, seed
+    from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, seed
 
     revision = seed()
     run = runs.create_inline_run(instance, runs.kind_of("golden"), revision, tags={SETS_TAG: "inv"})

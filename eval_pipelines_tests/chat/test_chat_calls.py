@@ -25,7 +25,7 @@ from eval_pipelines.stages.chat_calls import run_chat_calls
 from eval_pipelines.stages.chat_journal import journal_directory
 from eval_pipelines.storage.chat_cache import count_calls
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.chat.chat_batch import answers_kept, batch, holding, until_stalled
+from eval_pipelines_tests.helpers.chat_batch import answers_kept, batch, holding, until_stalled
 
 SECRET = "sk-test-NEVER-STORE-4f2a9c"
 ENV = {"CHAT_TEST_KEY": SECRET}
@@ -206,7 +206,7 @@ def test_a_run_killed_halfway_pays_again_only_for_the_calls_in_flight(tmp_path: 
             [
                 sys.executable,
                 "-m",
-                "eval_pipelines_tests.chat.chat_batch",
+                "eval_pipelines_tests.helpers.chat_batch",
                 str(warehouse),
                 json.dumps(config),
                 str(n),

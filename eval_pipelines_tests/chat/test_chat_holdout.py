@@ -456,8 +456,8 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
     import signal
 
     from eval_pipelines import runs
-    from eval_pipelines_tests.chat.chat_batch import answers_kept, holding, until_stalled
-    from eval_pipelines_tests.stuck_runs import gone, wait_for
+    from eval_pipelines_tests.helpers.chat_batch import answers_kept, holding, until_stalled
+    from eval_pipelines_tests.helpers.stuck_runs import gone, wait_for
 
     concurrency = 4
     with serve_standin(latency_ms=400) as server:
@@ -502,7 +502,7 @@ def test_terminating_the_run_stops_the_chat_calls_in_flight(small_case: str, wor
 
     from eval_pipelines import runs
     from eval_pipelines.storage.chat_cache import count_calls
-    from eval_pipelines_tests.stuck_runs import wait_for
+    from eval_pipelines_tests.helpers.stuck_runs import wait_for
 
     with serve_standin(latency_ms=100) as server:
         config = {**chat_config(server.base_url), "concurrency": 2}

@@ -21,7 +21,7 @@ from eval_pipelines.stages.chat_calls import run_chat_calls
 from eval_pipelines.stages.chat_journal import ChatJournal, journal_directory, load_left_journals
 from eval_pipelines.storage.chat_cache import CachedCall, cached_calls, count_calls
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.chat.chat_batch import batch
+from eval_pipelines_tests.helpers.chat_batch import batch
 
 ANSWER = '{"code": "47.1", "confidence": 0.75}'
 

@@ -17,7 +17,7 @@ from eval_pipelines.core.chat.settings import parse_chat_settings
 from eval_pipelines.stages.chat_calls import ChatCallsResult, run_chat_calls
 from eval_pipelines.stages.endpoint_slots import EndpointSlots
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.chat.chat_batch import batch
+from eval_pipelines_tests.helpers.chat_batch import batch
 
 
 def _migrated(path: Path) -> Path:
@@ -59,7 +59,7 @@ def test_two_processes_share_the_endpoints_limit(tmp_path: Path) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "eval_pipelines_tests.chat.chat_batch",
+                    "eval_pipelines_tests.helpers.chat_batch",
                     str(_migrated(tmp_path / f"{name}.duckdb")),
                     json.dumps(config),
                     "12",

@@ -31,7 +31,7 @@ from eval_pipelines.core.stats import (
     verdict,
 )
 from eval_pipelines.core.stats.aa import CALIBRATED_FAILURE_RATES, MEASURED_FAILURE_RATES, SPLITS
-from eval_pipelines_tests.core.draws import CountingGenerator
+from eval_pipelines_tests.helpers.draws import CountingGenerator
 
 
 def outcomes(right: int, n: int) -> np.ndarray:

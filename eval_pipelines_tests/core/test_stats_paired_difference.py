@@ -24,7 +24,7 @@ from eval_pipelines.core.stats import (
     paired_difference,
     verdict,
 )
-from eval_pipelines_tests.core.draws import CountingGenerator
+from eval_pipelines_tests.helpers.draws import CountingGenerator
 
 
 def records(both_right: int, newly_right: int, newly_wrong: int, both_wrong: int):

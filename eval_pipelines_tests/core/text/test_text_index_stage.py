@@ -12,7 +12,7 @@ from eval_pipelines.core.text import index_files, inverted_index
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import segments as sg
 from eval_pipelines.stages import text_index as ti
-from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
+from eval_pipelines_tests.helpers.text_search import synthetic_texts
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def _empty_cache() -> Iterator[None]:
 
 
 def test_index_is_built_once_then_reused(tmp_path: Path) -> None:
-    texts = _synthetic_texts(500, seed=3)
+    texts = synthetic_texts(500, seed=3)
     first = ti.load_or_build_index(tmp_path, "case", "v1", texts)
     assert first.built
     assert first.path == tmp_path / "case-v1.tfidf" and first.path.is_dir()
@@ -44,7 +44,7 @@ def test_index_is_built_once_then_reused(tmp_path: Path) -> None:
 
 
 def test_a_rebuilt_index_is_not_served_from_the_cache(tmp_path: Path) -> None:
-    texts = _synthetic_texts(300, seed=4)
+    texts = synthetic_texts(300, seed=4)
     cached = ti.load_or_build_index(tmp_path, "case", "v1", texts)
     # Another process replaces the directory (same name, new contents).
     sg.write_segmented_index(texts[:100], cached.path)
@@ -54,7 +54,7 @@ def test_a_rebuilt_index_is_not_served_from_the_cache(tmp_path: Path) -> None:
 
 
 def test_old_npz_files_are_never_read_and_removed_once_rebuilt(tmp_path: Path) -> None:
-    texts = _synthetic_texts(200, seed=5)
+    texts = synthetic_texts(200, seed=5)
     old = tmp_path / "case-v1.npz"
     old.write_bytes(b"not an index")
     other_version = tmp_path / "case-v9.npz"
@@ -65,7 +65,7 @@ def test_old_npz_files_are_never_read_and_removed_once_rebuilt(tmp_path: Path) -
 
 
 def test_broken_and_unsegmented_directories_are_rebuilt(tmp_path: Path) -> None:
-    texts = _synthetic_texts(200, seed=5)
+    texts = synthetic_texts(200, seed=5)
     broken = tmp_path / "case-v2.tfidf"
     broken.mkdir()
     (broken / "shape.npy").write_bytes(b"garbage")
@@ -80,7 +80,7 @@ def test_broken_and_unsegmented_directories_are_rebuilt(tmp_path: Path) -> None:
 
 @pytest.mark.exhaustive
 def test_a_large_case_is_built_in_segments(tmp_path: Path) -> None:
-    texts = _synthetic_texts(500, seed=6)
+    texts = synthetic_texts(500, seed=6)
     handle = ti.load_or_build_index(tmp_path, "case", "v1", texts, segment_docs=128)
     assert [s.n_docs for s in handle.index.segments] == [128, 128, 128, 116]
     whole = ti.load_or_build_index(tmp_path, "case", "v2", texts)

@@ -1,5 +1,5 @@
 """A batch of classification requests for the chat-call tests, and a script running one in a
-separate process (``python -m eval_pipelines_tests.chat.chat_batch WAREHOUSE CONFIG_JSON N``),
+separate process (``python -m eval_pipelines_tests.helpers.chat_batch WAREHOUSE CONFIG_JSON N``),
 so a test can kill it with SIGKILL halfway: :func:`holding` takes the warehouse from it,
 :func:`until_stalled` waits for the moment to kill, :func:`answers_kept` counts what the killed
 batch kept."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from eval_pipelines_tests.helpers.paths import REPO
+
 WORKFLOW_FILE = REPO / "data" / "workflows" / "supplier_invoices.yaml"
 GOLDEN = REPO / "data" / "demo" / "golden"
 DOCS = ("hlp-1001", "hlp-1002", "hlp-1003")
