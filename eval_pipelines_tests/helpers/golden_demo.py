@@ -1,6 +1,6 @@
 """The demo invoice workflow and its golden set, as the golden tests use them: the committed
 workflow file, variants of it that change one thing, and a seeded set of the three demo
-invoices (33 labelled values; counted by hand in :mod:`eval_pipelines_tests.test_api_golden`).
+invoices (33 labelled values; counted by hand in :mod:`eval_pipelines_tests.api.test_golden`).
 """
 
 from __future__ import annotations

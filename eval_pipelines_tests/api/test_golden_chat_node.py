@@ -5,7 +5,7 @@ of job ``golden_gate`` executed in-process.
 
 The stand-in answers an extraction prompt by its documented rule (``chat_standin.extract``):
 on the three demo invoices it finds every labelled value, so the set scores 33/33 (the hand
-count of :mod:`eval_pipelines_tests.test_api_golden`: the field ids and labels are those of
+count of :mod:`eval_pipelines_tests.api.test_golden`: the field ids and labels are those of
 the invoice2data workflow). Tokens are the stand-in's word counts, recomputed here from the
 requests it recorded; the cost is those tokens at the example's prices (0.15 and 0.6 per 1M
 input and output tokens).

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from eval_pipelines.core.lift.assignment import LiftConfig, fnv1a_32
+from eval_pipelines_tests.cli.test_tables import cli
 from eval_pipelines_tests.helpers.lift_traffic import write_log
-from eval_pipelines_tests.test_cli_tables import cli
+from eval_pipelines_tests.helpers.paths import REPO
 
 VECTORS = json.loads(
     (resources.files("eval_pipelines.core.lift") / "vectors.json").read_text(encoding="utf-8")
@@ -218,7 +219,7 @@ def test_the_holdout_threshold_is_the_rounded_fraction(workdir: Path) -> None:
     config = LiftConfig("ws", "e1", 0.07)
     assert assign(Request("ws", trace_id=at[699]), config).arm == "holdout"
     assert assign(Request("ws", trace_id=at[700]), config).arm == "pre_lever"
-    page = (Path(__file__).parents[1] / "docs" / "lift.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "lift.md").read_text(encoding="utf-8")
     assert "`bucket < round(fraction × 10,000)`" in page
 
 

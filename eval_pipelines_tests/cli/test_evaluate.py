@@ -3,7 +3,7 @@
 query exits 2 with one line and stores nothing; the stored result answers a repeated query;
 ``--folds``; one ``--submit`` through the real run queue.
 
-The data and the engine oracle are those of :mod:`eval_pipelines_tests.test_api_queries`.
+The data and the engine oracle are those of :mod:`eval_pipelines_tests.api.test_queries`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines_tests.test_api_queries import (
+from eval_pipelines_tests.api.test_queries import (
     ESTIMATE,
     PREDICT,
     engine_answer,
@@ -227,7 +227,7 @@ def test_the_documents_list_and_show_print_keep_their_keys_in_order(
 def test_show_names_the_version_of_every_table_read_links_included(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eval_pipelines_tests.test_api_queries import LINKED, load_linked
+    from eval_pipelines_tests.api.test_queries import LINKED, load_linked
 
     catalogue = load_linked(workdir)
     evaluate_json(capsys, "--file", write_query(workdir, LINKED))

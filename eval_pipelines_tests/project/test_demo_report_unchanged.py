@@ -4,7 +4,7 @@ the core): a redesign keeps every figure, verdict and warning. Only what measure
 (seconds, timestamps, run ids) is left out of the comparison.
 
 To write the fixture again after an intended change of the report, redirect the output of
-``python -m eval_pipelines_tests.test_demo_report_unchanged`` into that file, and say in the
+``python -m eval_pipelines_tests.project.test_demo_report_unchanged`` into that file, and say in the
 commit why the figures changed."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipelines import api
+from eval_pipelines_tests.helpers.paths import FIXTURES, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = Path(__file__).parent / "fixtures" / "demo_holdout_report.json"
+ROOT = REPO
+FIXTURE = FIXTURES / "demo_holdout_report.json"
 # Keys whose values measure the machine or the moment, not the evaluation.
 VOLATILE = frozenset({"seconds", "elapsedSeconds", "createdAt", "runId", "buildSeconds"})
 

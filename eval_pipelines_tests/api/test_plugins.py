@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipelines_tests.helpers.paths import REPO
+
 CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
 PLUGIN_MODULE = "my_plugin_classifiers"
 PLUGIN_SOURCE = """
@@ -249,8 +251,7 @@ def test_example_node_type_runs_in_a_workflow(workdir: Path, node_type: str) -> 
 def test_the_plugins_page_documents_the_groups_and_the_arguments() -> None:
     from eval_pipelines.core import plugins
 
-    repo = Path(__file__).resolve().parents[1]
-    page = (repo / "docs" / "plugins.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
     for name in (
         plugins.CLASSIFIER_GROUP,
         plugins.NODE_GROUP,
@@ -259,8 +260,8 @@ def test_the_plugins_page_documents_the_groups_and_the_arguments() -> None:
         *(f"{method}({', '.join(args)})" for method, args in plugins.NODE_METHODS.items()),
     ):
         assert name in page, name
-    assert "docs/plugins.md" in (repo / "README.md").read_text(encoding="utf-8")
-    assert "plugins.md" in (repo / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "docs/plugins.md" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "plugins.md" in (REPO / "mkdocs.yml").read_text(encoding="utf-8")
 
 
 def test_an_edited_plugin_module_is_imported_again_and_a_stale_pin_refused(

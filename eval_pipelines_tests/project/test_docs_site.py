@@ -28,7 +28,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from eval_pipelines_tests.helpers.paths import REPO
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on the PATH")
 

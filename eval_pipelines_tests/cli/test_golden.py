@@ -3,7 +3,7 @@
 the activation gate's refusals, bad input (exit 2, one line, nothing written), cases seeded
 from an approved review, compare and trend, and one ``golden run`` through the real queue.
 
-Counts are hand-computed in :mod:`eval_pipelines_tests.test_api_golden` (33 labelled values
+Counts are hand-computed in :mod:`eval_pipelines_tests.api.test_golden` (33 labelled values
 on the three demo invoices: 16 + 10 + 7).
 """
 

@@ -15,13 +15,13 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.chat_standin import StandinServer, serve_standin
 from eval_pipelines.defs.executors import executor_run_config
-from eval_pipelines_tests.chat.test_chat_holdout import chat_config
 from eval_pipelines_tests.defs.test_executors import (
     instance,  # noqa: F401 - a fixture
     run_holdout,
     stored_report,
     without_wall_times,
 )
+from eval_pipelines_tests.stages.test_chat_holdout import chat_config
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from eval_pipelines.storage.warehouse import (
     latest_schema_version,
     schema_version,
 )
+from eval_pipelines_tests.helpers.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "warehouse_before_schema_version.duckdb.gz"
+FIXTURE = FIXTURES / "warehouse_before_schema_version.duckdb.gz"
 COMPLETE = ["legacy-e0001-s3", "legacy-e0002-s3", "legacy-e0003-s5"]
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from eval_pipelines.core import progress
 from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines_tests.helpers.lift_traffic import write_log
+from eval_pipelines_tests.helpers.paths import REPO
 
 CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _env(forced: str | None) -> dict[str, str]:
