@@ -18,8 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipelines_tests.api.test_golden_time_limit import seed_with_hanging_case
-from eval_pipelines_tests.helpers.golden_demo import WORKFLOW
+from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, seed_with_hanging_case
 from eval_pipelines_tests.helpers.stuck_runs import submitted_run_stuck, wait_for
 
 

@@ -18,11 +18,9 @@ import dagster as dg
 import pytest
 
 from eval_pipelines_tests.helpers.golden_demo import (
-    CUSTOMER_RULE,
-    GOLDEN,
     WORKFLOW,
-    WORKFLOW_FILE,
-    seed,
+    regex_variant,
+    seed_with_hanging_case,
 )
 from eval_pipelines_tests.helpers.stuck_runs import (
     execute_and_terminate_once_stuck,
@@ -30,33 +28,6 @@ from eval_pipelines_tests.helpers.stuck_runs import (
     submitted_run_stuck,
     wait_for,
 )
-
-HANGS = "a" * 40 + "!\n"
-
-
-def regex_variant(folder: Path, *, time_limit: float) -> Path:
-    """The demo workflow with the pathological field and a time limit per step."""
-    text = WORKFLOW_FILE.read_text(encoding="utf-8")
-    assert text.count("    cost: 1\n") == 1 and text.count(CUSTOMER_RULE) == 1
-    text = text.replace("    cost: 1\n", f"    cost: 1\n    time_limit: {time_limit:g}\n")
-    text = text.replace(CUSTOMER_RULE, f"{CUSTOMER_RULE}\n          reference: '(a+)+$'")
-    path = folder / "regex.yaml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def seed_with_hanging_case(folder: Path, *, time_limit: float) -> str:
-    """The demo set (3 cases) plus case-0004, whose document makes the regex backtrack;
-    returns the variant's revision."""
-    from eval_pipelines.api import golden, workflows
-
-    seed("inv")
-    document = folder / "hlp-1003-ref.txt"
-    document.write_text((GOLDEN / "hlp-1003.txt").read_text(encoding="utf-8") + HANGS)
-    golden.add_golden_case("inv", document=document, labels=GOLDEN / "hlp-1003.labels.json")
-    return str(
-        workflows.save_workflow(WORKFLOW, regex_variant(folder, time_limit=time_limit)).revision
-    )
 
 
 def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_completes(
@@ -78,7 +49,7 @@ def test_a_hanging_regex_fails_its_case_after_the_time_limit_and_the_run_complet
     }
     assert report.cases["case-0004"].why.startswith("no output: node invoice: timed out after 2 s")
     # The other three documents were scored in full (33 labelled values, counted by hand in
-    # test_api_golden.py); the timed-out case is outside the scores, and the gate blocks it.
+    # api/test_golden.py); the timed-out case is outside the scores, and the gate blocks it.
     assert report.score.to_json()["fieldAccuracy"] == {"correct": 33, "n": 33, "value": 1.0}
     assert report.gate.passed is False
     assert "1 case(s) produced no output (case-0004: node invoice: timed out after 2 s" in (

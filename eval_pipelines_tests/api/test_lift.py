@@ -3,7 +3,6 @@ band, logs taken whole or refused, a known true lift confirmed, claims invalidat
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -11,18 +10,7 @@ import pytest
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import LiftConfig
-from eval_pipelines_tests.helpers.lift_traffic import write_log
-
-LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
-
-
-def lever_split() -> LiftConfig:
-    """The split the checks use, stored as the workspace's settings; the first change from the
-    defaults starts a new epoch (e2), so the logs are written for the epoch it returns."""
-    from eval_pipelines.api import lift
-
-    settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
-    return dataclasses.replace(LEVER, epoch=settings.epoch)
+from eval_pipelines_tests.helpers.lift_traffic import LEVER, lever_split, write_log
 
 
 def _counts() -> dict[str, int]:

@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import LiftConfig
-from eval_pipelines_tests.cli.test_tables import cli, refused
+from eval_pipelines_tests.helpers.cli_calls import cli, refused
 from eval_pipelines_tests.helpers.lift_traffic import write_log
 
 DEEP = 5_000
@@ -116,7 +116,7 @@ def test_table_load_refuses_an_infinite_number_and_keeps_nan_as_missing(
     """Issue 28 item 11: `table load` stored `inf` from a CSV without a word."""
     import polars as pl
 
-    from eval_pipelines_tests.cli.test_tables import stored
+    from eval_pipelines_tests.helpers.cli_calls import stored
 
     warehouse = workdir / "warehouse.duckdb"
     healthy = workdir / "healthy.csv"

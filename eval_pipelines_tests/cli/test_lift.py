@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from eval_pipelines.core.lift.assignment import LiftConfig, fnv1a_32
-from eval_pipelines_tests.cli.test_tables import cli
+from eval_pipelines_tests.helpers.cli_calls import cli
 from eval_pipelines_tests.helpers.lift_traffic import write_log
 from eval_pipelines_tests.helpers.paths import REPO
 

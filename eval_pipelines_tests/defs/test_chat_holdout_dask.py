@@ -15,13 +15,12 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.chat_standin import StandinServer, serve_standin
 from eval_pipelines.defs.executors import executor_run_config
-from eval_pipelines_tests.defs.test_executors import (
-    instance,  # noqa: F401 - a fixture
+from eval_pipelines_tests.helpers.chat_variant import chat_config
+from eval_pipelines_tests.helpers.holdout_runs import (
     run_holdout,
     stored_report,
     without_wall_times,
 )
-from eval_pipelines_tests.stages.test_chat_holdout import chat_config
 
 
 @pytest.fixture
@@ -51,7 +50,7 @@ def test_a_chat_variant_runs_on_dask_workers_with_the_in_process_report(
     workdir: Path,
     eval_id: str,
     server: StandinServer,
-    instance: dg.DagsterInstance,  # noqa: F811
+    instance: dg.DagsterInstance,
 ) -> None:
     run_holdout(instance, eval_id, executor_run_config("dask", workers=2))
     on_dask = stored_report(workdir, eval_id)

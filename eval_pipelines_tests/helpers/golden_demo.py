@@ -1,6 +1,7 @@
 """The demo invoice workflow and its golden set, as the golden tests use them: the committed
 workflow file, variants of it that change one thing, and a seeded set of the three demo
-invoices (33 labelled values; counted by hand in :mod:`eval_pipelines_tests.api.test_golden`).
+invoices (33 labelled values; counted by hand in :mod:`eval_pipelines_tests.api.test_golden`),
+alone or with a fourth case whose document makes a variant's regex backtrack without end.
 """
 
 from __future__ import annotations
@@ -70,3 +71,31 @@ def seed(set_name: str = "inv", *, gate: bool = True, file: Path = WORKFLOW_FILE
             set_name, document=GOLDEN / f"{doc}.txt", labels=GOLDEN / f"{doc}.labels.json"
         )
     return str(saved.revision)
+
+
+HANGS = "a" * 40 + "!\n"
+
+
+def regex_variant(folder: Path, *, time_limit: float) -> Path:
+    """The demo workflow with the pathological field and a time limit per step."""
+    text = WORKFLOW_FILE.read_text(encoding="utf-8")
+    assert text.count("    cost: 1\n") == 1 and text.count(CUSTOMER_RULE) == 1
+    text = text.replace("    cost: 1\n", f"    cost: 1\n    time_limit: {time_limit:g}\n")
+    text = text.replace(CUSTOMER_RULE, f"{CUSTOMER_RULE}\n          reference: '(a+)+$'")
+    path = folder / "regex.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def seed_with_hanging_case(folder: Path, *, time_limit: float) -> str:
+    """The demo set (3 cases) plus case-0004, whose document makes the regex backtrack;
+    returns the variant's revision."""
+    from eval_pipelines.api import golden, workflows
+
+    seed("inv")
+    document = folder / "hlp-1003-ref.txt"
+    document.write_text((GOLDEN / "hlp-1003.txt").read_text(encoding="utf-8") + HANGS)
+    golden.add_golden_case("inv", document=document, labels=GOLDEN / "hlp-1003.labels.json")
+    return str(
+        workflows.save_workflow(WORKFLOW, regex_variant(folder, time_limit=time_limit)).revision
+    )

@@ -3,6 +3,7 @@ library with a known true lift."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import date, timedelta
 from pathlib import Path
@@ -42,3 +43,15 @@ def write_log(
         row["request_id"] = request_prefix + row["request_id"]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
+
+
+def lever_split() -> LiftConfig:
+    """The split the checks use, stored as the workspace's settings; the first change from the
+    defaults starts a new epoch (e2), so the logs are written for the epoch it returns."""
+    from eval_pipelines.api import lift
+
+    settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
+    return dataclasses.replace(LEVER, epoch=settings.epoch)

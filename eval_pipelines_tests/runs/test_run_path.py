@@ -14,9 +14,8 @@ import pytest
 
 from eval_pipelines import runs
 from eval_pipelines.instance import dagster_instance
-from eval_pipelines_tests.api.test_lift import lever_split
 from eval_pipelines_tests.api.test_queries import PREDICT, load_products
-from eval_pipelines_tests.helpers.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import lever_split, write_log
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 

@@ -22,25 +22,16 @@ from eval_pipelines.chat_standin import Fault, FaultRule, StandinServer, serve_s
 from eval_pipelines.instance import dagster_instance
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
+from eval_pipelines_tests.helpers.chat_variant import PRICE, chat_config
 
 SECRET = "sk-test-5f1c0b2e9d7a4c3b8e6f"
 KEY_ENV = "EVAL_PIPELINES_TEST_CHAT_KEY"
-PRICE = {"input": 0.15, "output": 0.6}  # per 1M tokens
 
 
 @pytest.fixture
 def server() -> Iterator[StandinServer]:
     with serve_standin() as running:
         yield running
-
-
-def chat_config(base_url: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "classifier": "chat",
-        "candidates": 10,
-        "options": {"model": "m-small", "baseUrl": base_url, "maxTokens": 64, **extra},
-        "prices": {"m-small": PRICE},
-    }
 
 
 def _evaluations() -> int:
