@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "data" / "demo"
+from eval_pipelines_tests.helpers.paths import DEMO
+
 SMALL_CHAPTERS = ["3", "8", "10", "16"]
 
 

@@ -4,7 +4,7 @@ place.
 Dagster's public API has no way to create a run from a code location, execute it in this
 process, dequeue runs without the daemon, or build executors from Dagster's own parts; these
 are its internals, and they move between releases. Dagster is pinned exactly (pyproject.toml);
-``eval_pipelines_tests/test_dagster_private.py`` names that version and imports each name
+``eval_pipelines_tests/runs/test_dagster_private.py`` names that version and imports each name
 below, so an upgrade fails there, loudly, before anything else. No other module of the package
 imports ``dagster._`` (a test greps for it).
 """

@@ -25,7 +25,7 @@ from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import evaluate as stage
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.warehouse import connect, transaction
-from eval_pipelines_tests.test_api_queries import (
+from eval_pipelines_tests.api.test_queries import (
     ESTIMATE,
     HURRIED,
     HURRIED_ROWS,
@@ -224,7 +224,7 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
 
 
 def test_a_linked_table_reloaded_since_the_query_was_stored_is_refused(workdir: Path) -> None:
-    from eval_pipelines_tests.test_api_queries import LINKED, load_linked
+    from eval_pipelines_tests.api.test_queries import LINKED, load_linked
 
     load_linked(workdir)
     eval_id = register(LINKED)

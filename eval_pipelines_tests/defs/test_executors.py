@@ -5,7 +5,6 @@ worker that declares the ``duckdb`` resource."""
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import time
@@ -19,22 +18,19 @@ from dagster import DagsterEventType
 from dask.distributed import Client, LocalCluster, Nanny, Scheduler, SpecCluster
 
 from eval_pipelines import api
-from eval_pipelines.definitions import defs
 from eval_pipelines.defs.executors import executor_run_config
-from eval_pipelines.instance import DUCKDB_POOL, set_pool_limit
+from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.settings import INDEX_DIR_ENV, WAREHOUSE_ENV
-from eval_pipelines.storage.evaluations import StoredReport, load_report
-from eval_pipelines.storage.warehouse import connect
+from eval_pipelines_tests.helpers.holdout_runs import (
+    assert_same_report,
+    holdout_eval,
+    run_holdout,
+    stored_report,
+)
 
 # How Dagster's orchestrator says a step waits for a pool slot (an engine event).
 BLOCKED_BY_POOL = f"Step blocked by limit for pool {DUCKDB_POOL}"
 VARIANTS = [{"name": "baseline"}, {"name": "k-5.fewer", "config": {"candidates": 5}}]
-
-
-def holdout_eval() -> dg.JobDefinition:
-    """The job as the code location defines it, executor binding included (module level, so
-    every worker process reconstructs it)."""
-    return defs.resolve_job_def("holdout_eval")
 
 
 @pytest.fixture
@@ -42,18 +38,6 @@ def eval_id(small_case: str) -> str:
     return api.start_holdout_eval(
         "small", VARIANTS, sample_size=40, seed=9, register_only=True
     ).eval_id
-
-
-@pytest.fixture
-def instance(workdir: Path, eval_id: str) -> Iterator[dg.DagsterInstance]:
-    """A persistent instance (workers load it from its ref) with the partition and the
-    ``duckdb`` pool limited to one step, as ``make install`` configures it."""
-    home = workdir / "executor_home"
-    home.mkdir()
-    with dg.instance_for_test(temp_dir=str(home)) as instance:
-        set_pool_limit(instance)
-        instance.add_dynamic_partitions("holdout_evaluations", [eval_id])
-        yield instance
 
 
 @pytest.fixture
@@ -78,45 +62,6 @@ def warehouse_config(workdir: Path) -> dict[str, Any]:
     """Where the warehouse and its index cache are, for every process that runs a step."""
     paths = {"path": str(workdir / "warehouse.duckdb"), "index_dir": str(workdir / "indexes")}
     return {"resources": {"warehouse": {"config": paths}}}
-
-
-def run_holdout(
-    instance: dg.DagsterInstance, eval_id: str, run_config: dict[str, Any]
-) -> dg.ExecuteJobResult:
-    result = dg.execute_job(
-        dg.reconstructable(holdout_eval),
-        instance=instance,
-        run_config=run_config,
-        tags={"dagster/partition": eval_id},
-    )
-    assert result.success
-    return result
-
-
-def stored_report(workdir: Path, eval_id: str) -> StoredReport:
-    with connect(workdir / "warehouse.duckdb", read_only=True) as conn:
-        stored = load_report(conn, eval_id)
-    assert stored is not None
-    return stored
-
-
-def without_wall_times(report: dict[str, Any]) -> dict[str, Any]:
-    """The report minus the only fields that depend on the machine and the moment: each
-    variant's classification time (``variants[].usage.seconds``) and each retrieval's time
-    (``retrievals[].seconds``). Run id and creation time are columns beside the report JSON,
-    not in it, so they are never compared."""
-    report = copy.deepcopy(report)
-    for variant in report["variants"]:
-        variant["usage"].pop("seconds")
-    for retrieval in report.get("retrievals", []):
-        retrieval.pop("seconds")
-    return report
-
-
-def assert_same_report(first: StoredReport, second: StoredReport) -> None:
-    assert without_wall_times(second.report) == without_wall_times(first.report)
-    assert second.markdown == first.markdown  # it shows no wall times
-    assert second.run_id != first.run_id  # the second run replaced the first run's report
 
 
 def step_keys(result: dg.ExecuteJobResult) -> set[str]:

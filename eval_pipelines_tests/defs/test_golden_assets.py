@@ -15,7 +15,7 @@ from eval_pipelines.defs.golden import FILE_TAG, activation_gate, golden_assets
 from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines_tests.golden_demo import WORKFLOW, WORKFLOW_FILE, broken_variant, seed
+from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, WORKFLOW_FILE, broken_variant, seed
 
 RESOURCES = {"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()}
 
@@ -231,7 +231,7 @@ def _golden_run_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]
 
 def test_a_document_two_sets_share_is_charged_once_in_the_run_s_totals(gated: str) -> None:
     from eval_pipelines.api import golden
-    from eval_pipelines_tests.golden_demo import GOLDEN
+    from eval_pipelines_tests.helpers.golden_demo import GOLDEN
 
     # A second set with a case of the same document (same bytes) as a case of ``inv``. The
     # document runs once (one step, one cost unit); the totals summed each set's own figure,

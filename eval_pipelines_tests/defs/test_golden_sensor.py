@@ -178,7 +178,7 @@ def test_the_nightly_schedule_reruns_gating_sets_against_each_active_revision(
     from eval_pipelines.api import golden
     from eval_pipelines.defs.golden import SETS_TAG
     from eval_pipelines.defs.golden_automation import nightly_gating_runs
-    from eval_pipelines_tests.golden_demo import WORKFLOW, seed
+    from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, seed
 
     revision = seed("inv")
     golden.create_set("informational", workflow=WORKFLOW)  # not a gate: not re-run nightly
@@ -263,7 +263,7 @@ def test_a_revision_the_gate_blocks_is_a_successful_sensor_run_with_a_failed_err
     from eval_pipelines.definitions import defs
     from eval_pipelines.runs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
     from eval_pipelines.runs.tags import KIND_TAG
-    from eval_pipelines_tests.golden_demo import WORKFLOW, broken_variant, seed
+    from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, broken_variant, seed
 
     seed()
     first = _tick(instance, None)  # gates the seeded revision

@@ -26,7 +26,7 @@ from eval_pipelines.defs.partitions import LIFT_DAYS
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.storage import lift as lift_store
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.lift_traffic import write_log
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 
 LEVER = LiftConfig("ws", "e1", 0.10, lever="memo-v2")
 RESOURCES = {"warehouse": WarehouseResource()}

@@ -11,9 +11,8 @@ import pytest
 
 from eval_pipelines import api
 from eval_pipelines.defs.executors import executor_run_config
-from eval_pipelines_tests.defs.test_executors import (
+from eval_pipelines_tests.helpers.holdout_runs import (
     assert_same_report,
-    instance,  # noqa: F401 - a fixture
     run_holdout,
     stored_report,
 )
@@ -39,7 +38,7 @@ def eval_id(small_case: str) -> str:
 def test_plugin_classifier_runs_on_dask_workers_with_the_in_process_report(
     workdir: Path,
     eval_id: str,
-    instance: dg.DagsterInstance,  # noqa: F811
+    instance: dg.DagsterInstance,
 ) -> None:
     run_holdout(instance, eval_id, {})
     expected = stored_report(workdir, eval_id)

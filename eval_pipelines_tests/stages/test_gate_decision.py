@@ -15,7 +15,7 @@ from eval_pipelines.api._golden_state import gate_decision  # counting runs as a
 from eval_pipelines.stages.golden import run_golden_sets
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage.warehouse import connect, transaction
-from eval_pipelines_tests.golden_demo import (
+from eval_pipelines_tests.helpers.golden_demo import (
     GOLDEN,
     WORKFLOW,
     broken_variant,

@@ -21,8 +21,11 @@ from eval_pipelines.core.embeddings.ann import (
 )
 from eval_pipelines.core.embeddings.dense import search_dense
 from eval_pipelines.core.errors import InputError
-
-from .test_dense import assert_equivalent, clustered_unit_vectors, random_exclusions
+from eval_pipelines_tests.helpers.dense_vectors import (
+    assert_equivalent,
+    clustered_unit_vectors,
+    random_exclusions,
+)
 
 N_DOCS = 3000
 DIM = 32

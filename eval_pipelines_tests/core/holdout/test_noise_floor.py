@@ -14,7 +14,7 @@ from eval_pipelines.core.holdout.spec import (
     Variant,
 )
 from eval_pipelines.core.stats.aa import CALIBRATED_FAILURE_RATES, MEASURED_FAILURE_RATES
-from eval_pipelines_tests.conftest import REPO
+from eval_pipelines_tests.helpers.paths import REPO
 
 
 def _spec() -> HoldoutSpec:

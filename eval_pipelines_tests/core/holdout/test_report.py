@@ -209,7 +209,7 @@ def test_markdown_shows_every_level_versions_memo_and_config():
     )
     # Every level, the target (2) marked. Twelve rows are below the minimum of 20: the counts
     # show, the estimates read insufficient_evidence (intervals are checked against
-    # statsmodels in test_api_holdout.py).
+    # statsmodels in api/test_holdout.py).
     assert "| level | baseline | near\\|est |" in lines
     assert (
         "| L1 chapter | insufficient_evidence (k=11, n=12) | insufficient_evidence (k=12, n=12) |"

@@ -30,7 +30,7 @@ from eval_pipelines.core.lift.checks import (
     outcome_audit,
 )
 from eval_pipelines.core.lift.lift import PARKED, live_lift
-from eval_pipelines_tests.core.lift.broken_traffic import CONFIG, experiment
+from eval_pipelines_tests.helpers.broken_traffic import CONFIG, experiment
 
 PER_ARM = 400  # the audit the simulation and the README's figures use, per arm
 

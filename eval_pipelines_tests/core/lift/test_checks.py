@@ -15,7 +15,7 @@ from scipy import stats
 
 from eval_pipelines.core.lift.checks import FAILED, NOT_RUN, PASSED, SRM_ALPHA, instrument_checks
 from eval_pipelines.core.lift.lift import INFERIOR, PARKED, SUPERIOR, live_lift
-from eval_pipelines_tests.core.lift.broken_traffic import CONFIG, experiment
+from eval_pipelines_tests.helpers.broken_traffic import CONFIG, experiment
 
 
 def _wilson(k, n, z=1.959964):

@@ -1,9 +1,9 @@
 """Coverage of the live lift's interval, by simulation with a known true lift (slow).
 
-Oracle: the simulation's truth. simulate_traffic (test_lift) draws clustered traffic whose
-per-request rates are exactly 0.60 (lever_holdout) and 0.66 (treated), so the true lift the
-interval should cover is 0.06, and with no lift the superiority rule should fire in about
-2.5% of experiments (one tail of a 95% interval).
+Oracle: the simulation's truth. simulate_traffic (helpers/clustered_lift_traffic.py) draws
+clustered traffic whose per-request rates are exactly 0.60 (lever_holdout) and 0.66
+(treated), so the true lift the interval should cover is 0.06, and with no lift the
+superiority rule should fire in about 2.5% of experiments (one tail of a 95% interval).
 """
 
 import time
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from eval_pipelines.core.lift.lift import PARKED, SUPERIOR, live_lift
-from eval_pipelines_tests.core.lift.test_lift import simulate_traffic
+from eval_pipelines_tests.helpers.clustered_lift_traffic import simulate_traffic
 
 TRUE_LIFT = 0.06
 

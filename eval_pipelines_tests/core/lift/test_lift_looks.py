@@ -13,7 +13,7 @@ import pytest
 
 from eval_pipelines.core.lift.evidence import LiveConfirmation, confirmed_improvement
 from eval_pipelines.core.lift.lift import PARKED, live_lift
-from eval_pipelines_tests.core.lift.broken_traffic import CONFIG, experiment
+from eval_pipelines_tests.helpers.broken_traffic import CONFIG, experiment
 
 DAYS = 7
 

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from eval_pipelines.core.text import inverted_index, search_result
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import vectorize as vz
-from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
+from eval_pipelines_tests.helpers.text_search import exclusion_lists, random_matrix, synthetic_texts
 
 _DEMO_RECORDS = Path(__file__).resolve().parents[3] / "data" / "demo" / "icd10cm_records.parquet"
 
@@ -34,49 +33,16 @@ def _assert_same(fast: search_result.SearchResult, slow: search_result.SearchRes
     assert fast.near_duplicate_indices.dtype == np.int32
 
 
-def _random_matrix(seed: int, n_docs: int = 600, n_features: int = 80) -> sp.csr_matrix:
-    """L2-normalised rows of small integer weights: ties, duplicates, empty rows."""
-    rng = np.random.default_rng(seed)
-    # Per-feature document frequency from very common to rare.
-    density = np.concatenate(
-        [rng.uniform(0.3, 0.8, 6), rng.uniform(0.02, 0.1, 30), rng.uniform(0.002, 0.01, 44)]
-    )[:n_features]
-    present = rng.random((n_docs, n_features)) < density
-    weights = np.where(present, rng.integers(1, 4, size=(n_docs, n_features)), 0).astype(np.float32)
-    weights[rng.choice(n_docs, max(1, n_docs // 40), replace=False)] = 0.0
-    copies = rng.choice(n_docs, 2 * max(1, n_docs // 20), replace=False)
-    half = copies.shape[0] // 2
-    weights[copies[half:]] = weights[copies[:half]]
-    norms = np.linalg.norm(weights, axis=1, keepdims=True)
-    weights = np.divide(weights, norms, out=np.zeros_like(weights), where=norms > 0)
-    return sp.csr_matrix(weights.astype(np.float32))
-
-
-def _exclusions(
-    index: inverted_index.TextIndex, queries: np.ndarray, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Leave-out lists that bite: part of each query's own top documents, plus noise."""
-    rng = np.random.default_rng(seed)
-    plain = rt.search_brute_force(index, queries, k=12)
-    lists = []
-    for row in range(queries.shape[0]):
-        own = plain.neighbours[row, : int(rng.integers(0, 8))]
-        noise = rng.integers(0, index.n_docs, int(rng.integers(0, 10)))
-        lists.append(np.concatenate([own[own >= 0], noise]))
-    indptr = np.concatenate([[0], np.cumsum([len(x) for x in lists])])
-    return indptr, np.concatenate(lists).astype(np.int32)
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("threshold", [None, 0.8, 0.95, 1.0])
 @pytest.mark.parametrize("k", [1, 5, 40, 700])
 def test_pruned_search_equals_brute_force_on_random_matrices(
     seed: int, threshold: float | None, k: int
 ) -> None:
-    index = inverted_index.build_text_index(_random_matrix(seed))
+    index = inverted_index.build_text_index(random_matrix(seed))
     queries = np.random.default_rng(seed + 10).choice(index.n_docs, 150, replace=False)
     for with_exclusions in (False, True):
-        indptr, indices = _exclusions(index, queries, seed) if with_exclusions else (None, None)
+        indptr, indices = exclusion_lists(index, queries, seed) if with_exclusions else (None, None)
         kwargs = dict(
             k=k,
             near_duplicate_threshold=threshold,
@@ -91,7 +57,7 @@ def test_pruned_search_equals_brute_force_on_random_matrices(
 def test_pruning_skips_postings_and_rescores() -> None:
     """On text-like data pruning skips postings and rescores rows (the identity tests need
     not: on the small random corpora it often falls back to rereading every list)."""
-    _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1))
+    _, matrix = vz.fit_transform(synthetic_texts(3000, seed=1))
     index = inverted_index.build_text_index(matrix)
     queries = np.arange(0, 3000, 7)
     pruned, plain = rt.SearchStats(), rt.SearchStats()
@@ -107,7 +73,7 @@ def test_pruning_skips_postings_and_rescores() -> None:
 
 
 def test_near_duplicate_overflow_is_rerun_when_pruning(monkeypatch: pytest.MonkeyPatch) -> None:
-    index = inverted_index.build_text_index(_random_matrix(3))
+    index = inverted_index.build_text_index(random_matrix(3))
     queries = np.arange(index.n_docs)
     expected = rt.search_brute_force(index, queries, k=6, near_duplicate_threshold=0.8)
     assert np.diff(expected.near_duplicate_indptr).max() > 2
@@ -117,7 +83,7 @@ def test_near_duplicate_overflow_is_rerun_when_pruning(monkeypatch: pytest.Monke
 
 def test_negative_weights_fall_back_to_the_plain_scan() -> None:
     """Pruning bounds need weights >= 0; an index with negative ones is scanned in full."""
-    matrix = _random_matrix(4).tolil()
+    matrix = random_matrix(4).tolil()
     matrix[3, 0] = -0.5
     matrix[7, 1] = -0.25
     index = inverted_index.build_text_index(matrix.tocsr())
@@ -132,9 +98,9 @@ def test_negative_weights_fall_back_to_the_plain_scan() -> None:
 
 @pytest.mark.parametrize("doc_range", [(0, 600), (0, 1), (100, 350), (599, 600), (250, 250)])
 def test_a_document_range_equals_brute_force(doc_range: tuple[int, int]) -> None:
-    index = inverted_index.build_text_index(_random_matrix(5))
+    index = inverted_index.build_text_index(random_matrix(5))
     queries = np.random.default_rng(5).choice(index.n_docs, 120, replace=False)
-    indptr, indices = _exclusions(index, queries, 5)
+    indptr, indices = exclusion_lists(index, queries, 5)
     for threshold in (None, 0.9):
         kwargs = dict(
             k=9,
@@ -151,7 +117,7 @@ def test_a_document_range_equals_brute_force(doc_range: tuple[int, int]) -> None
 
 
 def test_bad_document_ranges_are_refused() -> None:
-    index = inverted_index.build_text_index(_random_matrix(6))
+    index = inverted_index.build_text_index(random_matrix(6))
     for doc_range in ((-1, 10), (10, 5), (0, 601)):
         with pytest.raises(ValueError, match="doc_range"):
             rt.search(index, np.array([1]), k=2, doc_range=doc_range)
@@ -166,7 +132,7 @@ def test_demo_records_pruned_equal_brute_force() -> None:
     _, matrix = vz.fit_transform(records.get_column("text").to_list())
     index = inverted_index.build_text_index(matrix)
     queries = np.random.default_rng(11).choice(index.n_docs, 80, replace=False)
-    indptr, indices = _exclusions(index, queries, 11)
+    indptr, indices = exclusion_lists(index, queries, 11)
     stats = rt.SearchStats()
     for threshold in (None, 0.93, 0.98):
         for exclusions in ((None, None), (indptr, indices)):

@@ -13,57 +13,15 @@ from eval_pipelines.core.search_request import NEAR_DUPLICATE_TOLERANCE
 from eval_pipelines.core.text import index_files, inverted_index, search_result
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import vectorize as vz
+from eval_pipelines_tests.helpers.text_search import synthetic_texts
 
 # This file sits in eval_pipelines_tests/core/text/, so the repository is parents[3].
 _DEMO_RECORDS = Path(__file__).resolve().parents[3] / "data" / "demo" / "icd10cm_records.parquet"
 
-_TEMPLATES = [
-    "{fx} of {bone}, {side}, {enc}",
-    "{fx} of shaft of {bone}, {side}",
-    "Pain in {side} {joint}",
-    "Osteoarthritis of {side} {joint}, stage {n}",
-    "{burn} degree burn of {side} {joint}, {enc}",
-    "Type {n} diabetes with {comp}",
-    "Contusion of {side} {joint} {enc}",
-]
-_FILL = {
-    "fx": ["Displaced fracture", "Nondisplaced fracture", "Fracture", "Torus fracture", "Fx"],
-    "bone": ["femur", "tibia", "fibula", "radius", "ulna", "humerus", "r femr"],
-    "side": ["left", "right", "bilateral", "unspecified", "l", "r"],
-    "enc": ["initial encounter", "subsequent encounter", "sequela", "init", "subs"],
-    "joint": ["knee", "hip", "shoulder", "elbow", "wrist", "ankle"],
-    "n": ["1", "2", "3", "4", "10"],
-    "burn": ["First", "Second", "Third"],
-    "comp": ["neuropathy", "nephropathy", "retinopathy", "ketoacidosis", "hyperosmolarity"],
-}
-
-
-def _synthetic_texts(n: int, seed: int) -> list[str]:
-    """Near-duplicate-rich texts: templates with swapped words, laterality and numbers."""
-    rng = np.random.default_rng(seed)
-    texts: list[str] = []
-    while len(texts) < n:
-        template = _TEMPLATES[int(rng.integers(len(_TEMPLATES)))]
-        values = {key: words[int(rng.integers(len(words)))] for key, words in _FILL.items()}
-        text = template.format(**values)
-        if rng.random() < 0.1:
-            # A word swap keeps the words but changes the bigrams.
-            words = text.split()
-            i, j = rng.integers(len(words), size=2)
-            words[i], words[j] = words[j], words[i]
-            text = " ".join(words)
-        texts.append(text)
-    # Edge rows: exact duplicates, empty texts, and a text sharing no feature with the rest.
-    texts[10] = texts[11] = texts[12] = texts[13]
-    texts[20] = ""
-    texts[21] = "?!"
-    texts[30] = "ǅǆǇ Ꙁꙁ"
-    return texts
-
 
 @pytest.fixture(scope="module")
 def index() -> inverted_index.TextIndex:
-    _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+    _, matrix = vz.fit_transform(synthetic_texts(3000, seed=1), n_features=2**20)
     return inverted_index.build_text_index(matrix)
 
 
@@ -483,7 +441,7 @@ def test_search_matches_sklearn_oracle(
 ) -> None:
     if corpus == "synthetic":
         # The module's corpus: template texts full of ties, exact duplicates, empty rows.
-        _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+        _, matrix = vz.fit_transform(synthetic_texts(3000, seed=1), n_features=2**20)
         query_ids = queries
     else:
         _, matrix = vz.fit_transform(_demo_texts())
@@ -504,7 +462,7 @@ def test_search_matches_sklearn_oracle(
 
 def test_sklearn_oracle_check_catches_wrong_results(queries: np.ndarray) -> None:
     """The oracle comparison is not vacuous: corrupted results fail it."""
-    _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+    _, matrix = vz.fit_transform(synthetic_texts(3000, seed=1), n_features=2**20)
     index = inverted_index.build_text_index(matrix)
     result = rt.search(index, queries, k=15, near_duplicate_threshold=0.93)
     oracle_sims = _oracle_similarities(matrix, queries)

@@ -15,11 +15,14 @@ from eval_pipelines.core.text import index_files, inverted_index
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import segments as sg
 from eval_pipelines.core.text import vectorize as vz
-from eval_pipelines_tests.core.text.test_pruning import _exclusions, _random_matrix
-from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
-from eval_pipelines_tests.core.text.test_shards import _assert_same
+from eval_pipelines_tests.helpers.text_search import (
+    assert_same_search,
+    exclusion_lists,
+    random_matrix,
+    synthetic_texts,
+)
 
-_TEXTS = _synthetic_texts(3000, seed=1)
+_TEXTS = synthetic_texts(3000, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,7 @@ def test_segmented_search_equals_one_index_and_brute_force(
     queries = np.concatenate(
         [[10, 13, 20, 21, 30, 2999], np.random.default_rng(2).choice(3000, 150, replace=False)]
     )
-    indptr, indices = _exclusions(whole, queries, seed=3)
+    indptr, indices = exclusion_lists(whole, queries, seed=3)
     for exclude in ((None, None), (indptr, indices)):
         for prune in (True, False):
             kwargs = dict(
@@ -97,8 +100,8 @@ def test_segmented_search_equals_one_index_and_brute_force(
                 exclude_indices=exclude[1],
             )
             expected = rt.search_brute_force(whole, queries, **kwargs)  # type: ignore[arg-type]
-            _assert_same(rt.search(segmented, queries, prune=prune, **kwargs), expected)  # type: ignore[arg-type]
-    _assert_same(
+            assert_same_search(rt.search(segmented, queries, prune=prune, **kwargs), expected)  # type: ignore[arg-type]
+    assert_same_search(
         rt.search_brute_force(segmented, queries, k=20, near_duplicate_threshold=threshold),
         rt.search_brute_force(whole, queries, k=20, near_duplicate_threshold=threshold),
     )
@@ -113,7 +116,7 @@ def test_a_document_range_across_segments(
     segmented = built(700)
     queries = np.arange(0, 3000, 17)
     kwargs = dict(k=15, near_duplicate_threshold=0.93, doc_range=doc_range)
-    _assert_same(
+    assert_same_search(
         rt.search(segmented, queries, **kwargs),  # type: ignore[arg-type]
         rt.search_brute_force(whole, queries, **kwargs),  # type: ignore[arg-type]
     )
@@ -123,10 +126,10 @@ def test_a_document_range_across_segments(
 def test_random_matrices_with_ties_and_negative_weights() -> None:
     # Segments built from any matrix (not only TF-IDF texts): ties broken by id across
     # segments, and an index with negative weights is scanned in full.
-    matrix = _random_matrix(7)
+    matrix = random_matrix(7)
     whole = inverted_index.build_text_index(matrix)
     queries = np.arange(whole.n_docs)
-    indptr, indices = _exclusions(whole, queries, seed=7)
+    indptr, indices = exclusion_lists(whole, queries, seed=7)
     for cut in ([0, 90, 91, 300, whole.n_docs], [0, whole.n_docs]):
         segmented = inverted_index.SegmentedIndex(
             tuple(
@@ -138,7 +141,7 @@ def test_random_matrices_with_ties_and_negative_weights() -> None:
             kwargs = dict(
                 k=k, near_duplicate_threshold=0.9, exclude_indptr=indptr, exclude_indices=indices
             )
-            _assert_same(
+            assert_same_search(
                 rt.search(segmented, queries, **kwargs),  # type: ignore[arg-type]
                 rt.search_brute_force(whole, queries, **kwargs),  # type: ignore[arg-type]
             )
@@ -149,7 +152,7 @@ def test_random_matrices_with_ties_and_negative_weights() -> None:
             inverted_index.build_text_index(negative[100:]),
         )
     )
-    _assert_same(
+    assert_same_search(
         rt.search(segmented, queries, k=10),
         rt.search_brute_force(inverted_index.build_text_index(negative), queries, k=10),
     )
@@ -165,7 +168,7 @@ def test_later_segments_prune_from_the_kth_score_found_before(tmp_path: Path) ->
     segmented = _segmented(tmp_path, 1000, texts)
     queries = np.arange(0, 1000, 7)
     carried, alone = rt.SearchStats(), rt.SearchStats()
-    _assert_same(
+    assert_same_search(
         rt.search(segmented, queries, k=20, stats=carried),
         rt.search(whole, queries, k=20, prune=False),
     )
@@ -201,7 +204,7 @@ def test_bad_input_is_refused(
     with pytest.raises(ValueError, match="feature counts"):
         inverted_index.SegmentedIndex(
             (
-                inverted_index.build_text_index(_random_matrix(1)),
+                inverted_index.build_text_index(random_matrix(1)),
                 inverted_index.build_text_index(sp.eye(3, format="csr")),
             )
         )

@@ -7,23 +7,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval_pipelines.core.text import index_files, inverted_index, search_result
+from eval_pipelines.core.text import index_files, inverted_index
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import shards as sh
 from eval_pipelines.core.text import vectorize as vz
-from eval_pipelines_tests.core.text.test_pruning import _exclusions, _random_matrix
-from eval_pipelines_tests.core.text.test_retrieval import _synthetic_texts
-
-
-def _assert_same(a: search_result.SearchResult, b: search_result.SearchResult) -> None:
-    for field in ("neighbours", "similarities", "near_duplicate_indptr", "near_duplicate_indices"):
-        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
-        assert getattr(a, field).dtype == getattr(b, field).dtype, field
+from eval_pipelines_tests.helpers.text_search import (
+    assert_same_search,
+    exclusion_lists,
+    random_matrix,
+    synthetic_texts,
+)
 
 
 @pytest.fixture(scope="module")
 def index() -> inverted_index.TextIndex:
-    _, matrix = vz.fit_transform(_synthetic_texts(3000, seed=1), n_features=2**20)
+    _, matrix = vz.fit_transform(synthetic_texts(3000, seed=1), n_features=2**20)
     return inverted_index.build_text_index(matrix)
 
 
@@ -50,7 +48,7 @@ def test_sharded_search_equals_search_and_brute_force(
     queries = np.concatenate(
         [[10, 13, 20, 21, 30], np.random.default_rng(2).choice(3000, 200, replace=False)]
     )
-    indptr, indices = _exclusions(index, queries, seed=3)
+    indptr, indices = exclusion_lists(index, queries, seed=3)
     for exclude in ((None, None), (indptr, indices)):
         kwargs = dict(
             k=20,
@@ -59,16 +57,16 @@ def test_sharded_search_equals_search_and_brute_force(
             exclude_indices=exclude[1],
         )
         merged = sh.search_sharded(index, queries, shards=shards, **kwargs)  # type: ignore[arg-type]
-        _assert_same(merged, rt.search(index, queries, **kwargs))  # type: ignore[arg-type]
-        _assert_same(merged, rt.search_brute_force(index, queries, **kwargs))  # type: ignore[arg-type]
+        assert_same_search(merged, rt.search(index, queries, **kwargs))  # type: ignore[arg-type]
+        assert_same_search(merged, rt.search_brute_force(index, queries, **kwargs))  # type: ignore[arg-type]
 
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("shards", [1, 2, 3, 7])
 def test_sharded_search_on_random_matrices_with_ties(shards: int) -> None:
-    index = inverted_index.build_text_index(_random_matrix(7))
+    index = inverted_index.build_text_index(random_matrix(7))
     queries = np.arange(index.n_docs)
-    indptr, indices = _exclusions(index, queries, seed=7)
+    indptr, indices = exclusion_lists(index, queries, seed=7)
     for k in (3, 50, 700):
         for threshold in (None, 0.9):
             kwargs = dict(
@@ -77,7 +75,7 @@ def test_sharded_search_on_random_matrices_with_ties(shards: int) -> None:
                 exclude_indptr=indptr,
                 exclude_indices=indices,
             )
-            _assert_same(
+            assert_same_search(
                 sh.search_sharded(index, queries, shards=shards, **kwargs),  # type: ignore[arg-type]
                 rt.search_brute_force(index, queries, **kwargs),  # type: ignore[arg-type]
             )
@@ -95,8 +93,8 @@ def test_shards_hold_only_their_documents_and_merge_in_any_order(
         found = np.concatenate([part.neighbours[part.neighbours >= 0], part.near_duplicate_indices])
         assert np.all((found >= lo) & (found < hi))
     expected = rt.search(index, queries, k=15, near_duplicate_threshold=0.93)
-    _assert_same(sh.merge_shard_results(parts, k=15), expected)
-    _assert_same(sh.merge_shard_results(parts[::-1], k=15), expected)
+    assert_same_search(sh.merge_shard_results(parts, k=15), expected)
+    assert_same_search(sh.merge_shard_results(parts[::-1], k=15), expected)
 
 
 def test_shards_of_a_memory_mapped_index(index: inverted_index.TextIndex, tmp_path: Path) -> None:
@@ -104,7 +102,7 @@ def test_shards_of_a_memory_mapped_index(index: inverted_index.TextIndex, tmp_pa
     index_files.save_text_index(index, path)
     loaded = index_files.load_text_index(path)
     queries = np.arange(0, 3000, 13)
-    _assert_same(
+    assert_same_search(
         sh.search_sharded(loaded, queries, shards=4, k=10, near_duplicate_threshold=0.93),
         rt.search(index, queries, k=10, near_duplicate_threshold=0.93),
     )
@@ -115,9 +113,9 @@ def test_merge_edge_cases(index: inverted_index.TextIndex) -> None:
     assert empty.neighbours.shape == (0, 4)
     assert empty.near_duplicate_indptr.tolist() == [0]
     # More shards than documents: most shards are empty.
-    small = inverted_index.build_text_index(_random_matrix(8, n_docs=30, n_features=20))
+    small = inverted_index.build_text_index(random_matrix(8, n_docs=30, n_features=20))
     queries = np.arange(30)
-    _assert_same(
+    assert_same_search(
         sh.search_sharded(small, queries, shards=40, k=5, near_duplicate_threshold=0.9),
         rt.search_brute_force(small, queries, k=5, near_duplicate_threshold=0.9),
     )

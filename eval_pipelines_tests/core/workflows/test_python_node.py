@@ -15,7 +15,7 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.documents import document_from_text
 from eval_pipelines.core.workflows.nodes import NodeFailed
 from eval_pipelines.core.workflows.python_node import PythonNode
-from eval_pipelines_tests.user_code import (
+from eval_pipelines_tests.helpers.user_code import (
     DROPS_CUSTOMER,
     KEEPS_CUSTOMER,
     MODULE,
