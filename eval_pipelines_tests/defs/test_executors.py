@@ -23,7 +23,7 @@ from eval_pipelines.definitions import defs
 from eval_pipelines.defs.executors import executor_run_config
 from eval_pipelines.instance import DUCKDB_POOL, set_pool_limit
 from eval_pipelines.settings import INDEX_DIR_ENV, WAREHOUSE_ENV
-from eval_pipelines.storage.evaluations import StoredReport, load_report
+from eval_pipelines.storage.holdout_evaluations import StoredReport, load_report
 from eval_pipelines.storage.warehouse import connect
 
 # How Dagster's orchestrator says a step waits for a pool slot (an engine event).
