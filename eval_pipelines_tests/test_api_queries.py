@@ -101,8 +101,8 @@ def load_products(folder: Path, *, rows: int = 100, shift: int = 0) -> str:
 def engine_answer(query: dict[str, Any], *, folds: int | None = None) -> Any:
     """The engine's outcome on the warehouse's current data (the oracle)."""
     from eval_pipelines import settings
-    from eval_pipelines.core.evaluate.engine import run_folds, run_query
-    from eval_pipelines.core.evaluate.query import parse_query
+    from eval_pipelines.core.queries.engine import run_folds, run_query
+    from eval_pipelines.core.queries.query import parse_query
     from eval_pipelines.storage import data_tables as data_tables_store
     from eval_pipelines.storage.warehouse import connect
 
@@ -362,7 +362,7 @@ def test_another_warehouse_than_the_run_reads_is_refused(workdir: Path) -> None:
 
 def test_the_stage_and_its_storage_do_not_import_dagster() -> None:
     code = (
-        "import sys, eval_pipelines.stages.evaluate, eval_pipelines.storage.query_evaluations\n"
+        "import sys, eval_pipelines.stages.queries, eval_pipelines.storage.query_evaluations\n"
         "print('dagster' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

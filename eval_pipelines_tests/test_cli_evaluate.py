@@ -176,7 +176,7 @@ def test_the_documents_list_and_show_print_keep_their_keys_in_order(
 ) -> None:
     """The typed results (api.queries) print the documents the dicts printed before, key for
     key and in the same order: with a result, and for a query registered without one."""
-    from eval_pipelines_tests.defs.test_evaluate_assets import register
+    from eval_pipelines_tests.defs.test_query_assets import register
 
     load_products(workdir)
     evaluate_json(capsys, "--file", write_query(workdir, PREDICT))

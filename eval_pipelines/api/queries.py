@@ -26,12 +26,12 @@ from eval_pipelines.api._shared import (
     stored_by_a_succeeded_step,
 )
 from eval_pipelines.core.errors import InputError, RunRefusal
-from eval_pipelines.core.evaluate.engine import check_query
-from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.core.files import parse_json_text, read_json
+from eval_pipelines.core.queries.engine import check_query
+from eval_pipelines.core.queries.query import parse_query
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.runs.model import RunState
-from eval_pipelines.stages import evaluate as stage
+from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
@@ -274,8 +274,8 @@ def _run(eval_id: str, wait: bool, run_id: str, timeout: float) -> RunState:
 
 
 def _refusal(run_id: str) -> str | None:
-    """The refusal a step of the run raised (see ``defs.evaluate``), if any."""
-    from eval_pipelines.defs.evaluate import REFUSED
+    """The refusal a step of the run raised (see ``defs.queries``), if any."""
+    from eval_pipelines.defs.queries import REFUSED
 
     return step_refusal(run_id, REFUSED)
 

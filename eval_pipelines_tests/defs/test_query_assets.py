@@ -11,18 +11,18 @@ import dagster as dg
 import duckdb
 
 from eval_pipelines import settings
-from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.defs.evaluate import (
+from eval_pipelines.core.queries.query import parse_query
+from eval_pipelines.defs.io_managers import TransientPickleIOManager
+from eval_pipelines.defs.partitions import QUERY_EVALUATIONS
+from eval_pipelines.defs.queries import (
     NOT_TRUNCATED,
     QUERY_EVALUATIONS_SCHEMA,
     QUERY_RESULTS_SCHEMA,
-    evaluate_assets,
     evaluate_not_truncated,
+    query_assets,
 )
-from eval_pipelines.defs.io_managers import TransientPickleIOManager
-from eval_pipelines.defs.partitions import QUERY_EVALUATIONS
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.stages import evaluate as stage
+from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.warehouse import connect, transaction
 from eval_pipelines_tests.test_api_queries import (
@@ -53,7 +53,7 @@ def materialize(instance: dg.DagsterInstance, eval_id: str) -> dg.ExecuteInProce
     if not instance.has_dynamic_partition(QUERY_EVALUATIONS, eval_id):
         instance.add_dynamic_partitions(QUERY_EVALUATIONS, [eval_id])
     return dg.materialize(
-        [*evaluate_assets, evaluate_not_truncated],
+        [*query_assets, evaluate_not_truncated],
         instance=instance,
         partition_key=eval_id,
         resources=RESOURCES,

@@ -9,14 +9,14 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.core.evaluate.query import parse_query
+from eval_pipelines.core.queries.query import parse_query
 from eval_pipelines.defs.families import QUIET_CONSOLE, REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs.tags import KIND_TAG
-from eval_pipelines.stages import evaluate
+from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 
 NOT_TRUNCATED = "evaluate_not_truncated"
@@ -77,7 +77,7 @@ def evaluate_query(
 ) -> dg.MaterializeResult:
     try:
         with warehouse.connect(read_only=True) as conn:
-            stored, query = evaluate.load_pinned_query(conn, context.partition_key)
+            stored, query = stage.load_pinned_query(conn, context.partition_key)
     except REFUSALS as error:
         raise _refusal(error) from None
     return dg.MaterializeResult(
@@ -109,7 +109,7 @@ def evaluate_result(
 ) -> dg.MaterializeResult:
     eval_id = context.partition_key
     try:
-        outcome = evaluate.evaluate_stage(
+        outcome = stage.run_stored_query(
             warehouse.connect, eval_id, run_id=context.run_id, log=context.log.info
         )
     except REFUSALS as error:
@@ -118,8 +118,8 @@ def evaluate_result(
     with warehouse.connect(read_only=True) as conn:
         stored = query_evaluations_store.load_query(conn, eval_id)
     query = parse_query(stored.document)
-    setup = evaluate.setup_lines(query, stored.folds)
-    comparable = evaluate.comparable_as(query, stored.folds, sources)
+    setup = stage.setup_lines(query, stored.folds)
+    comparable = stage.comparable_as(query, stored.folds, sources)
     setup.append(f"- comparable as `{comparable}` (plots key each metric by it)")
     # Numeric metadata is plotted across materialisations; the key carries what makes two
     # evaluations comparable, so a plot never mixes different tables, targets or test rows.
@@ -131,7 +131,7 @@ def evaluate_result(
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(
-                evaluate.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
+                stage.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
             ),
             **plotted,
             "comparable_as": comparable,
@@ -171,13 +171,13 @@ def evaluate_not_truncated(
     )
 
 
-evaluate_assets = [evaluate_query, evaluate_result]
-evaluate_checks = [evaluate_not_truncated]
+query_assets = [evaluate_query, evaluate_result]
+query_checks = [evaluate_not_truncated]
 
 
 evaluate_query_job = dg.define_asset_job(
     "evaluate_query_job",
-    selection=dg.AssetSelection.assets(*evaluate_assets),
+    selection=dg.AssetSelection.assets(*query_assets),
     tags={KIND_TAG: "query"},
     config=QUIET_CONSOLE,
     description="Evaluate one stored query (spec 003) on the table versions it pins and store "

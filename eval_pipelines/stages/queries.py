@@ -15,10 +15,10 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.core.errors import ConflictError, InputError
-from eval_pipelines.core.evaluate.engine import EvaluateOutcome, run_folds, run_query
-from eval_pipelines.core.evaluate.query import Query, parse_query
-from eval_pipelines.core.evaluate.source import Source
 from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.queries.engine import QueryOutcome, run_folds, run_query
+from eval_pipelines.core.queries.query import Query, parse_query
+from eval_pipelines.core.queries.source import Source
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import PinnedSource, StoredQuery
@@ -131,7 +131,7 @@ def _progress_log(
     return progress
 
 
-def evaluate_stage(
+def run_stored_query(
     open_warehouse: OpenWarehouse,
     eval_id: str,
     *,
@@ -139,7 +139,7 @@ def evaluate_stage(
     log: Callable[[str], None] = lambda _: None,
     clock: Callable[[], float] = time.monotonic,
     progress_seconds: float = PROGRESS_SECONDS,
-) -> EvaluateOutcome:
+) -> QueryOutcome:
     """Run the stored query (or its k-fold sweep) on its pinned tables and store the result,
     replacing the one an earlier run wrote."""
     with open_warehouse(read_only=True) as conn:

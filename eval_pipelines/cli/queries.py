@@ -31,7 +31,7 @@ def _read_document(path: str) -> Mapping[str, object]:
 
 
 def _metric_lines(metrics: Mapping[str, Any]) -> list[str]:
-    from eval_pipelines.stages.evaluate import format_value
+    from eval_pipelines.stages.queries import format_value
 
     width = max((len(name) for name in metrics), default=0)
     return [f"  {name:<{width}}  {format_value(value)}" for name, value in metrics.items()]
@@ -70,7 +70,7 @@ def _fold_lines(response: Mapping[str, Any]) -> list[str]:
     folds = response.get("folds")
     if not isinstance(folds, list):
         return []
-    from eval_pipelines.stages.evaluate import format_value
+    from eval_pipelines.stages.queries import format_value
 
     name = next((m for m in ("accuracy", "mae") if m in (folds[0] if folds else {})), None)
     lines = []
@@ -89,7 +89,7 @@ def _fold_lines(response: Mapping[str, Any]) -> list[str]:
 def report_text(response: Mapping[str, Any], evaluation: QueryEvaluation) -> str:
     """For people: the headline (model against baseline, with n), every scalar metric, the
     message, and which evaluation and run it is (``response`` is the 003 response)."""
-    from eval_pipelines.stages.evaluate import headline
+    from eval_pipelines.stages.queries import headline
 
     metrics = evaluation.metrics or {}
     lines = [headline(metrics)]
