@@ -29,6 +29,7 @@ from eval_pipelines.core.errors import InputError, RunRefusal
 from eval_pipelines.core.files import parse_json_text, read_json
 from eval_pipelines.core.queries.engine import check_query
 from eval_pipelines.core.queries.query import parse_query
+from eval_pipelines.core.queries.report import headline
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.runs.model import RunState
 from eval_pipelines.stages import queries as stage
@@ -357,7 +358,7 @@ def list_queries(*, warehouse: Path | str | None = None) -> tuple[QueryListing, 
                 tables=parsed.table_names(),
                 folds=query.folds,
                 status=_status(result),
-                headline=stage.headline(result.metrics) if result is not None else None,
+                headline=headline(result.metrics) if result is not None else None,
                 run_id=result.run_id if result is not None else None,
             )
         )

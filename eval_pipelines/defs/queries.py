@@ -9,6 +9,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_pipelines.core.queries import report
 from eval_pipelines.core.queries.query import parse_query
 from eval_pipelines.defs.families import QUIET_CONSOLE, REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
@@ -57,13 +58,6 @@ def _refusal(error: Exception) -> dg.Failure:
     return refusal(error, {REFUSED: type(error).__name__})
 
 
-def _experiment(folds: int | None, holdout: bool) -> str:
-    """Which experiment 003 runs: test rows hidden from training, or seen by it."""
-    if folds:
-        return f"{folds}-fold sweep (hold-out)"
-    return "hold-out (test)" if holdout else "resubstitution (testSource)"
-
-
 @dg.asset(
     **_common(
         "The stored query, validated again, and the versions of the tables it reads (the run "
@@ -85,7 +79,7 @@ def evaluate_query(
             "query": dg.MetadataValue.json(stored.document),
             "kind": query.kind,
             "target": query.target,
-            "experiment": _experiment(stored.folds, query.holdout),
+            "experiment": report.experiment_label(stored.folds, query.holdout),
             "folds": stored.folds or 0,
             "max_time_seconds": query.max_time,
             "sources": dg.MetadataValue.json([s.to_json() for s in stored.sources]),
@@ -118,8 +112,8 @@ def evaluate_result(
     with warehouse.connect(read_only=True) as conn:
         stored = query_evaluations_store.load_query(conn, eval_id)
     query = parse_query(stored.document)
-    setup = stage.setup_lines(query, stored.folds)
-    comparable = stage.comparable_as(query, stored.folds, sources)
+    setup = report.setup_lines(query, stored.folds)
+    comparable = report.comparable_as(query, stored.folds, sources)
     setup.append(f"- comparable as `{comparable}` (plots key each metric by it)")
     # Numeric metadata is plotted across materialisations; the key carries what makes two
     # evaluations comparable, so a plot never mixes different tables, targets or test rows.
@@ -131,7 +125,7 @@ def evaluate_result(
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(
-                stage.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
+                report.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
             ),
             **plotted,
             "comparable_as": comparable,

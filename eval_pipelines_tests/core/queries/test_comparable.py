@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from eval_pipelines.core.queries.query import parse_query
-from eval_pipelines.stages.queries import comparable_as
+from eval_pipelines.core.queries.report import comparable_as
 
 QUERY: dict[str, Any] = {
     "test": {"$index": {"$mod": [5, 0]}},
