@@ -49,7 +49,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     answer = run_query(
         _read_document(args.file),
         folds=args.folds,
-        wait=not args.submit,
+        submit=args.submit,
         timeout=args.timeout,
         warehouse=args.warehouse,
     )
