@@ -4,7 +4,6 @@ eval_pipelines."""
 import dagster as dg
 
 from eval_pipelines.defs.embeddings import embedding_assets, embedding_index_job
-from eval_pipelines.defs.evaluate import evaluate_assets, evaluate_checks, evaluate_query_job
 from eval_pipelines.defs.executors import engine_executor
 from eval_pipelines.defs.golden import golden_assets, golden_checks, golden_gate_job
 from eval_pipelines.defs.golden_automation import nightly_gating_runs, workflow_revision_sensor
@@ -19,6 +18,7 @@ from eval_pipelines.defs.lift import (
     lift_log_sensor,
     lift_report_job,
 )
+from eval_pipelines.defs.queries import evaluate_query_job, query_assets, query_checks
 from eval_pipelines.defs.resources import WarehouseResource
 
 # The engine is run configuration (see eval_pipelines.defs.executors and docs/operations.md):
@@ -29,8 +29,8 @@ from eval_pipelines.defs.resources import WarehouseResource
 EXECUTOR = engine_executor
 
 defs = dg.Definitions(
-    assets=[*holdout_assets, *embedding_assets, *golden_assets, *evaluate_assets, *lift_assets],
-    asset_checks=[*holdout_checks, *golden_checks, *evaluate_checks, *lift_checks],
+    assets=[*holdout_assets, *embedding_assets, *golden_assets, *query_assets, *lift_assets],
+    asset_checks=[*holdout_checks, *golden_checks, *query_checks, *lift_checks],
     jobs=[
         holdout_eval_job,
         embedding_index_job,

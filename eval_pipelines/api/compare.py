@@ -17,7 +17,7 @@ from eval_pipelines.core.holdout.spec import (
 from eval_pipelines.core.inputs import is_name
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.storage import cases as cases_store
-from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
@@ -86,10 +86,10 @@ def compare_holdout_evals(
             ("baseline", baseline_eval_id, baseline_variant, "baseline_variant"),
             ("candidate", candidate_eval_id, candidate_variant, "candidate_variant"),
         ):
-            row = evaluations_store.evaluation_row(conn, eval_id)
+            row = holdout_evaluations_store.evaluation_row(conn, eval_id)
             if row.case_id != case_id:
                 raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row.case_id!r}")
-            stored = evaluations_store.load_report(conn, eval_id)
+            stored = holdout_evaluations_store.load_report(conn, eval_id)
             if stored is None:
                 raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
             spec, tree, outcomes = variant_outcomes(conn, eval_id)

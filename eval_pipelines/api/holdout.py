@@ -30,8 +30,8 @@ from eval_pipelines.core.holdout.spec import (
 from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.storage import cases as cases_store
-from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage import holdout as holdout_store
+from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import memo as memo_store
 from eval_pipelines.storage.warehouse import (
     CLI_WAIT_SECONDS,
@@ -540,7 +540,7 @@ def start_holdout_eval(
             estimate = _estimate_tokens(spec)
             if estimate.total_tokens > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
                 raise TokenConfirmationNeeded(estimate)
-            evaluations_store.insert_evaluation(
+            holdout_evaluations_store.insert_evaluation(
                 conn,
                 eval_id=spec.eval_id,
                 kind=KIND,
@@ -551,7 +551,9 @@ def start_holdout_eval(
                 run_id=run_id,
             )
             # Read back as every later status read sees it, on the connection already open.
-            stored = _Stored(evaluations_store.evaluation_row(conn, spec.eval_id), None, None)
+            stored = _Stored(
+                holdout_evaluations_store.evaluation_row(conn, spec.eval_id), None, None
+            )
     launched = _launch(
         spec.eval_id,
         wait=wait,
@@ -581,10 +583,10 @@ def rerun_holdout_eval(
     require_run_warehouse(warehouse)
     with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
         row = _own_evaluation(conn, case_id, eval_id)
-        evaluations_store.set_run_id(conn, eval_id, run_id)
+        holdout_evaluations_store.set_run_id(conn, eval_id, run_id)
         stored = _Stored(
             replace(row, run_id=run_id),
-            evaluations_store.load_report(conn, eval_id),
+            holdout_evaluations_store.load_report(conn, eval_id),
             holdout_store.sample_hash(conn, eval_id),
         )
     return _launch(
@@ -598,8 +600,10 @@ def rerun_holdout_eval(
     )
 
 
-def _own_evaluation(conn: Any, case_id: str, eval_id: str) -> evaluations_store.EvaluationRow:
-    row = evaluations_store.evaluation_row(conn, eval_id)
+def _own_evaluation(
+    conn: Any, case_id: str, eval_id: str
+) -> holdout_evaluations_store.EvaluationRow:
+    row = holdout_evaluations_store.evaluation_row(conn, eval_id)
     if row.case_id != case_id:
         raise NotFoundError(f"evalId={eval_id!r}: belongs to case {row.case_id!r}")
     if row.kind != KIND:
@@ -701,8 +705,8 @@ def _evaluation_status(
 class _Stored:
     """What the warehouse says about an evaluation."""
 
-    row: evaluations_store.EvaluationRow
-    report: evaluations_store.StoredReport | None
+    row: holdout_evaluations_store.EvaluationRow
+    report: holdout_evaluations_store.StoredReport | None
     sample_hash: str | None
 
 
@@ -713,7 +717,7 @@ def _read_stored(case_id: str, eval_id: str, warehouse: Path | str | None) -> _S
         row = _own_evaluation(conn, case_id, eval_id)
         return _Stored(
             row,
-            evaluations_store.load_report(conn, eval_id),
+            holdout_evaluations_store.load_report(conn, eval_id),
             holdout_store.sample_hash(conn, eval_id),
         )
 
@@ -939,7 +943,7 @@ def eval_rows(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
         _own_evaluation(conn, case_id, eval_id)
-        if not evaluations_store.has_report(conn, eval_id):
+        if not holdout_evaluations_store.has_report(conn, eval_id):
             raise ConflictError(
                 f"evalId={eval_id!r}: not complete yet; rows exist once the report does "
                 f"(eval-pipelines eval status {case_id} {eval_id} --wait)"
@@ -990,7 +994,7 @@ def prune_partitions(*, warehouse: Path | str | None = None) -> list[str]:
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        registered = set(evaluations_store.all_evaluation_ids(conn, KIND))
+        registered = set(holdout_evaluations_store.all_evaluation_ids(conn, KIND))
     return runs.prune_partitions(dagster_instance(), runs.kind_of(KIND), registered)
 
 
@@ -1001,7 +1005,7 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
         cases_store.load_case(conn, case_id)
-        frame = evaluations_store.list_evaluations(conn, case_id)
+        frame = holdout_evaluations_store.list_evaluations(conn, case_id)
     instance = None
     if frame["has_report"].any():
         from eval_pipelines.instance import dagster_instance

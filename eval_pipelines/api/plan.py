@@ -13,7 +13,7 @@ from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.stats.power import minimum_detectable_effect, paired_sample_size
-from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 __all__ = ["ComparisonPlan", "EvalDiscordance", "StatedDiscordance", "plan_comparison"]
@@ -79,10 +79,10 @@ def _discordance_from_eval(
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
     ) as conn:
-        row = evaluations_store.evaluation_row(conn, eval_id)
+        row = holdout_evaluations_store.evaluation_row(conn, eval_id)
         if row.case_id != case_id:
             raise InputError("from_eval", eval_id, f"belongs to case {row.case_id!r}")
-        stored = evaluations_store.load_report(conn, eval_id)
+        stored = holdout_evaluations_store.load_report(conn, eval_id)
     if stored is None:
         raise ConflictError(f"evalId={eval_id!r}: not complete yet; wait for its report")
     report = stored.report

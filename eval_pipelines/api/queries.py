@@ -26,12 +26,13 @@ from eval_pipelines.api._shared import (
     stored_by_a_succeeded_step,
 )
 from eval_pipelines.core.errors import InputError, RunRefusal
-from eval_pipelines.core.evaluate.engine import check_query
-from eval_pipelines.core.evaluate.query import parse_query
 from eval_pipelines.core.files import parse_json_text, read_json
+from eval_pipelines.core.queries.engine import check_query
+from eval_pipelines.core.queries.query import parse_query
+from eval_pipelines.core.queries.report import headline
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.runs.model import RunState
-from eval_pipelines.stages import evaluate as stage
+from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
@@ -196,7 +197,7 @@ def run_query(
     query: Mapping[str, object] | str | Path,
     *,
     folds: int | None = None,
-    wait: bool = True,
+    submit: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     warehouse: Path | str | None = None,
 ) -> QueryResult:
@@ -208,19 +209,21 @@ def run_query(
     the sources read (name, kind, version, rows) and every scalar metric.
 
     ``folds`` runs a deterministic k-fold sweep (fold r tests the rows at positions ≡ r mod k)
-    and averages it. The run is launched as every run is (:func:`eval_pipelines.runs.launch`):
-    ``wait`` (the default) executes it in this process when a run slot is free; without it,
-    it is submitted to the instance's run queue (the daemon or the dispatcher executes it).
-    Either way the answer waits for it, up to ``timeout`` seconds for a queued run. A
-    complete, untruncated result stored for the same query on the same table versions is
-    returned without a run.
+    and averages it. The answer is what this returns, so it always waits for the run, as
+    golden's ``run_and_report`` and lift's ``ingest`` do (no ``wait=``: in this API
+    ``wait=False`` means "submit and return"). The run is launched as every run is
+    (:func:`eval_pipelines.runs.launch`): by default it executes in this process when a run
+    slot is free; ``submit`` sends it to the instance's run queue instead (the daemon or the
+    dispatcher executes it, as the CLI's ``evaluate --submit``). A queued run is waited for up
+    to ``timeout`` seconds. A complete, untruncated result stored for the same query on the
+    same table versions is returned without a run.
 
     Raises :class:`InputError` for a query 003 refuses (before anything is stored),
     :class:`QueryRefused` when the run refuses it against the data (nothing stored),
     :class:`EvalFailed` when the run fails.
     """
-    if not isinstance(wait, bool):
-        raise InputError("wait", wait, "must be true or false")
+    if not isinstance(submit, bool):
+        raise InputError("submit", submit, "must be true or false")
     require_run_warehouse(warehouse)
     parsed = parse_query(read_query(query))
     folds = stage.validate_folds(folds)
@@ -240,7 +243,7 @@ def run_query(
         stored = query_evaluations_store.new_query(eval_id, parsed.document, folds, pinned)
         new = query_evaluations_store.insert_query(conn, stored)
     run_id = str(uuid.uuid4())
-    state = _run(eval_id, wait, run_id, timeout)
+    state = _run(eval_id, submit, run_id, timeout)
     if state.state != "succeeded":
         refusal = _refusal(run_id)
         if refusal is not None:
@@ -262,20 +265,21 @@ def run_query(
     return _response(stored, result, cached=False)
 
 
-def _run(eval_id: str, wait: bool, run_id: str, timeout: float) -> RunState:
-    """Run job ``evaluate_query_job`` on the evaluation's partition; returns the ended run's
-    state (a submitted run is waited for)."""
+def _run(eval_id: str, submit: bool, run_id: str, timeout: float) -> RunState:
+    """Run job ``evaluate_query_job`` on the evaluation's partition, in this process or
+    (``submit``) through the run queue; returns the ended run's state (a submitted run is
+    waited for)."""
     from eval_pipelines import runs
 
-    state = runs.launch(KIND, eval_id, wait=wait, run_id=run_id, timeout=timeout)
+    state = runs.launch(KIND, eval_id, wait=not submit, run_id=run_id, timeout=timeout)
     if not state.finished:
         state = runs.wait(state.run_id, timeout)
     return state
 
 
 def _refusal(run_id: str) -> str | None:
-    """The refusal a step of the run raised (see ``defs.evaluate``), if any."""
-    from eval_pipelines.defs.evaluate import REFUSED
+    """The refusal a step of the run raised (see ``defs.queries``), if any."""
+    from eval_pipelines.defs.queries import REFUSED
 
     return step_refusal(run_id, REFUSED)
 
@@ -357,7 +361,7 @@ def list_queries(*, warehouse: Path | str | None = None) -> tuple[QueryListing, 
                 tables=parsed.table_names(),
                 folds=query.folds,
                 status=_status(result),
-                headline=stage.headline(result.metrics) if result is not None else None,
+                headline=headline(result.metrics) if result is not None else None,
                 run_id=result.run_id if result is not None else None,
             )
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import InputError, NotFoundError
-from eval_pipelines.core.evaluate.table_schema import read_table_file, validate_table
+from eval_pipelines.core.queries.table_schema import read_table_file, validate_table
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from eval_pipelines.cli import cases, evaluate, golden, holdout, lift, memo, tables, workflows
+from eval_pipelines.cli import cases, golden, holdout, lift, memo, queries, tables, workflows
 from eval_pipelines.cli.flags import FLAGS_DEFAULT, record_flags
 from eval_pipelines.core.errors import (
     ConflictError,
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     golden.add_commands(groups)
     tables.add_commands(groups)
     lift.add_commands(groups)
-    evaluate.add_commands(groups)
+    queries.add_commands(groups)
     record_flags(parser)
     return parser
 

@@ -24,6 +24,15 @@ Every command of `eval-pipelines` with its `--help`, generated from the parser b
 `python -m eval_pipelines.cli.reference` (do not edit by hand: a test regenerates this page
 and fails when it differs from the committed one). The rules every command shares (names,
 input files, progress, exit codes, environment variables) are in [Using the CLI](usage.md).
+
+Which commands wait for their run: a command whose answer is the run's result always waits
+for it, `evaluate` (the 003 response), `golden run` (the gate's verdict is its exit code),
+`case embed`, `lift ingest` and `lift report`; `evaluate --submit` only sends the run through
+the instance's run queue instead of executing it in the command's own process, and still
+waits. A holdout evaluation can run for a long time, so `eval holdout`, `eval rerun` and
+`memo ab` print its ids and return at once, and wait (printing the report) only with
+`--wait`; `eval status --wait` follows one later. The Python API says the same with one
+keyword: `wait=False` is "submit and return" ([Python API](api.md#runs-and-waiting)).
 """
 
 

@@ -22,8 +22,8 @@ from eval_pipelines.defs.partitions import (
 )
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import holdout
-from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage import holdout as holdout_store
+from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 
 NO_LEAKAGE = "no_leakage"
 GROUPED = "grouped"
@@ -120,7 +120,7 @@ def _sufficient_evidence(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verd
 
 
 def _stored_report(conn: duckdb.DuckDBPyConnection, eval_id: str) -> dict[str, Any]:
-    stored = evaluations_store.load_report(conn, eval_id)
+    stored = holdout_evaluations_store.load_report(conn, eval_id)
     return stored.report if stored is not None else {}
 
 

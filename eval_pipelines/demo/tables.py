@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_pipelines.core.evaluate.table_schema import read_table_file, validate_table
+from eval_pipelines.core.queries.table_schema import read_table_file, validate_table
 
 CARS_COLUMNS = (
     "Name",

@@ -63,8 +63,8 @@ from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, records_index
 from eval_pipelines.storage import cases as cases_store
-from eval_pipelines.storage import evaluations as evaluations_store
 from eval_pipelines.storage import holdout as holdout_store
+from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import memo as memo_store
 
 KIND = "holdout"
@@ -95,7 +95,7 @@ def load_spec(conn: duckdb.DuckDBPyConnection, eval_id: str) -> HoldoutSpec:
         API (``eval-pipelines eval holdout``), never by adding a partition in the UI.
     """
     try:
-        row = evaluations_store.evaluation_row(conn, eval_id)
+        row = holdout_evaluations_store.evaluation_row(conn, eval_id)
     except NotFoundError:
         raise NotFoundError(
             f"No holdout evaluation is registered under the key {eval_id!r}: create "
@@ -644,7 +644,7 @@ def report_stage(
     )
     report_json = report_to_json(report)
     markdown = report_markdown(report_json)
-    evaluations_store.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
+    holdout_evaluations_store.save_report(conn, eval_id, report_json, markdown, run_id=run_id)
     return report_json, markdown
 
 

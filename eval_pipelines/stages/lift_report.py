@@ -20,7 +20,7 @@ from eval_pipelines.core.lift.ledger import Claim, ledger_claim
 from eval_pipelines.core.lift.lift import live_lift
 from eval_pipelines.core.lift.logs import MIXED_SCOPE, REQUEST_KEY, mixed_artifacts
 from eval_pipelines.core.lift.rollup import rollup
-from eval_pipelines.storage import evaluations as evaluations_store
+from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import lift as lift_store
 
 
@@ -78,7 +78,9 @@ def build_report(
     audited = lift_store.audits(conn).select(*REQUEST_KEY, "audited_outcome")
     eligible = eligible.join(audited, on=list(REQUEST_KEY), how="left", maintain_order="left")
     now = datetime.now(UTC).replace(tzinfo=None)
-    screenings = evaluations_store.reports_newest_first(conn, "holdout")  # read once per report
+    screenings = holdout_evaluations_store.reports_newest_first(
+        conn, "holdout"
+    )  # read once per report
     claims: list[Claim] = []
     scopes_json: list[dict[str, Any]] = []
     for scope in _scopes(eligible):

@@ -1,7 +1,7 @@
 """Data tables: every loaded version of each table, and the head naming the current one.
 
 A version is the content hash of the table's columns, key, links and rows in order
-(:func:`~eval_pipelines.core.evaluate.table_schema.table_version`); loading identical content
+(:func:`~eval_pipelines.core.queries.table_schema.table_version`); loading identical content
 again reuses it. Each version's rows live in a DuckDB table of their own, named from the
 version's hex digits only (``data_rows_<16 hex>``), with ``__position`` giving the row order.
 Versions are never deleted: an evaluation keeps reading the version it resolved to.
@@ -20,8 +20,8 @@ import duckdb
 import polars as pl
 
 from eval_pipelines.core.errors import InputError, NotFoundError
-from eval_pipelines.core.evaluate.source import Source
-from eval_pipelines.core.evaluate.table_schema import table_columns, table_version
+from eval_pipelines.core.queries.source import Source
+from eval_pipelines.core.queries.table_schema import table_columns, table_version
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage.frames import INCOMING
 
@@ -232,7 +232,7 @@ def save_table(
     """Store this content as a version of ``name`` (unless stored already) and move the head.
 
     ``frame`` is a validated table
-    (:func:`~eval_pipelines.core.evaluate.table_schema.validate_table`). Call inside a
+    (:func:`~eval_pipelines.core.queries.table_schema.validate_table`). Call inside a
     transaction: a refusal (a name a case has, a link to a missing or keyless table or to a
     key of another kind) then leaves nothing behind. Returns the version and whether it is new.
     """

@@ -82,3 +82,19 @@ def test_a_result_is_frozen_and_its_json_is_the_camel_case_document() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.eval_id = "e2"  # type: ignore[misc]
     assert camel_case("records_version") == "recordsVersion"
+
+
+@pytest.mark.parametrize("module_name", API_MODULES)
+def test_wait_defaults_to_submit_and_return(module_name: str) -> None:
+    """``wait=`` means one thing (docs/api.md, Runs and waiting): only a call that can return
+    before its run ends takes it, and ``wait=False``, its default, submits and returns. A call
+    whose result is the run's answer always waits and takes no ``wait=`` (``run_query`` took
+    ``wait=True`` for where its run executes, and waited either way)."""
+    module = importlib.import_module(module_name)
+    waits_by_default = [
+        name
+        for name, function in _public_functions(module)
+        if "wait" in (parameters := inspect.signature(function).parameters)
+        and parameters["wait"].default is not False
+    ]
+    assert waits_by_default == []

@@ -90,9 +90,9 @@ def test_table_files_past_the_size_bound_are_refused(tmp_path: Path) -> None:
     # A sparse file: 4 GiB + 1 byte on paper, nothing on disk. Every table reader refuses it
     # before reading (polars would read it whole into memory).
     from eval_pipelines.core.embeddings.vectors import read_embeddings_file
-    from eval_pipelines.core.evaluate.table_schema import read_table_file
     from eval_pipelines.core.files import MAX_TABLE_BYTES
     from eval_pipelines.core.lift.logs import read_log
+    from eval_pipelines.core.queries.table_schema import read_table_file
     from eval_pipelines.core.records import read_table
 
     path = tmp_path / "huge.parquet"

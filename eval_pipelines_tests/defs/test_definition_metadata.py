@@ -10,7 +10,7 @@ import duckdb
 import yaml
 
 from eval_pipelines.definitions import defs
-from eval_pipelines.defs import evaluate, golden_tables, holdout_tables, lift_tables
+from eval_pipelines.defs import golden_tables, holdout_tables, lift_tables, queries
 from eval_pipelines.runs import LOCATION_NAME
 from eval_pipelines.storage.warehouse import connect
 
@@ -21,7 +21,7 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
     with connect(tmp_path / "w.duckdb", create=True) as conn:
         schemas = {
             name.removesuffix("_SCHEMA").lower(): value
-            for module in (holdout_tables, golden_tables, lift_tables, evaluate)
+            for module in (holdout_tables, golden_tables, lift_tables, queries)
             for name, value in vars(module).items()
             if name.endswith("_SCHEMA") and isinstance(value, dg.TableSchema)
         }

@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.definitions import defs
-from eval_pipelines.storage.evaluations import StoredReport, load_report
+from eval_pipelines.storage.holdout_evaluations import StoredReport, load_report
 from eval_pipelines.storage.warehouse import connect
 
 

@@ -35,9 +35,9 @@ def test_demo_variants_config_and_memo_entry_parse_against_the_demo_tree() -> No
 def test_demo_queries_run_on_the_demo_tables() -> None:
     """The queries `make demo` evaluates run on the data it loads (cars from vega_datasets,
     the ICD-10-CM records), as the CLI would run them, and the figures are sane."""
-    from eval_pipelines.core.evaluate.engine import run_query
-    from eval_pipelines.core.evaluate.query import parse_query
-    from eval_pipelines.core.evaluate.source import Source
+    from eval_pipelines.core.queries.engine import run_query
+    from eval_pipelines.core.queries.query import parse_query
+    from eval_pipelines.core.queries.source import Source
     from eval_pipelines.demo.tables import build_cars
 
     records = pl.read_parquet(DEMO / "icd10cm_records.parquet")

@@ -67,7 +67,7 @@ def test_the_run_tags_are_a_leaf() -> None:
     tree = ast.parse((PACKAGE / "runs" / "tags.py").read_text())
     imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
     assert imports == []
-    for module in ("holdout", "golden", "evaluate"):
+    for module in ("holdout", "golden", "queries"):
         source = (PACKAGE / "defs" / f"{module}.py").read_text()
         assert "from eval_pipelines.runs.tags import KIND_TAG" in source
 

@@ -18,19 +18,6 @@ PACKAGE = REPO / "eval_pipelines"
 # Checks of the repository as a whole: docs, import cycles, timed assertions, the demo.
 PROJECT = "project"
 HELPERS = "helpers"
-# Imports of one test module by another still to be moved to helpers/ or a conftest.py; the
-# list may only shrink. The products and linked tables of api/test_queries.py (and the query
-# registration of defs/test_evaluate_assets.py) wait for the query/evaluate naming of issue 29
-# item 3, which rewrites the names they use.
-KNOWN_TEST_MODULE_IMPORTS = frozenset(
-    (f"eval_pipelines_tests.{importer}", f"eval_pipelines_tests.{imported}")
-    for importer, imported in (
-        ("cli.test_evaluate", "api.test_queries"),
-        ("cli.test_evaluate", "defs.test_evaluate_assets"),
-        ("defs.test_evaluate_assets", "api.test_queries"),
-        ("runs.test_run_path", "api.test_queries"),
-    )
-)
 
 
 def _python_files() -> Iterator[Path]:
@@ -114,8 +101,7 @@ def test_no_test_module_imports_from_another() -> None:
             if _is_test_module(module) and importer.rsplit(".", 1)[-1] != "conftest":
                 coupled.add((importer, module))
     assert private == []
-    assert sorted(coupled - KNOWN_TEST_MODULE_IMPORTS) == []
-    assert sorted(KNOWN_TEST_MODULE_IMPORTS - coupled) == [], "moved: take it off the list"
+    assert sorted(coupled) == []
 
 
 def test_the_architecture_page_names_every_folder_of_the_tree() -> None:

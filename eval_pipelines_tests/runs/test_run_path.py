@@ -14,8 +14,8 @@ import pytest
 
 from eval_pipelines import runs
 from eval_pipelines.instance import dagster_instance
-from eval_pipelines_tests.api.test_queries import PREDICT, load_products
 from eval_pipelines_tests.helpers.lift_traffic import lever_split, write_log
+from eval_pipelines_tests.helpers.query_tables import PREDICT, load_products
 
 VARIANTS = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
 

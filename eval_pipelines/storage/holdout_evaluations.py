@@ -1,4 +1,6 @@
-"""The evaluation registry every kind shares: specs, the run launched last, the report."""
+"""Holdout evaluations: each one's spec, the run launched last and its report (tables
+``evaluations`` and ``eval_reports``, whose ``kind`` is ``holdout`` on every row; query
+evaluations are in :mod:`eval_pipelines.storage.query_evaluations`)."""
 
 from __future__ import annotations
 

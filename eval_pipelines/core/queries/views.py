@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.source import Source, column_kind
+from eval_pipelines.core.queries.source import Source, column_kind
 
 
 class TableView:

@@ -15,10 +15,10 @@ from typing import Any
 import duckdb
 
 from eval_pipelines.core.errors import ConflictError, InputError
-from eval_pipelines.core.evaluate.engine import EvaluateOutcome, run_folds, run_query
-from eval_pipelines.core.evaluate.query import Query, parse_query
-from eval_pipelines.core.evaluate.source import Source
 from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.queries.engine import QueryOutcome, run_folds, run_query
+from eval_pipelines.core.queries.query import Query, parse_query
+from eval_pipelines.core.queries.source import Source
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import PinnedSource, StoredQuery
@@ -131,7 +131,7 @@ def _progress_log(
     return progress
 
 
-def evaluate_stage(
+def run_stored_query(
     open_warehouse: OpenWarehouse,
     eval_id: str,
     *,
@@ -139,7 +139,7 @@ def evaluate_stage(
     log: Callable[[str], None] = lambda _: None,
     clock: Callable[[], float] = time.monotonic,
     progress_seconds: float = PROGRESS_SECONDS,
-) -> EvaluateOutcome:
+) -> QueryOutcome:
     """Run the stored query (or its k-fold sweep) on its pinned tables and store the result,
     replacing the one an earlier run wrote."""
     with open_warehouse(read_only=True) as conn:
@@ -162,103 +162,3 @@ def evaluate_stage(
     with open_warehouse() as conn, transaction(conn):
         query_evaluations_store.save_result(conn, result)
     return outcome
-
-
-# The headline pairs the model with its baseline, as 003 says to read an evaluation.
-HEADLINES = {"accuracy": "baseAccuracy", "mae": "baselineMae"}
-
-
-def format_value(value: float | int | None) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool) or isinstance(value, int):
-        return str(value)
-    return f"{value:.4f}"
-
-
-def headline(metrics: Mapping[str, float | int | None]) -> str:
-    """``accuracy 0.8120 vs baseAccuracy 0.4030 (n = 240)``, or ``mae ... vs baselineMae``."""
-    for metric, baseline in HEADLINES.items():
-        if metric in metrics:
-            return (
-                f"{metric} {format_value(metrics[metric])} vs {baseline} "
-                f"{format_value(metrics.get(baseline))} (n = {format_value(metrics.get('n'))})"
-            )
-    return f"n = {format_value(metrics.get('n'))}"
-
-
-def comparable_as(query: Query, folds: int | None, sources: list[dict[str, Any]]) -> str:
-    """What a plotted metric is comparable across: the same tables at the same versions, the
-    same scope, target and test rows (selector or test source and fold count). Evidence,
-    config and maxTime may differ: they are what a user compares. Reads like
-    ``cars.Origin/1a2b3c4d``."""
-    identity = {
-        "sources": sorted((s["name"], s["kind"], s["version"]) for s in sources),
-        "scope": [query.scope.table, list(query.scope.filters)],
-        "kind": query.kind,
-        "target": [query.target, query.feature_target],
-        "test": query.document.get("test"),
-        "testSource": query.document.get("testSource"),
-        "folds": folds,
-    }
-    return f"{query.scope.table}.{query.target}/{hash_json(identity, length=8)}"
-
-
-def setup_lines(query: Query, folds: int | None) -> list[str]:
-    """What was evaluated and how, besides the data: the experiment, the target, the
-    evidence and the config (so two reports say what differs between them)."""
-    if folds:
-        experiment = f"{folds}-fold sweep (each fold a hold-out; every row tested once)"
-    elif query.holdout:
-        experiment = "hold-out (`test`: the test rows are hidden from training)"
-    else:
-        experiment = "resubstitution (`testSource`: training is the whole table)"
-    evidence = ", ".join(
-        f"`{b.key}`" + (f" ← `{b.source}`" if b.source and b.source != b.key else "")
-        if b.source
-        else f"`{b.key}` = {b.literal!r}"
-        for b in query.bindings
-    )
-    target = query.target + (".$feature" if query.feature_target else "")
-    if query.kind == "predict":
-        config = f"profile `{query.profile}`, calibrate {str(query.calibrate).lower()}"
-    else:
-        config = f"model `{query.estimator}`" + (
-            f", k {query.k}" if query.estimator == "knn" else ""
-        )
-    return [
-        f"- experiment: {experiment}",
-        f"- {query.kind} `{target}` from {evidence or 'no evidence (the baseline alone)'}",
-        f"- config: {config}; maxTime {query.max_time:g} s",
-    ]
-
-
-def report_markdown(
-    eval_id: str,
-    metrics: Mapping[str, float | int | None],
-    result: Mapping[str, Any],
-    sources: list[dict[str, Any]],
-    setup: list[str] | None = None,
-) -> str:
-    """The evaluation as markdown: the headline, what was evaluated, every scalar metric, the
-    message, the sources it read."""
-    lines = [f"### {headline(metrics)}", ""]
-    if setup:
-        lines += [*setup, ""]
-    if result.get("truncated"):
-        lines += [
-            f"**Truncated**: hit maxTime after {format_value(metrics.get('n'))} of "
-            f"{result.get('requested')} test rows.",
-            "",
-        ]
-    lines += ["| metric | value |", "|---|---|"]
-    lines += [f"| {name} | {format_value(value)} |" for name, value in metrics.items()]
-    if result.get("message"):
-        lines += ["", f"> {result['message']}"]
-    lines += ["", f"Evaluation `{eval_id}` read:"]
-    lines += [
-        f"- {s['kind']} `{s['name']}` version `{s['version']}`"
-        + (f", {s['rows']} rows" if s.get("rows") is not None else "")
-        for s in sources
-    ]
-    return "\n".join(lines)

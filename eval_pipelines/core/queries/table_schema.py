@@ -6,7 +6,7 @@ are about names and kinds, checked before anything is written:
 
 - column names match ``^[A-Za-z_][A-Za-z0-9_]*$``, do not start with ``__`` (reserved for
   storage, e.g. ``__position``) and are unique ignoring case (DuckDB's identifiers are);
-- every column has a kind (:func:`~eval_pipelines.core.evaluate.source.column_kind`):
+- every column has a kind (:func:`~eval_pipelines.core.queries.source.column_kind`):
   string, integer, float, boolean or list of strings;
 - at least one row; the key column (if any) is a string or integer column with a value on
   every row and no value twice; a link column is a string or integer column.
@@ -27,8 +27,8 @@ import polars as pl
 import polars.selectors as cs
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.source import COLUMN_KINDS, column_kind
 from eval_pipelines.core.files import check_table_file, read_json_lines
+from eval_pipelines.core.queries.source import COLUMN_KINDS, column_kind
 
 __all__ = [
     "COLUMN_NAME_RULE",

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.table_schema import (
+from eval_pipelines.core.queries.table_schema import (
     read_table_file,
     table_columns,
     table_version,
@@ -248,7 +248,7 @@ def test_the_version_is_the_same_in_another_process(tmp_path: Path) -> None:
     PRODUCTS.write_parquet(tmp_path / "p.parquet")
     code = (
         "import sys, polars as pl\n"
-        "from eval_pipelines.core.evaluate.table_schema import table_version\n"
+        "from eval_pipelines.core.queries.table_schema import table_version\n"
         f"frame = pl.read_parquet({str(tmp_path / 'p.parquet')!r})\n"
         "print(table_version(frame, key='sku', links={'category': 'categories'}))\n"
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipelines_tests.api.test_queries import (
+from eval_pipelines_tests.helpers.query_tables import (
     ESTIMATE,
     PREDICT,
     engine_answer,
@@ -176,7 +176,7 @@ def test_the_documents_list_and_show_print_keep_their_keys_in_order(
 ) -> None:
     """The typed results (api.queries) print the documents the dicts printed before, key for
     key and in the same order: with a result, and for a query registered without one."""
-    from eval_pipelines_tests.defs.test_evaluate_assets import register
+    from eval_pipelines_tests.helpers.query_tables import register
 
     load_products(workdir)
     evaluate_json(capsys, "--file", write_query(workdir, PREDICT))
@@ -227,7 +227,7 @@ def test_the_documents_list_and_show_print_keep_their_keys_in_order(
 def test_show_names_the_version_of_every_table_read_links_included(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eval_pipelines_tests.api.test_queries import LINKED, load_linked
+    from eval_pipelines_tests.helpers.query_tables import LINKED, load_linked
 
     catalogue = load_linked(workdir)
     evaluate_json(capsys, "--file", write_query(workdir, LINKED))

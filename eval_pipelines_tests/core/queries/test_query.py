@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.query import (
+from eval_pipelines.core.queries.query import (
     ESTIMATE_METRICS,
     PREDICT_METRICS,
     parse_query,

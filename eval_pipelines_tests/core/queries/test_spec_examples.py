@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from eval_pipelines.core.evaluate.engine import run_folds, run_query
-from eval_pipelines.core.evaluate.query import PREDICT_METRICS, parse_query
-from eval_pipelines.core.evaluate.source import Source
+from eval_pipelines.core.queries.engine import run_folds, run_query
+from eval_pipelines.core.queries.query import PREDICT_METRICS, parse_query
+from eval_pipelines.core.queries.source import Source
 from eval_pipelines_tests.helpers.query_spec_examples import SPEC_EXAMPLES
 
 rng = np.random.default_rng(3)

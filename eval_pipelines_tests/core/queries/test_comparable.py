@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.stages.evaluate import comparable_as
+from eval_pipelines.core.queries.query import parse_query
+from eval_pipelines.core.queries.report import comparable_as
 
 QUERY: dict[str, Any] = {
     "test": {"$index": {"$mod": [5, 0]}},

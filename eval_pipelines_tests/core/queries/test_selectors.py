@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.selectors import select_rows
-from eval_pipelines.core.evaluate.source import Source
-from eval_pipelines.core.evaluate.views import TableView
+from eval_pipelines.core.queries.selectors import select_rows
+from eval_pipelines.core.queries.source import Source
+from eval_pipelines.core.queries.views import TableView
 
 FRAME = pl.DataFrame(
     {

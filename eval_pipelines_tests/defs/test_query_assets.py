@@ -11,49 +11,36 @@ import dagster as dg
 import duckdb
 
 from eval_pipelines import settings
-from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.defs.evaluate import (
+from eval_pipelines.defs.io_managers import TransientPickleIOManager
+from eval_pipelines.defs.partitions import QUERY_EVALUATIONS
+from eval_pipelines.defs.queries import (
     NOT_TRUNCATED,
     QUERY_EVALUATIONS_SCHEMA,
     QUERY_RESULTS_SCHEMA,
-    evaluate_assets,
     evaluate_not_truncated,
+    query_assets,
 )
-from eval_pipelines.defs.io_managers import TransientPickleIOManager
-from eval_pipelines.defs.partitions import QUERY_EVALUATIONS
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.stages import evaluate as stage
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
-from eval_pipelines.storage.warehouse import connect, transaction
-from eval_pipelines_tests.api.test_queries import (
+from eval_pipelines.storage.warehouse import connect
+from eval_pipelines_tests.helpers.query_tables import (
     ESTIMATE,
     HURRIED,
     HURRIED_ROWS,
     PREDICT,
     engine_answer,
     load_products,
+    register,
 )
 
 RESOURCES = {"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()}
-
-
-def register(query: dict[str, Any], folds: int | None = None) -> str:
-    """Store the query and return its evaluation id, as the API does before its run."""
-    parsed = parse_query(query)
-    with connect(settings.warehouse_path()) as conn, transaction(conn):
-        pinned = stage.pin_sources(conn, parsed)
-        eval_id = stage.evaluation_id(parsed.document, pinned, folds)
-        query_evaluations_store.insert_query(
-            conn, query_evaluations_store.new_query(eval_id, parsed.document, folds, pinned)
-        )
-    return eval_id
 
 
 def materialize(instance: dg.DagsterInstance, eval_id: str) -> dg.ExecuteInProcessResult:
     if not instance.has_dynamic_partition(QUERY_EVALUATIONS, eval_id):
         instance.add_dynamic_partitions(QUERY_EVALUATIONS, [eval_id])
     return dg.materialize(
-        [*evaluate_assets, evaluate_not_truncated],
+        [*query_assets, evaluate_not_truncated],
         instance=instance,
         partition_key=eval_id,
         resources=RESOURCES,
@@ -224,7 +211,7 @@ def test_column_schemas_match_the_migrated_warehouse(tmp_path: Path) -> None:
 
 
 def test_a_linked_table_reloaded_since_the_query_was_stored_is_refused(workdir: Path) -> None:
-    from eval_pipelines_tests.api.test_queries import LINKED, load_linked
+    from eval_pipelines_tests.helpers.query_tables import LINKED, load_linked
 
     load_linked(workdir)
     eval_id = register(LINKED)

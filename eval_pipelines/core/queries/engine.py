@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.deadline import Deadline
-from eval_pipelines.core.evaluate.estimate import check_target as estimate_target
-from eval_pipelines.core.evaluate.estimate import run_estimate
-from eval_pipelines.core.evaluate.metrics import classification_metrics, regression_metrics
-from eval_pipelines.core.evaluate.plan import Plan, Resolver, SourceRef, make_plan, scope_view
-from eval_pipelines.core.evaluate.predict import (
+from eval_pipelines.core.queries.deadline import Deadline
+from eval_pipelines.core.queries.estimate import check_target as estimate_target
+from eval_pipelines.core.queries.estimate import run_estimate
+from eval_pipelines.core.queries.metrics import classification_metrics, regression_metrics
+from eval_pipelines.core.queries.plan import Plan, Resolver, SourceRef, make_plan, scope_view
+from eval_pipelines.core.queries.predict import (
     PredictData,
     PreparationCut,
     binding_values,
@@ -28,16 +28,16 @@ from eval_pipelines.core.evaluate.predict import (
     prepare,
     run_predict,
 )
-from eval_pipelines.core.evaluate.query import CASE_LISTS, Query
-from eval_pipelines.core.evaluate.source import Source
+from eval_pipelines.core.queries.query import CASE_LISTS, Query
+from eval_pipelines.core.queries.source import Source
 
-__all__ = ["EvaluateOutcome", "SourceRef", "check_query", "run_folds", "run_query"]
+__all__ = ["QueryOutcome", "SourceRef", "check_query", "run_folds", "run_query"]
 
 Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
-class EvaluateOutcome:
+class QueryOutcome:
     """``result`` is the 003 response; ``metrics`` every scalar metric (for metadata)."""
 
     result: dict[str, Any]
@@ -234,7 +234,7 @@ def run_query(
     *,
     clock: Callable[[], float] = time.monotonic,
     progress: Progress | None = None,
-) -> EvaluateOutcome:
+) -> QueryOutcome:
     """Run ``query`` over the sources ``resolve`` returns by name.
 
     Raises
@@ -251,7 +251,7 @@ def run_query(
         result, metrics, truncated = _predict(query, plan, deadline, progress)
     else:
         result, metrics, truncated = _estimate(query, plan, deadline, progress)
-    return EvaluateOutcome(result, metrics, resolver.refs(), deadline.elapsed(), truncated)
+    return QueryOutcome(result, metrics, resolver.refs(), deadline.elapsed(), truncated)
 
 
 def check_query(
@@ -298,7 +298,7 @@ def run_folds(
     folds: int,
     clock: Callable[[], float] = time.monotonic,
     progress: Progress | None = None,
-) -> EvaluateOutcome:
+) -> QueryOutcome:
     """A k-fold sweep: fold r tests the rows whose position is r modulo k, trained on the
     others; every row is tested exactly once. Metrics are the mean over folds (``n``,
     ``testSamples`` summed); ``folds`` lists each fold's response. ``maxTime`` bounds the
@@ -366,7 +366,7 @@ def run_folds(
         )
     if notes:
         result["message"] = " ".join(notes)
-    return EvaluateOutcome(result, averaged, resolver.refs(), deadline.elapsed(), truncated)
+    return QueryOutcome(result, averaged, resolver.refs(), deadline.elapsed(), truncated)
 
 
 def _average(fold_metrics: list[dict[str, Any]]) -> dict[str, Any]:

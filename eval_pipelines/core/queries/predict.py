@@ -12,8 +12,8 @@ import polars as pl
 from scipy import sparse
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.deadline import Deadline, PacedChunks
-from eval_pipelines.core.evaluate.features import (
+from eval_pipelines.core.queries.deadline import Deadline, PacedChunks
+from eval_pipelines.core.queries.features import (
     FeatureMatrices,
     FieldMode,
     build_matrices,
@@ -21,17 +21,17 @@ from eval_pipelines.core.evaluate.features import (
     field_mode,
     vocabulary_of,
 )
-from eval_pipelines.core.evaluate.metrics import PredictOutcomes
-from eval_pipelines.core.evaluate.naive_bayes import (
+from eval_pipelines.core.queries.metrics import PredictOutcomes
+from eval_pipelines.core.queries.naive_bayes import (
     ClassCounts,
     NaiveBayes,
     class_counts,
     fit_temperature,
     softmax,
 )
-from eval_pipelines.core.evaluate.plan import Plan
-from eval_pipelines.core.evaluate.query import Query
-from eval_pipelines.core.evaluate.views import TableView
+from eval_pipelines.core.queries.plan import Plan
+from eval_pipelines.core.queries.query import Query
+from eval_pipelines.core.queries.views import TableView
 
 CALIBRATION_ROWS = 2_000  # training rows the temperature is fitted on (seeded subsample)
 CALIBRATION_MIN_ROWS = 30

@@ -27,7 +27,7 @@ from sklearn.metrics import (
     top_k_accuracy_score,
 )
 
-from eval_pipelines.core.evaluate.metrics import (
+from eval_pipelines.core.queries.metrics import (
     EPS,
     CalibrationBin,
     PredictOutcomes,

@@ -20,11 +20,11 @@ from sklearn.naive_bayes import MultinomialNB
 from sklearn.neighbors import KNeighborsRegressor
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate import predict as predict_module
-from eval_pipelines.core.evaluate.engine import run_folds, run_query
-from eval_pipelines.core.evaluate.naive_bayes import NaiveBayes, class_counts, softmax
-from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.core.evaluate.source import Source
+from eval_pipelines.core.queries import predict as predict_module
+from eval_pipelines.core.queries.engine import run_folds, run_query
+from eval_pipelines.core.queries.naive_bayes import NaiveBayes, class_counts, softmax
+from eval_pipelines.core.queries.query import parse_query
+from eval_pipelines.core.queries.source import Source
 
 WORDS = {
     "fruit": ["apple", "banana", "pear", "plum"],

@@ -9,14 +9,15 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.core.evaluate.query import parse_query
+from eval_pipelines.core.queries import report
+from eval_pipelines.core.queries.query import parse_query
 from eval_pipelines.defs.families import QUIET_CONSOLE, REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.instance import DUCKDB_POOL
 from eval_pipelines.runs.tags import KIND_TAG
-from eval_pipelines.stages import evaluate
+from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 
 NOT_TRUNCATED = "evaluate_not_truncated"
@@ -57,13 +58,6 @@ def _refusal(error: Exception) -> dg.Failure:
     return refusal(error, {REFUSED: type(error).__name__})
 
 
-def _experiment(folds: int | None, holdout: bool) -> str:
-    """Which experiment 003 runs: test rows hidden from training, or seen by it."""
-    if folds:
-        return f"{folds}-fold sweep (hold-out)"
-    return "hold-out (test)" if holdout else "resubstitution (testSource)"
-
-
 @dg.asset(
     **_common(
         "The stored query, validated again, and the versions of the tables it reads (the run "
@@ -77,7 +71,7 @@ def evaluate_query(
 ) -> dg.MaterializeResult:
     try:
         with warehouse.connect(read_only=True) as conn:
-            stored, query = evaluate.load_pinned_query(conn, context.partition_key)
+            stored, query = stage.load_pinned_query(conn, context.partition_key)
     except REFUSALS as error:
         raise _refusal(error) from None
     return dg.MaterializeResult(
@@ -85,7 +79,7 @@ def evaluate_query(
             "query": dg.MetadataValue.json(stored.document),
             "kind": query.kind,
             "target": query.target,
-            "experiment": _experiment(stored.folds, query.holdout),
+            "experiment": report.experiment_label(stored.folds, query.holdout),
             "folds": stored.folds or 0,
             "max_time_seconds": query.max_time,
             "sources": dg.MetadataValue.json([s.to_json() for s in stored.sources]),
@@ -109,7 +103,7 @@ def evaluate_result(
 ) -> dg.MaterializeResult:
     eval_id = context.partition_key
     try:
-        outcome = evaluate.evaluate_stage(
+        outcome = stage.run_stored_query(
             warehouse.connect, eval_id, run_id=context.run_id, log=context.log.info
         )
     except REFUSALS as error:
@@ -118,8 +112,8 @@ def evaluate_result(
     with warehouse.connect(read_only=True) as conn:
         stored = query_evaluations_store.load_query(conn, eval_id)
     query = parse_query(stored.document)
-    setup = evaluate.setup_lines(query, stored.folds)
-    comparable = evaluate.comparable_as(query, stored.folds, sources)
+    setup = report.setup_lines(query, stored.folds)
+    comparable = report.comparable_as(query, stored.folds, sources)
     setup.append(f"- comparable as `{comparable}` (plots key each metric by it)")
     # Numeric metadata is plotted across materialisations; the key carries what makes two
     # evaluations comparable, so a plot never mixes different tables, targets or test rows.
@@ -131,7 +125,7 @@ def evaluate_result(
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(
-                evaluate.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
+                report.report_markdown(eval_id, outcome.metrics, outcome.result, sources, setup)
             ),
             **plotted,
             "comparable_as": comparable,
@@ -171,13 +165,13 @@ def evaluate_not_truncated(
     )
 
 
-evaluate_assets = [evaluate_query, evaluate_result]
-evaluate_checks = [evaluate_not_truncated]
+query_assets = [evaluate_query, evaluate_result]
+query_checks = [evaluate_not_truncated]
 
 
 evaluate_query_job = dg.define_asset_job(
     "evaluate_query_job",
-    selection=dg.AssetSelection.assets(*evaluate_assets),
+    selection=dg.AssetSelection.assets(*query_assets),
     tags={KIND_TAG: "query"},
     config=QUIET_CONSOLE,
     description="Evaluate one stored query (spec 003) on the table versions it pins and store "

@@ -9,17 +9,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.deadline import Deadline, PacedChunks
-from eval_pipelines.core.evaluate.estimators import (
+from eval_pipelines.core.queries.deadline import Deadline, PacedChunks
+from eval_pipelines.core.queries.estimators import (
     as_numbers,
     encode_evidence,
     fit_regression,
     has_estimate,
     knn_estimates,
 )
-from eval_pipelines.core.evaluate.plan import Plan
-from eval_pipelines.core.evaluate.predict import binding_values
-from eval_pipelines.core.evaluate.query import Query
+from eval_pipelines.core.queries.plan import Plan
+from eval_pipelines.core.queries.predict import binding_values
+from eval_pipelines.core.queries.query import Query
 
 CHUNK_ROWS = 512
 

@@ -27,9 +27,9 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.evaluate.query import hash_spec, mod_pair, sample_spec
-from eval_pipelines.core.evaluate.source import column_kind
-from eval_pipelines.core.evaluate.views import TableView
+from eval_pipelines.core.queries.query import hash_spec, mod_pair, sample_spec
+from eval_pipelines.core.queries.source import column_kind
+from eval_pipelines.core.queries.views import TableView
 
 _NUMERIC = ("integer", "float")
 

@@ -6,7 +6,7 @@ rows both score compared.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/evaluate.py [--refit-rows 40] [--profile group]
+    .venv/bin/python benchmarks/queries.py [--refit-rows 40] [--profile group]
 
 Prints ``name: value`` lines. It calls the engine directly on the demo records file (the
 same rows ``case create icd10cm`` stores), so the figures are the evaluation itself; the
@@ -23,13 +23,13 @@ import numpy as np
 import polars as pl
 from figures import line
 
-from eval_pipelines.core.evaluate.deadline import Deadline
-from eval_pipelines.core.evaluate.engine import run_folds, run_query
-from eval_pipelines.core.evaluate.naive_bayes import NaiveBayes, class_counts, softmax
-from eval_pipelines.core.evaluate.plan import Resolver, make_plan, scope_view
-from eval_pipelines.core.evaluate.predict import PredictData, binding_values, prepare
-from eval_pipelines.core.evaluate.query import parse_query
-from eval_pipelines.core.evaluate.source import Source
+from eval_pipelines.core.queries.deadline import Deadline
+from eval_pipelines.core.queries.engine import run_folds, run_query
+from eval_pipelines.core.queries.naive_bayes import NaiveBayes, class_counts, softmax
+from eval_pipelines.core.queries.plan import Resolver, make_plan, scope_view
+from eval_pipelines.core.queries.predict import PredictData, binding_values, prepare
+from eval_pipelines.core.queries.query import parse_query
+from eval_pipelines.core.queries.source import Source
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "data" / "demo" / "icd10cm_records.parquet"

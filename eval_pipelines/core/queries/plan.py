@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval_pipelines.core.evaluate.query import Query
-from eval_pipelines.core.evaluate.selectors import condition_mask, select_rows
-from eval_pipelines.core.evaluate.source import Source
-from eval_pipelines.core.evaluate.views import TableView
+from eval_pipelines.core.queries.query import Query
+from eval_pipelines.core.queries.selectors import condition_mask, select_rows
+from eval_pipelines.core.queries.source import Source
+from eval_pipelines.core.queries.views import TableView
 
 
 @dataclass(frozen=True)

@@ -30,83 +30,17 @@ def _read_document(path: str) -> Mapping[str, object]:
     return parse_query_text(text, field="--file", value="- (stdin)")
 
 
-def _metric_lines(metrics: Mapping[str, Any]) -> list[str]:
-    from eval_pipelines.stages.evaluate import format_value
+def _report(response: Mapping[str, Any], evaluation: QueryEvaluation) -> str:
+    from eval_pipelines.core.queries.report import report_text
 
-    width = max((len(name) for name in metrics), default=0)
-    return [f"  {name:<{width}}  {format_value(value)}" for name, value in metrics.items()]
-
-
-_NOT_METRICS = ("evaluation", "message", "truncated", "requested", "folds", "coverage")
-CASES_SHOWN = 3
-
-
-def _scalars(response: Mapping[str, Any]) -> dict[str, Any]:
-    """The metrics the query selected, in its order."""
-    return {
-        k: v
-        for k, v in response.items()
-        if k not in _NOT_METRICS and not isinstance(v, list | dict)
-    }
-
-
-def _case_lines(response: Mapping[str, Any]) -> list[str]:
-    lines = []
-    for name in ("cases", "errorCases", "correctCases"):
-        if name not in response:
-            continue
-        entries = response[name]
-        lines.append(f"{name}: {len(entries)} (--json lists them all)")
-        for case in entries[:CASES_SHOWN]:
-            top, correct = case["top"], case["correct"]
-            lines.append(
-                f"  offset {case['offset']}: top {top['$value']!r} ({top['$p']:.3f}), "
-                f"correct {correct['$value']!r} ({correct['$p']:.3f}, rank {correct['rank']})"
-            )
-    return lines
-
-
-def _fold_lines(response: Mapping[str, Any]) -> list[str]:
-    folds = response.get("folds")
-    if not isinstance(folds, list):
-        return []
-    from eval_pipelines.stages.evaluate import format_value
-
-    name = next((m for m in ("accuracy", "mae") if m in (folds[0] if folds else {})), None)
-    lines = []
-    if name is not None:
-        values = " ".join(format_value(fold.get(name)) for fold in folds)
-        lines.append(f"{name} per fold: {values}")
-    coverage = response.get("coverage") or {}
-    if coverage:
-        once = "yes" if coverage.get("everyRowOnce") else "no"
-        lines.append(
-            f"every row tested exactly once: {once} ({coverage['tested']} of {coverage['rows']})"
-        )
-    return lines
-
-
-def report_text(response: Mapping[str, Any], evaluation: QueryEvaluation) -> str:
-    """For people: the headline (model against baseline, with n), every scalar metric, the
-    message, and which evaluation and run it is (``response`` is the 003 response)."""
-    from eval_pipelines.stages.evaluate import headline
-
-    metrics = evaluation.metrics or {}
-    lines = [headline(metrics)]
-    if response.get("truncated"):
-        lines.append(
-            f"truncated: hit maxTime after {metrics.get('n')} of {response.get('requested')} "
-            "test rows"
-        )
-    lines += _metric_lines(_scalars(response) or metrics)
-    lines += _case_lines(response)
-    lines += _fold_lines(response)
-    if response.get("message"):
-        lines.append(f"message: {response['message']}")
-    how = "cached result" if evaluation.cached else f"run {evaluation.run_id}"
-    folds = f", {evaluation.folds}-fold sweep" if evaluation.folds else ""
-    lines.append(f"evaluation {evaluation.eval_id} ({how}{folds})")
-    return "\n".join(lines)
+    return report_text(
+        response,
+        evaluation.metrics or {},
+        eval_id=evaluation.eval_id,
+        run_id=evaluation.run_id,
+        cached=bool(evaluation.cached),
+        folds=evaluation.folds,
+    )
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -115,7 +49,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     answer = run_query(
         _read_document(args.file),
         folds=args.folds,
-        wait=not args.submit,
+        submit=args.submit,
         timeout=args.timeout,
         warehouse=args.warehouse,
     )
@@ -125,7 +59,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"evaluation {evaluation.eval_id} ({how})", file=sys.stderr, flush=True)
         print_json(answer.response)  # exactly the 003 response
     else:
-        print(report_text(answer.response, evaluation), flush=True)
+        print(_report(answer.response, evaluation), flush=True)
     return 0
 
 
@@ -144,7 +78,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(shown.to_json())
     elif shown.response is not None:
-        print(report_text(shown.response, evaluation), flush=True)
+        print(_report(shown.response, evaluation), flush=True)
         for pinned in evaluation.pinned:
             print(
                 f"pins {pinned['kind']} {pinned['name']!r} at version {pinned['version']}",
