@@ -12,8 +12,11 @@ import duckdb
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.api.holdout import TOKEN_CONFIRMATION_LIMIT, TokenConfirmationNeeded
 from eval_pipelines.core.holdout import classify
+from eval_pipelines.core.holdout.token_policy import (
+    TOKEN_CONFIRMATION_LIMIT,
+    TokenConfirmationNeeded,
+)
 
 
 @pytest.fixture

@@ -304,7 +304,7 @@ def test_a_plugin_declares_its_tokens_per_record_for_the_cost_confirmation(
     small_case: str, plugin_path: Path
 ) -> None:
     from eval_pipelines import api
-    from eval_pipelines.api.holdout import TokenConfirmationNeeded
+    from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
     (plugin_path / "my_wordy_plugin.py").write_text(
         PLUGIN_SOURCE + "\neverything_declines.tokens_per_record = 5000\n"

@@ -21,7 +21,6 @@ from eval_pipelines.api.holdout import (
     EvalSummary,
     HoldoutStatus,
     LaunchedEval,
-    TokenConfirmationNeeded,
     eval_rows,
     get_holdout_eval,
     list_evals,
@@ -36,6 +35,7 @@ from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, ru
 from eval_pipelines.api.tables import list_tables, load_table, show_table
 from eval_pipelines.api.workflows import ActivationRefused
 from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
+from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 from eval_pipelines.core.workflows.nodes import NodeFailed
 from eval_pipelines.runs import RunInterrupted
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable

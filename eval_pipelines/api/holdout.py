@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,13 @@ from eval_pipelines.api._shared import (
     stored_by_a_succeeded_step,
 )
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
+from eval_pipelines.core.holdout.chat_variants import (
+    LABEL_ROWS,
+    chat_estimates,
+    chat_variants_checked,
+)
 from eval_pipelines.core.holdout.classify import known_classifiers
+from eval_pipelines.core.holdout.sampling import draw_sample
 from eval_pipelines.core.holdout.spec import (
     CHAT_CLASSIFIER,
     DEFAULT_SEED,
@@ -27,6 +34,7 @@ from eval_pipelines.core.holdout.spec import (
     HoldoutSpec,
     parse_holdout_request,
 )
+from eval_pipelines.core.holdout.token_policy import check_token_budget, estimate_tokens
 from eval_pipelines.core.inputs import is_finite_number
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.storage import cases as cases_store
@@ -54,28 +62,6 @@ class LaunchedEval(JsonResult):
     run_id: str | None
     status: str
     estimated_tokens: int | None = json_field(omit_none=True, default=None)
-
-
-@dataclass(frozen=True)
-class TokenEstimateVariant(JsonResult):
-    """One variant's expected spend: ``records`` x ``tokens_per_record`` = ``tokens``; for a
-    chat variant ``chat`` says how (:class:`~eval_pipelines.core.chat.variant.ChatEstimate`:
-    real prompts of sampled rows, trials, the answer budget, the cost)."""
-
-    name: str
-    classifier: str
-    records: int
-    tokens_per_record: int
-    tokens: int
-    chat: dict[str, Any] | None = json_field(omit_none=True, default=None)
-
-
-@dataclass(frozen=True)
-class TokenEstimate(JsonResult):
-    """The tokens an evaluation is expected to spend, per variant and in total."""
-
-    variants: tuple[TokenEstimateVariant, ...]
-    total_tokens: int
 
 
 @dataclass(frozen=True)
@@ -305,158 +291,18 @@ def _progress_events(
     return on_event
 
 
-# Above this many estimated tokens an evaluation needs an explicit yes (spec 000).
-TOKEN_CONFIRMATION_LIMIT = 400_000
-
-
-class TokenConfirmationNeeded(ConflictError):
-    """The evaluation would spend more tokens than the limit; nothing has been written."""
-
-    def __init__(self, estimate: TokenEstimate) -> None:
-        self.estimate = estimate
-        super().__init__(
-            f"tokens={estimate.total_tokens:,}: the estimate is above the limit of "
-            f"{TOKEN_CONFIRMATION_LIMIT:,} tokens ({_per_variant(estimate)}); confirm with "
-            "`confirm_tokens`"
-        )
-
-
-def _per_variant(estimate: TokenEstimate) -> str:
-    return ", ".join(f"{v.name}: {v.records} x {v.tokens_per_record:,}" for v in estimate.variants)
-
-
-def _estimate_tokens(spec: HoldoutSpec) -> TokenEstimate:
-    """Tokens the evaluation is expected to spend: per variant, the sample size times its
-    classifier's declared tokens per record (the built-in knn-vote declares 0); a chat
-    variant's is the estimate from real prompts stored in the spec (:func:`_chat_checked`)."""
-    from eval_pipelines.core.holdout.classify import tokens_per_record
-
-    variants = []
-    for v in spec.variants:
-        chat = (spec.token_estimate or {}).get(v.name)
-        if chat is not None:
-            variants.append(
-                TokenEstimateVariant(
-                    v.name,
-                    v.config.classifier,
-                    chat["records"],
-                    chat["tokens"] // chat["records"],
-                    chat["tokens"],
-                    chat,
-                )
-            )
-            continue
-        per_record = tokens_per_record(v.config.classifier, v.config)
-        variants.append(
-            TokenEstimateVariant(
-                v.name,
-                v.config.classifier,
-                spec.sample_size,
-                per_record,
-                spec.sample_size * per_record,
-            )
-        )
-    return TokenEstimate(tuple(variants), sum(v.tokens for v in variants))
-
-
-def _chat_checked(conn: Any, spec: HoldoutSpec, trials: Any) -> HoldoutSpec:
-    """The spec with ``trials`` set on every chat variant, each chat variant's settings
-    checked against ``os.environ`` and its token estimate made from real prompts.
-
-    Raises
-    ------
-    InputError
-        Naming the field, for a bad chat setting, ``trials`` outside 1..20 or given without a
-        chat variant, and for ``aa`` or ``leakageCheck`` with a chat baseline.
-    """
-    import os
-
-    from eval_pipelines.core.chat.settings import TRIALS_MAX
-    from eval_pipelines.core.chat.variant import variant_settings
-
-    chat = [i for i, v in enumerate(spec.variants) if v.config.classifier == CHAT_CLASSIFIER]
-    if trials is not None:
-        if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= TRIALS_MAX:
-            raise InputError("trials", trials, f"must be a whole number from 1 to {TRIALS_MAX}")
-        if not chat:
-            raise InputError(
-                "trials",
-                trials,
-                "asks each record several times of a chat variant; this evaluation has no "
-                "chat variant (knn-vote and plug-ins answer the same every time)",
-            )
-        spec = replace(
-            spec,
-            variants=tuple(
-                replace(v, config=replace(v.config, trials=trials)) if i in chat else v
-                for i, v in enumerate(spec.variants)
-            ),
-        )
-    if not chat:
-        return spec
-    if 0 in chat and spec.aa:
-        raise InputError(
-            "aa",
-            True,
-            "the A/A twin of a chat baseline would be answered from the call cache (the same "
-            "requests): it measures nothing; use trials for the model's own non-determinism",
-        )
-    if 0 in chat and spec.leakage_check:
-        raise InputError(
-            "leakageCheck",
-            True,
-            "is not supported with a chat baseline (it would classify the sample a second "
-            "time with the model); put a knn-vote variant first",
-        )
-    settings = {
-        spec.variants[i].name: variant_settings(
-            spec.variants[i].config, os.environ, where=f"variants[{i}].config"
-        )
-        for i in chat
-    }
-    return replace(spec, token_estimate=_chat_estimates(conn, spec, settings))
-
-
 def _chat_estimates(conn: Any, spec: HoldoutSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Each chat variant's estimate from the real prompts of the first sampled rows: the
-    sample the run will draw (same keys, size and seed), their texts, the variant's memo
-    instructions and candidate lines with real titles (the labels of the sampled rows, as many
-    as the variant's ``candidates``: the most it can be offered)."""
-    from eval_pipelines.core.chat.classify import chat_messages
-    from eval_pipelines.core.chat.variant import ESTIMATE_ROWS, estimate_variant
-    from eval_pipelines.core.holdout.sampling import draw_sample
-
+    """Each chat variant's estimate from the sample the run will draw (same keys, size and
+    seed), read here: the texts and labels of its first rows and the titles of those labels
+    (:func:`~eval_pipelines.core.holdout.chat_variants.chat_estimates`)."""
     keys = cases_store.record_keys(conn, spec.case_id, spec.records_version)
     sample = draw_sample(keys, spec.sample_size, seed=spec.seed)
     rows = cases_store.records_by_key(
-        conn, spec.case_id, spec.records_version, list(sample.keys[: max(ESTIMATE_ROWS, 200)])
+        conn, spec.case_id, spec.records_version, list(sample.keys[:LABEL_ROWS])
     )
     labels = list(dict.fromkeys(rows[k][1] for k in sample.keys if k in rows))
     titles = cases_store.load_titles(conn, spec.case_id, spec.tree_version, labels)
-    estimates = {}
-    for variant in spec.variants:
-        if variant.name not in settings:
-            continue
-        chat = settings[variant.name]
-        ids = spec.memo_ids_of(variant) or ()
-        instructions = [
-            _InstructionOnly((spec.memo_entries or {}).get(i, {}).get("instruction", ""))
-            for i in ids
-        ]
-        offered = [(code, 1.0) for code in labels[: variant.config.candidates]]
-        prompts = [
-            chat_messages(chat, rows[key][0], offered, instructions, titles)  # type: ignore[arg-type]
-            for key in sample.keys[:ESTIMATE_ROWS]
-        ]
-        estimates[variant.name] = estimate_variant(chat, prompts, sample.size).to_json()
-    return estimates
-
-
-@dataclass(frozen=True)
-class _InstructionOnly:
-    """What :func:`~eval_pipelines.core.chat.classify.chat_messages` reads of a memo entry."""
-
-    instruction: str
+    return chat_estimates(spec, settings, sample.keys, rows, titles)
 
 
 def start_holdout_eval(
@@ -492,8 +338,9 @@ def start_holdout_eval(
 
     Before anything is written the tokens the variants' classifiers expect to spend are
     estimated (sample size x each classifier's declared tokens per record); above
-    :data:`TOKEN_CONFIRMATION_LIMIT` the evaluation is refused with
-    :class:`TokenConfirmationNeeded` unless ``confirm_tokens``.
+    :data:`~eval_pipelines.core.holdout.token_policy.TOKEN_CONFIRMATION_LIMIT` the evaluation
+    is refused with :class:`~eval_pipelines.core.holdout.token_policy.TokenConfirmationNeeded`
+    unless ``confirm_tokens``.
 
     The run is launched as every run is (:func:`eval_pipelines.runs.launch`): without
     ``wait`` it is submitted to the instance's run queue and this returns at once; with
@@ -536,10 +383,11 @@ def start_holdout_eval(
                 aa=aa,
                 leakage_check=leakage_check,
             )
-            spec = _chat_checked(conn, spec, trials)
-            estimate = _estimate_tokens(spec)
-            if estimate.total_tokens > TOKEN_CONFIRMATION_LIMIT and not confirm_tokens:
-                raise TokenConfirmationNeeded(estimate)
+            spec, chat_settings = chat_variants_checked(spec, trials, os.environ)
+            if chat_settings:
+                spec = replace(spec, token_estimate=_chat_estimates(conn, spec, chat_settings))
+            estimate = estimate_tokens(spec)
+            check_token_budget(estimate, confirmed=confirm_tokens)
             evaluations_store.insert_evaluation(
                 conn,
                 eval_id=spec.eval_id,

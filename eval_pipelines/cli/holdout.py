@@ -25,7 +25,8 @@ from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
 
 if TYPE_CHECKING:
-    from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval, TokenConfirmationNeeded
+    from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval
+    from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
 
 def _grouping(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def _follow(args: argparse.Namespace, started: LaunchedEval, said_started: bool)
 
 def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., LaunchedEval]) -> int:
     """Start an evaluation with the shared eval flags, then follow it."""
-    from eval_pipelines.api.holdout import TokenConfirmationNeeded
+    from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
     config = read_json(args.config_file, "--config-file") if args.config_file else None
     options = {

@@ -535,7 +535,10 @@ def test_terminating_the_run_stops_the_chat_calls_in_flight(small_case: str, wor
 def test_a_chat_estimate_above_the_limit_needs_a_yes_and_writes_nothing_without(
     small_case: str, server: StandinServer
 ) -> None:
-    from eval_pipelines.api.holdout import TOKEN_CONFIRMATION_LIMIT, TokenConfirmationNeeded
+    from eval_pipelines.core.holdout.token_policy import (
+        TOKEN_CONFIRMATION_LIMIT,
+        TokenConfirmationNeeded,
+    )
 
     variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(server.base_url)}]
     before = _evaluations()
