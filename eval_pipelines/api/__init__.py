@@ -9,6 +9,7 @@ two interrupts, which are ``KeyboardInterrupt`` subclasses.
 """
 
 from eval_pipelines.api import embeddings, golden, grouping, lift, plan, workflows
+from eval_pipelines.api._holdout_state import HoldoutStatus
 from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
 from eval_pipelines.api.cases import create_case, list_cases
 from eval_pipelines.api.compare import (
@@ -17,18 +18,13 @@ from eval_pipelines.api.compare import (
     evaluate_memo_entry,
 )
 from eval_pipelines.api.holdout import (
-    EvalRow,
-    EvalSummary,
-    HoldoutStatus,
     LaunchedEval,
-    eval_rows,
-    get_holdout_eval,
-    list_evals,
     prune_partitions,
     rerun_holdout_eval,
     start_holdout_eval,
-    wait_for_eval,
 )
+from eval_pipelines.api.holdout_results import EvalRow, EvalSummary, eval_rows, list_evals
+from eval_pipelines.api.holdout_status import get_holdout_eval, wait_for_eval
 from eval_pipelines.api.lift import IngestRefused
 from eval_pipelines.api.memo import add_memo_entry, approve_memo_entry, list_memo_entries
 from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, run_query

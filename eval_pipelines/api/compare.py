@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.api._holdout_state import HoldoutStatus
 from eval_pipelines.api._shared import resolve_warehouse
-from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval, start_holdout_eval
+from eval_pipelines.api.holdout import LaunchedEval, start_holdout_eval
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
 from eval_pipelines.core.holdout.spec import (
     DEFAULT_SEED,

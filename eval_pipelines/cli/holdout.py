@@ -25,7 +25,7 @@ from eval_pipelines.core.files import read_json
 from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
 
 if TYPE_CHECKING:
-    from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval
+    from eval_pipelines.api import HoldoutStatus, LaunchedEval
     from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
 
@@ -50,18 +50,18 @@ def _wait_and_print(
     JSON or markdown), for a failed run too, before its error goes up. Progress on stderr is
     the command's reporter (:mod:`eval_pipelines.cli.progress`: at a terminal, never with
     ``--json``), which follows the run's event log."""
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
     try:
-        status = holdout_api.wait_for_eval(
+        status = api.wait_for_eval(
             args.case,
             eval_id,
             timeout=args.timeout,
             warehouse=args.warehouse,
             run_id=run_id,
         )
-    except holdout_api.EvalFailed as failed:
-        if isinstance(failed.status, holdout_api.HoldoutStatus):
+    except api.EvalFailed as failed:
+        if isinstance(failed.status, api.HoldoutStatus):
             print_status(failed.status, as_json=args.json)
         raise
     print_status(status, as_json=args.json)
@@ -171,51 +171,50 @@ def _confirmed(args: argparse.Namespace, needed: TokenConfirmationNeeded) -> boo
 
 
 def cmd_holdout(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
     variants = read_json(args.variants_file, "--variants-file")
     if args.no_launch and args.wait:
         raise InputError("--wait", True, "cannot wait for an evaluation --no-launch registers")
-    return start_and_maybe_wait(args, partial(holdout_api.start_holdout_eval, args.case, variants))
+    return start_and_maybe_wait(args, partial(api.start_holdout_eval, args.case, variants))
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
     started, said = _start(
         args,
-        partial(holdout_api.rerun_holdout_eval, args.case, args.eval_id),
+        partial(api.rerun_holdout_eval, args.case, args.eval_id),
         warehouse=args.warehouse,
     )
     return _follow(args, started, said)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
+    from eval_pipelines.api.holdout_status import no_run_message
 
     if args.wait:
         status = _wait_and_print(args, args.eval_id)
     else:
-        status = holdout_api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+        status = api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
         if status.run is None:
-            print(f"note: {holdout_api.no_run_message(status)}", file=sys.stderr, flush=True)
+            print(f"note: {no_run_message(status)}", file=sys.stderr, flush=True)
         print_status(status, as_json=args.json)
     return 1 if status.status in ("failed", "canceled") else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
-    print_json(
-        [listed.to_json() for listed in holdout_api.list_evals(args.case, warehouse=args.warehouse)]
-    )
+    print_json([listed.to_json() for listed in api.list_evals(args.case, warehouse=args.warehouse)])
     return 0
 
 
 def cmd_rows(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
-    for row in holdout_api.eval_rows(
+    for row in api.eval_rows(
         args.case,
         args.eval_id,
         variant=args.variant,
@@ -227,9 +226,9 @@ def cmd_rows(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
-    print_json({"deletedPartitions": holdout_api.prune_partitions(warehouse=args.warehouse)})
+    print_json({"deletedPartitions": api.prune_partitions(warehouse=args.warehouse)})
     return 0
 
 
