@@ -30,9 +30,9 @@ from eval_pipelines.core.holdout.chat_variants import (
     chat_variants_checked,
 )
 from eval_pipelines.core.holdout.classify import known_classifiers
+from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
 from eval_pipelines.core.holdout.sampling import draw_sample
 from eval_pipelines.core.holdout.spec import (
-    CHAT_CLASSIFIER,
     DEFAULT_SEED,
     SAMPLE_SIZE_DEFAULT,
     CaseContext,

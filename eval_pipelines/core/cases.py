@@ -26,7 +26,8 @@ from eval_pipelines.core.embeddings.vectors import (
 )
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_frame, hash_json
-from eval_pipelines.core.holdout.spec import parse_target_depth, validate_case_id
+from eval_pipelines.core.holdout.classify_config import parse_target_depth
+from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.records import (
     check_labels_in_tree,
     metadata_keys,

@@ -299,7 +299,8 @@ TREE_NODES = pl.DataFrame(
 
 def _task(warehouse: Path, config: dict[str, Any], texts: list[str], memo: list[Any] = ()) -> Any:
     from eval_pipelines.core.holdout.classify import RecordToClassify
-    from eval_pipelines.core.holdout.spec import Variant, parse_config
+    from eval_pipelines.core.holdout.classify_config import parse_config
+    from eval_pipelines.core.holdout.variants import Variant
     from eval_pipelines.core.tree import tree_from_parent_links
     from eval_pipelines.stages.holdout import ClassifyTask
 

@@ -15,7 +15,8 @@ from eval_pipelines.core.chat.classify import chat_messages
 from eval_pipelines.core.chat.settings import TRIALS_MAX, ChatSettings
 from eval_pipelines.core.chat.variant import ESTIMATE_ROWS, estimate_variant, variant_settings
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER, HoldoutSpec
+from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
+from eval_pipelines.core.holdout.spec import HoldoutSpec
 
 # How many of the sample's first rows are read for their labels: the candidate lines of an
 # estimate's prompts carry real codes and titles, as many as a variant may be offered.

@@ -3,13 +3,8 @@
 import pytest
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.holdout.spec import (
-    CaseContext,
-    Retrieval,
-    parse_holdout_request,
-    parse_retrieval,
-    spec_from_json,
-)
+from eval_pipelines.core.holdout.retrieval import Retrieval, parse_retrieval
+from eval_pipelines.core.holdout.spec import CaseContext, parse_holdout_request, spec_from_json
 
 
 def _case(*, embeddings: str | None = "emb0001", n_records: int = 1000) -> CaseContext:
