@@ -62,7 +62,10 @@ def main() -> int:
             variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
             started = time.perf_counter()
             launched = api.start_holdout_eval(
-                "small", variants, sample_size=args.sample_size, seed=12, wait=True
+                "small",
+                variants,
+                api.HoldoutOptions(sample_size=args.sample_size, seed=12),
+                wait=True,
             )
             seconds = time.perf_counter() - started
             report = api.get_holdout_eval("small", launched.eval_id).report

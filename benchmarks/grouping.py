@@ -57,10 +57,9 @@ def main() -> None:
             started = api.start_holdout_eval(
                 "icd10cm",
                 [{"name": "baseline"}],
-                sample_size=args.sample_size,
-                seed=seed,
-                grouping=grouping,
-                group_field=field,
+                api.HoldoutOptions(
+                    sample_size=args.sample_size, seed=seed, grouping=grouping, group_field=field
+                ),
                 wait=True,
             )
             report = api.get_holdout_eval("icd10cm", started.eval_id).report

@@ -130,7 +130,9 @@ def test_evaluation_retrieving_in_embedding_space(small_case: str, workdir: Path
             "config": {"retrieval": {"space": "embedding", "backend": "pynndescent"}},
         },
     ]
-    started = api.start_holdout_eval(small_case, variants, sample_size=60, seed=4, wait=True)
+    started = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=60, seed=4), wait=True
+    )
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert report["versions"]["embeddings"]
     by_key = {row["retrieval"]: row for row in report["retrievals"]}

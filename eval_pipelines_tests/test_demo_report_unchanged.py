@@ -45,12 +45,14 @@ def demo_report(root: Path) -> dict[str, Any]:
     started = api.start_holdout_eval(
         "icd10cm",
         json.loads((demo / "variants.json").read_text()),
-        config=json.loads((demo / "config.json").read_text()),
-        sample_size=200,
-        seed=7,
-        group_field="group_key",
-        aa=True,
-        leakage_check=True,
+        api.HoldoutOptions(
+            config=json.loads((demo / "config.json").read_text()),
+            sample_size=200,
+            seed=7,
+            group_field="group_key",
+            aa=True,
+            leakage_check=True,
+        ),
         wait=True,
     )
     status = api.get_holdout_eval("icd10cm", started.eval_id)

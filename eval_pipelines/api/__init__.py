@@ -31,6 +31,7 @@ from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, ru
 from eval_pipelines.api.tables import list_tables, load_table, show_table
 from eval_pipelines.api.workflows import ActivationRefused
 from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
+from eval_pipelines.core.holdout.spec import HoldoutOptions
 from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 from eval_pipelines.core.workflows.nodes import NodeFailed
 from eval_pipelines.runs import RunInterrupted
@@ -45,6 +46,7 @@ __all__ = [
     "EvalRow",
     "EvalSummary",
     "HoldoutComparison",
+    "HoldoutOptions",
     "HoldoutStatus",
     "IngestRefused",
     "InputError",

@@ -33,9 +33,8 @@ from eval_pipelines.core.holdout.classify import known_classifiers
 from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
 from eval_pipelines.core.holdout.sampling import draw_sample
 from eval_pipelines.core.holdout.spec import (
-    DEFAULT_SEED,
-    SAMPLE_SIZE_DEFAULT,
     CaseContext,
+    HoldoutOptions,
     HoldoutSpec,
     parse_holdout_request,
 )
@@ -153,31 +152,27 @@ def _chat_estimates(conn: Any, spec: HoldoutSpec, settings: Mapping[str, Any]) -
 def start_holdout_eval(
     case_id: str,
     variants: Sequence[Mapping[str, object]],
+    options: HoldoutOptions | None = None,
     *,
-    sample_size: int = SAMPLE_SIZE_DEFAULT,
-    seed: int = DEFAULT_SEED,
-    grouping: Mapping[str, object] | None = None,
-    group_field: str | None = None,
-    config: Mapping[str, object] | None = None,
     warehouse: Path | str | None = None,
     wait: bool = False,
     register_only: bool = False,
     timeout: float | None = None,
-    confirm_tokens: bool = False,
-    aa: bool = False,
-    leakage_check: bool = False,
     progress: Callable[[HoldoutStatus], None] | None = None,
-    trials: int | None = None,
 ) -> LaunchedEval:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
+
+    ``options`` (:class:`~eval_pipelines.core.holdout.spec.HoldoutOptions`, the defaults when
+    None) says what is evaluated besides the variants: sample size, seed, grouping, the
+    shared config, ``aa``, ``leakage_check``, ``trials``, ``confirm_tokens``.
 
     A ``chat`` variant's config is checked here against ``os.environ`` (the variable
     ``apiKeyEnv`` names must be set; the key itself is never stored): model (``options.model``,
     or ``models[llmLevel]``), base URL, prices, trials, concurrency, retries.
-    ``trials`` (``--trials``) sets ``trials`` on every chat variant; it is refused on an
+    ``options.trials`` (``--trials``) sets ``trials`` on every chat variant; it is refused on an
     evaluation without one (it would change nothing).
 
-    ``aa`` adds the A/A arm (the baseline classified twice; the report gives the flip rate
+    ``options.aa`` adds the A/A arm (the baseline classified twice; the report gives the flip rate
     and the false-positive rate of 20 seeded half splits); ``leakage_check`` also scores the
     baseline ungrouped on the same sample and reports how much grouping moved each level.
 
@@ -185,7 +180,7 @@ def start_holdout_eval(
     estimated (sample size x each classifier's declared tokens per record); above
     :data:`~eval_pipelines.core.holdout.token_policy.TOKEN_CONFIRMATION_LIMIT` the evaluation
     is refused with :class:`~eval_pipelines.core.holdout.token_policy.TokenConfirmationNeeded`
-    unless ``confirm_tokens``.
+    unless ``options.confirm_tokens``.
 
     The run is launched as every run is (:func:`eval_pipelines.runs.launch`): without
     ``wait`` it is submitted to the instance's run queue and this returns at once; with
@@ -200,6 +195,7 @@ def start_holdout_eval(
     ``status``, ``estimated_tokens``); ``status`` is ``queued`` (or ``running``) for a
     submitted run and ``complete``, ``failed`` or ``canceled`` for one waited for.
     """
+    options = options if options is not None else HoldoutOptions()
     _check_flag("wait", wait)
     _check_flag("register_only", register_only)
     if wait and register_only:
@@ -216,23 +212,12 @@ def start_holdout_eval(
         with transaction(conn):
             context = _case_context(conn, case_id)
             sequence = cases_store.next_eval_sequence(conn, case_id)
-            spec = parse_holdout_request(
-                variants,
-                case=context,
-                sequence=sequence,
-                sample_size=sample_size,
-                seed=seed,
-                grouping=grouping,
-                group_field=group_field,
-                config=config,
-                aa=aa,
-                leakage_check=leakage_check,
-            )
-            spec, chat_settings = chat_variants_checked(spec, trials, os.environ)
+            spec = parse_holdout_request(variants, options, case=context, sequence=sequence)
+            spec, chat_settings = chat_variants_checked(spec, options.trials, os.environ)
             if chat_settings:
                 spec = replace(spec, token_estimate=_chat_estimates(conn, spec, chat_settings))
             estimate = estimate_tokens(spec)
-            check_token_budget(estimate, confirmed=confirm_tokens)
+            check_token_budget(estimate, confirmed=options.confirm_tokens)
             evaluations_store.insert_evaluation(
                 conn,
                 eval_id=spec.eval_id,

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -22,7 +23,7 @@ from eval_pipelines.cli.output import (
 from eval_pipelines.cli.plan import add_plan_command
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
-from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
+from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT, HoldoutOptions
 
 if TYPE_CHECKING:
     from eval_pipelines.api import HoldoutStatus, LaunchedEval
@@ -139,25 +140,25 @@ def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., Launched
     from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
     config = read_json(args.config_file, "--config-file") if args.config_file else None
-    options = {
-        "sample_size": args.sample_size,
-        "seed": args.seed,
-        "grouping": _grouping(args),
-        "group_field": args.group_field,
-        "config": config,
-        "warehouse": args.warehouse,
-        "aa": args.aa,
-        "leakage_check": args.leakage_check,
-    }
-    if getattr(args, "trials", None) is not None:
-        options["trials"] = args.trials
+    options = HoldoutOptions(
+        sample_size=args.sample_size,
+        seed=args.seed,
+        grouping=_grouping(args),
+        group_field=args.group_field,
+        config=config,
+        aa=args.aa,
+        leakage_check=args.leakage_check,
+        trials=getattr(args, "trials", None),
+        confirm_tokens=args.yes,
+    )
     try:
-        started, said = _start(args, start, confirm_tokens=args.yes, **options)
+        started, said = _start(args, partial(start, options), warehouse=args.warehouse)
     except TokenConfirmationNeeded as needed:
         # Only a person at a terminal can say yes; a script must pass --yes.
         if not sys.stdin.isatty() or not _confirmed(args, needed):
             raise
-        started, said = _start(args, start, confirm_tokens=True, **options)
+        confirmed = replace(options, confirm_tokens=True)
+        started, said = _start(args, partial(start, confirmed), warehouse=args.warehouse)
     return _follow(args, started, said)
 
 

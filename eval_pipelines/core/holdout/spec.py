@@ -9,6 +9,7 @@ Its parts have their own modules: :mod:`~eval_pipelines.core.holdout.classify_co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -199,24 +200,58 @@ class CaseContext:
     embeddings_version: str | None = None
 
 
-def parse_holdout_request(
-    variants: Any,
-    *,
-    case: CaseContext,
-    sequence: int,
-    sample_size: Any = SAMPLE_SIZE_DEFAULT,
-    seed: Any = DEFAULT_SEED,
-    grouping: Any = None,
-    group_field: str | None = None,
-    config: Any = None,
-    aa: bool = False,
-    leakage_check: bool = False,
-) -> HoldoutSpec:
-    """Check every input rule of a holdout evaluation and resolve it into a spec.
+@dataclass(frozen=True)
+class HoldoutOptions:
+    """What a new holdout evaluation is asked for besides its variants: the one list of options
+    :func:`~eval_pipelines.api.start_holdout_eval`, :func:`~eval_pipelines.api.evaluate_memo_entry`
+    and :func:`parse_holdout_request` take. Checked when the evaluation is registered, naming
+    the field (``sampleSize``, ``grouping.threshold``, ...), never here.
 
-    ``aa`` appends the A/A arm: a twin of the baseline (same config and memo) named
-    :data:`AA_TWIN`, classified a second time, so the report can measure the instrument's own
-    noise; ``leakage_check`` also scores the baseline ungrouped on the same sample.
+    Attributes
+    ----------
+    sample_size, seed
+        The records drawn (:data:`SAMPLE_SIZE_MIN` to :data:`SAMPLE_SIZE_MAX`) and the seed
+        of the draw (and of every resampling).
+    grouping
+        ``{mode, threshold, field, retrieval}``: how near-duplicates of the sample are kept
+        out of its evidence (:mod:`~eval_pipelines.core.holdout.grouping_settings`).
+    group_field
+        A metadata column whose equal values are held out together; alone it means grouping
+        mode ``field``.
+    config
+        The config every variant without its own uses
+        (:mod:`~eval_pipelines.core.holdout.classify_config`).
+    aa
+        Add the A/A arm: a twin of the baseline (same config and memo) named
+        :data:`~eval_pipelines.core.holdout.variants.AA_TWIN`, classified a second time, so
+        the report can measure the instrument's own noise.
+    leakage_check
+        Also score the baseline ungrouped on the same sample.
+    trials
+        Set ``trials`` on every ``chat`` variant (refused without one).
+    confirm_tokens
+        Yes to an estimate above the token limit
+        (:mod:`~eval_pipelines.core.holdout.token_policy`).
+    """
+
+    sample_size: int = SAMPLE_SIZE_DEFAULT
+    seed: int = DEFAULT_SEED
+    grouping: Mapping[str, object] | None = None
+    group_field: str | None = None
+    config: Mapping[str, object] | None = None
+    aa: bool = False
+    leakage_check: bool = False
+    trials: int | None = None
+    confirm_tokens: bool = False
+
+
+def parse_holdout_request(
+    variants: Any, options: HoldoutOptions, *, case: CaseContext, sequence: int
+) -> HoldoutSpec:
+    """Check every input rule of a holdout evaluation and resolve it into a spec (``options``'
+    ``trials`` and ``confirm_tokens`` are read later, by
+    :mod:`~eval_pipelines.core.holdout.chat_variants` and
+    :mod:`~eval_pipelines.core.holdout.token_policy`).
 
     This is the only place the rules live: sample size, seed, grouping (mode, threshold, group
     field among the case's metadata columns), the shared config, every variant (names, memo
@@ -227,8 +262,11 @@ def parse_holdout_request(
     InputError
         Naming the field, the value and the rule; nothing has been written.
     """
+    sample_size, seed, group_field = options.sample_size, options.seed, options.group_field
+    aa, leakage_check = options.aa, options.leakage_check
     validate_sample_size(sample_size)
     validate_seed(seed)
+    grouping: Any = options.grouping
     if grouping is None:
         grouping = {}
     if not isinstance(grouping, dict):
@@ -257,7 +295,7 @@ def parse_holdout_request(
             f"(columns: {list(case.metadata_columns)})",
         )
     shared = parse_config(
-        config,
+        options.config,
         where="config",
         max_depth=case.max_depth,
         n_records=case.n_records,

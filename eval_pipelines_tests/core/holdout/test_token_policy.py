@@ -11,7 +11,12 @@ import pytest
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout import classify
 from eval_pipelines.core.holdout.chat_variants import chat_estimates, chat_variants_checked
-from eval_pipelines.core.holdout.spec import CaseContext, HoldoutSpec, parse_holdout_request
+from eval_pipelines.core.holdout.spec import (
+    CaseContext,
+    HoldoutOptions,
+    HoldoutSpec,
+    parse_holdout_request,
+)
 from eval_pipelines.core.holdout.token_policy import (
     TOKEN_CONFIRMATION_LIMIT,
     TokenConfirmationNeeded,
@@ -52,7 +57,7 @@ def wordy_classifier() -> Iterator[str]:
 
 
 def _spec(variants: list[Any], **options: Any) -> HoldoutSpec:
-    return parse_holdout_request(variants, case=_case(), sequence=1, **options)
+    return parse_holdout_request(variants, HoldoutOptions(**options), case=_case(), sequence=1)
 
 
 def test_the_estimate_is_the_sample_times_each_classifiers_tokens_per_record(
