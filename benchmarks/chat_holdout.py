@@ -50,7 +50,10 @@ def main() -> int:
             frame = pl.read_parquet(DEMO / f"icd10cm_{name}.parquet")
             frame.filter(pl.col("chapter").is_in(CHAPTERS)).write_parquet(root / f"{name}.parquet")
         api.create_case(
-            "small", root / "records.parquet", tree_path=root / "tree.parquet", target_depth=[3, 4]
+            "small",
+            api.CaseSource(
+                root / "records.parquet", tree_path=root / "tree.parquet", target_depth=[3, 4]
+            ),
         )
         with serve_standin(latency_ms=args.latency_ms) as server:
             config = {

@@ -326,7 +326,7 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     changed = tmp_path / "changed.parquet"
     pl.read_parquet(small_case_files["records"]).head(2000).write_parquet(changed)
     replaced = api.create_case(
-        small_case, changed, tree_path=small_case_files["tree"], replace=True
+        small_case, api.CaseSource(changed, tree_path=small_case_files["tree"]), replace=True
     )
     assert replaced.records_version != before.records_version
 
@@ -559,9 +559,9 @@ def test_a_run_into_another_warehouse_than_the_run_reads_is_refused(
     other = workdir / "other.duckdb"
     api.create_case(
         small_case,
-        small_case_files["records"],
-        tree_path=small_case_files["tree"],
-        target_depth=[3, 4],
+        api.CaseSource(
+            small_case_files["records"], tree_path=small_case_files["tree"], target_depth=[3, 4]
+        ),
         warehouse=other,
     )
     with pytest.raises(

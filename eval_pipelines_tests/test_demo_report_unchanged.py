@@ -37,9 +37,11 @@ def demo_report(root: Path) -> dict[str, Any]:
     demo = root / "data" / "demo"
     api.create_case(
         "icd10cm",
-        demo / "icd10cm_records.parquet",
-        tree_path=demo / "icd10cm_tree.parquet",
-        target_depth=[3, 4],
+        api.CaseSource(
+            demo / "icd10cm_records.parquet",
+            tree_path=demo / "icd10cm_tree.parquet",
+            target_depth=[3, 4],
+        ),
     )
     api.add_memo_entry("icd10cm", demo / "memo_pregnancy.yaml")
     started = api.start_holdout_eval(

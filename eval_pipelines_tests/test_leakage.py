@@ -16,9 +16,11 @@ from eval_pipelines_tests.conftest import DEMO
 def test_ungrouped_reads_higher_than_grouped_at_the_4_character_level(workdir: Path) -> None:
     api.create_case(
         "icd10cm",
-        DEMO / "icd10cm_records.parquet",
-        tree_path=DEMO / "icd10cm_tree.parquet",
-        target_depth=[3, 4],
+        api.CaseSource(
+            DEMO / "icd10cm_records.parquet",
+            tree_path=DEMO / "icd10cm_tree.parquet",
+            target_depth=[3, 4],
+        ),
     )
     variants = [{"name": "baseline"}]
     ungrouped = api.start_holdout_eval(

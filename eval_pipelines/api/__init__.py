@@ -30,6 +30,7 @@ from eval_pipelines.api.memo import add_memo_entry, approve_memo_entry, list_mem
 from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, run_query
 from eval_pipelines.api.tables import list_tables, load_table, show_table
 from eval_pipelines.api.workflows import ActivationRefused
+from eval_pipelines.core.cases import CaseSource
 from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
 from eval_pipelines.core.holdout.spec import HoldoutOptions
 from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
@@ -39,6 +40,7 @@ from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
 __all__ = [
     "ActivationRefused",
+    "CaseSource",
     "ConflictError",
     "EvalFailed",
     "EvalInterrupted",
