@@ -1,6 +1,6 @@
-"""Holdout evaluations: start, re-run, and prune the partition keys of none (000's SDK
-calls); the status, wait and rows are in :mod:`eval_pipelines.api.holdout_status` and
-:mod:`eval_pipelines.api.holdout_results`."""
+"""Holdout evaluations: start one, run it again, prune partition keys that name none (000's
+SDK calls). Following one is :mod:`eval_pipelines.api.holdout_status`; its rows and the
+case's list, :mod:`eval_pipelines.api.holdout_results`."""
 
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ from eval_pipelines.api._shared import (
     require_run_warehouse,
     resolve_warehouse,
 )
+from eval_pipelines.core.chat.settings import ChatSettings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.chat_variants import (
     LABEL_ROWS,
     chat_estimates,
     chat_variants_checked,
+    sampled_labels,
 )
 from eval_pipelines.core.holdout.classify import known_classifiers
 from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
@@ -135,7 +137,9 @@ def _launch(
 _LAUNCH_STATUS = {"succeeded": "complete"}
 
 
-def _chat_estimates(conn: Any, spec: HoldoutSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
+def _chat_estimates(
+    conn: Any, spec: HoldoutSpec, settings: Mapping[str, ChatSettings]
+) -> dict[str, Any]:
     """Each chat variant's estimate from the sample the run will draw (same keys, size and
     seed), read here: the texts and labels of its first rows and the titles of those labels
     (:func:`~eval_pipelines.core.holdout.chat_variants.chat_estimates`)."""
@@ -144,7 +148,7 @@ def _chat_estimates(conn: Any, spec: HoldoutSpec, settings: Mapping[str, Any]) -
     rows = cases_store.records_by_key(
         conn, spec.case_id, spec.records_version, list(sample.keys[:LABEL_ROWS])
     )
-    labels = list(dict.fromkeys(rows[k][1] for k in sample.keys if k in rows))
+    labels = sampled_labels(sample.keys, rows)
     titles = cases_store.load_titles(conn, spec.case_id, spec.tree_version, labels)
     return chat_estimates(spec, settings, sample.keys, rows, titles)
 

@@ -85,6 +85,12 @@ class _InstructionOnly:
     instruction: str
 
 
+def sampled_labels(sample_keys: Sequence[str], rows: Mapping[str, tuple[str, str]]) -> list[str]:
+    """The labels of the sampled rows read (``rows``: key -> (text, label)), in sample order,
+    each once: the codes an estimate's prompts offer, whose titles the caller reads."""
+    return list(dict.fromkeys(rows[k][1] for k in sample_keys if k in rows))
+
+
 def chat_estimates(
     spec: HoldoutSpec,
     settings: Mapping[str, ChatSettings],
@@ -97,7 +103,7 @@ def chat_estimates(
     and labels of its first :data:`LABEL_ROWS` (``rows``: key -> (text, label)), the variant's
     memo instructions and candidate lines with real titles (the labels of the sampled rows,
     as many as the variant's ``candidates``: the most it can be offered)."""
-    labels = list(dict.fromkeys(rows[k][1] for k in sample_keys if k in rows))
+    labels = sampled_labels(sample_keys, rows)
     estimates = {}
     for variant in spec.variants:
         if variant.name not in settings:
