@@ -50,7 +50,10 @@ def main() -> int:
             frame = pl.read_parquet(DEMO / f"icd10cm_{name}.parquet")
             frame.filter(pl.col("chapter").is_in(CHAPTERS)).write_parquet(root / f"{name}.parquet")
         api.create_case(
-            "small", root / "records.parquet", tree_path=root / "tree.parquet", target_depth=[3, 4]
+            "small",
+            api.CaseSource(
+                root / "records.parquet", tree_path=root / "tree.parquet", target_depth=[3, 4]
+            ),
         )
         with serve_standin(latency_ms=args.latency_ms) as server:
             config = {
@@ -62,7 +65,10 @@ def main() -> int:
             variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
             started = time.perf_counter()
             launched = api.start_holdout_eval(
-                "small", variants, sample_size=args.sample_size, seed=12, wait=True
+                "small",
+                variants,
+                api.HoldoutOptions(sample_size=args.sample_size, seed=12),
+                wait=True,
             )
             seconds = time.perf_counter() - started
             report = api.get_holdout_eval("small", launched.eval_id).report

@@ -47,9 +47,11 @@ def main() -> None:
     demo = ROOT / "data" / "demo"
     api.create_case(
         "icd10cm",
-        demo / "icd10cm_records.parquet",
-        tree_path=demo / "icd10cm_tree.parquet",
-        target_depth=[3, 4],
+        api.CaseSource(
+            demo / "icd10cm_records.parquet",
+            tree_path=demo / "icd10cm_tree.parquet",
+            target_depth=[3, 4],
+        ),
     )
     print("seed | grouping | L1 | L3 | L4 [95% CI] | L5 | n(L4) | group members excluded")
     for seed in [int(s) for s in args.seeds.split(",")]:
@@ -57,10 +59,9 @@ def main() -> None:
             started = api.start_holdout_eval(
                 "icd10cm",
                 [{"name": "baseline"}],
-                sample_size=args.sample_size,
-                seed=seed,
-                grouping=grouping,
-                group_field=field,
+                api.HoldoutOptions(
+                    sample_size=args.sample_size, seed=seed, grouping=grouping, group_field=field
+                ),
                 wait=True,
             )
             report = api.get_holdout_eval("icd10cm", started.eval_id).report

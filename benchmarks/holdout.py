@@ -71,7 +71,7 @@ def retrieval_figures(warehouse: Path, index_dir: Path, queries: int, threads: i
     import numpy as np
 
     from eval_pipelines.core.holdout.grouping import compute_leave_out
-    from eval_pipelines.core.holdout.spec import Grouping
+    from eval_pipelines.core.holdout.grouping_settings import Grouping
     from eval_pipelines.core.text.retrieval import search, search_brute_force
     from eval_pipelines.stages.text_index import load_or_build_index
     from eval_pipelines.storage.cases import load_case, load_records

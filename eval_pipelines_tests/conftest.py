@@ -62,8 +62,8 @@ def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
 
     api.create_case(
         "small",
-        small_case_files["records"],
-        tree_path=small_case_files["tree"],
-        target_depth=[3, 4],
+        api.CaseSource(
+            small_case_files["records"], tree_path=small_case_files["tree"], target_depth=[3, 4]
+        ),
     )
     return "small"

@@ -9,6 +9,7 @@ two interrupts, which are ``KeyboardInterrupt`` subclasses.
 """
 
 from eval_pipelines.api import embeddings, golden, grouping, lift, plan, workflows
+from eval_pipelines.api._holdout_state import HoldoutStatus
 from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
 from eval_pipelines.api.cases import create_case, list_cases
 from eval_pipelines.api.compare import (
@@ -17,31 +18,29 @@ from eval_pipelines.api.compare import (
     evaluate_memo_entry,
 )
 from eval_pipelines.api.holdout import (
-    EvalRow,
-    EvalSummary,
-    HoldoutStatus,
     LaunchedEval,
-    TokenConfirmationNeeded,
-    eval_rows,
-    get_holdout_eval,
-    list_evals,
     prune_partitions,
     rerun_holdout_eval,
     start_holdout_eval,
-    wait_for_eval,
 )
+from eval_pipelines.api.holdout_results import EvalRow, EvalSummary, eval_rows, list_evals
+from eval_pipelines.api.holdout_status import get_holdout_eval, wait_for_eval
 from eval_pipelines.api.lift import IngestRefused
 from eval_pipelines.api.memo import add_memo_entry, approve_memo_entry, list_memo_entries
 from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, run_query
 from eval_pipelines.api.tables import list_tables, load_table, show_table
 from eval_pipelines.api.workflows import ActivationRefused
+from eval_pipelines.core.cases import CaseSource
 from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
+from eval_pipelines.core.holdout.spec import HoldoutOptions
+from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 from eval_pipelines.core.workflows.nodes import NodeFailed
 from eval_pipelines.runs import RunInterrupted
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
 __all__ = [
     "ActivationRefused",
+    "CaseSource",
     "ConflictError",
     "EvalFailed",
     "EvalInterrupted",
@@ -49,6 +48,7 @@ __all__ = [
     "EvalRow",
     "EvalSummary",
     "HoldoutComparison",
+    "HoldoutOptions",
     "HoldoutStatus",
     "IngestRefused",
     "InputError",

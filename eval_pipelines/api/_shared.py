@@ -18,7 +18,7 @@ from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 class EvalFailed(EvalPipelinesError, RuntimeError):
     """The evaluation's run failed or was canceled; ``status`` is its status (a holdout
-    evaluation's :class:`~eval_pipelines.api.holdout.HoldoutStatus`, or a run's document)."""
+    evaluation's :class:`~eval_pipelines.api.HoldoutStatus`, or a run's document)."""
 
     def __init__(self, message: str, status: JsonResult | Mapping[str, Any] | None = None) -> None:
         super().__init__(message)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +13,7 @@ from eval_pipelines.api.embeddings import (
     _register_case_partition,
     _set_info,
 )
-from eval_pipelines.core.cases import build_case
+from eval_pipelines.core.cases import CaseSource, build_case
 from eval_pipelines.core.errors import ConflictError
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.tree import Level
@@ -63,38 +62,22 @@ class ListedCase(JsonResult):
 
 def create_case(
     case_id: str,
-    records_path: Path | str,
+    source: CaseSource,
     *,
-    tree_path: Path | str | None = None,
-    levels: Sequence[int] | None = None,
-    key_column: str = "record_key",
-    text_column: str = "text",
-    label_column: str = "label",
-    target_depth: Sequence[int] | None = None,
     replace: bool = False,
-    embeddings_path: Path | str | None = None,
-    embedding_column: str | None = None,
     warehouse: Path | str | None = None,
 ) -> CreatedCase:
-    """Load a case's labelled records and code tree, validated and written atomically.
+    """Load a case's labelled records and code tree (``source``: the files, columns, levels,
+    target depth, :class:`~eval_pipelines.core.cases.CaseSource`), validated and written
+    atomically; ``replace`` loads new records over an existing case.
 
-    With ``embeddings_path`` (a Parquet of ``record_key`` and one fixed-length float vector
-    column) or ``embedding_column`` (such a column in the records file), the records' own
-    embeddings are validated with them and stored in the same transaction. Every argument
-    is checked (by :func:`~eval_pipelines.core.cases.build_case`) before any file is read.
+    With ``source.embeddings_path`` (a Parquet of ``record_key`` and one fixed-length float
+    vector column) or ``source.embedding_column`` (such a column in the records file), the
+    records' own embeddings are validated with them and stored in the same transaction. Every
+    argument is checked (by :func:`~eval_pipelines.core.cases.build_case`) before any file is
+    read.
     """
-    built = build_case(
-        case_id,
-        records_path,
-        tree_path=tree_path,
-        levels=levels,
-        key_column=key_column,
-        text_column=text_column,
-        label_column=label_column,
-        target_depth=target_depth,
-        embeddings_path=embeddings_path,
-        embedding_column=embedding_column,
-    )
+    built = build_case(case_id, source)
     info = cases_store.CaseInfo(
         case_id=case_id,
         tree_mode=built.tree.mode,
@@ -104,7 +87,7 @@ def create_case(
         tree_version=built.tree_version,
         n_records=built.records.height,
         metadata_columns=built.metadata_columns,
-        source=str(records_path),
+        source=str(source.records_path),
     )
     embedding_set = None
     if built.embeddings is not None:
@@ -114,7 +97,9 @@ def create_case(
             list(built.embedding_keys),
             built.embeddings,
             method="provided",
-            source=str(embeddings_path or f"{records_path}:{embedding_column}"),
+            source=str(
+                source.embeddings_path or f"{source.records_path}:{source.embedding_column}"
+            ),
         )
     path = resolve_warehouse(warehouse)
     embeddings_added = None

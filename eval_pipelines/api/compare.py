@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.api._holdout_state import HoldoutStatus
 from eval_pipelines.api._shared import resolve_warehouse
-from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval, start_holdout_eval
+from eval_pipelines.api.holdout import LaunchedEval, start_holdout_eval
 from eval_pipelines.core.errors import ConflictError, InputError, NotFoundError
-from eval_pipelines.core.holdout.spec import (
-    DEFAULT_SEED,
-    SAMPLE_SIZE_DEFAULT,
-)
+from eval_pipelines.core.holdout.spec import HoldoutOptions
 from eval_pipelines.core.inputs import is_name
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.storage import cases as cases_store
@@ -208,25 +206,18 @@ def _changed_besides_variant(
 def evaluate_memo_entry(
     case_id: str,
     entry_id: str,
+    options: HoldoutOptions | None = None,
     *,
-    sample_size: int = SAMPLE_SIZE_DEFAULT,
-    seed: int = DEFAULT_SEED,
-    grouping: Mapping[str, object] | None = None,
-    group_field: str | None = None,
-    config: Mapping[str, object] | None = None,
     warehouse: Path | str | None = None,
     wait: bool = False,
     register_only: bool = False,
     timeout: float | None = None,
-    confirm_tokens: bool = False,
-    aa: bool = False,
-    leakage_check: bool = False,
     progress: Callable[[HoldoutStatus], None] | None = None,
 ) -> LaunchedEval:
     """Memo A/B shortcut: run A uses the active memo, run B adds the proposed entry.
 
-    The entry stays proposed; the evaluation changes nothing. ``wait``, ``register_only``,
-    ``timeout`` and ``progress`` as for
+    The entry stays proposed; the evaluation changes nothing. ``options``, ``wait``,
+    ``register_only``, ``timeout`` and ``progress`` as for
     :func:`~eval_pipelines.api.holdout.start_holdout_eval`, and so is the
     :class:`~eval_pipelines.api.holdout.LaunchedEval` returned.
     """
@@ -250,17 +241,10 @@ def evaluate_memo_entry(
     return start_holdout_eval(
         case_id,
         variants,
-        sample_size=sample_size,
-        seed=seed,
-        grouping=grouping,
-        group_field=group_field,
-        config=config,
+        options,
         warehouse=warehouse,
         wait=wait,
         register_only=register_only,
         timeout=timeout,
-        confirm_tokens=confirm_tokens,
-        aa=aa,
-        leakage_check=leakage_check,
         progress=progress,
     )

@@ -18,8 +18,7 @@ def int_list(text: str) -> list[int]:
 def cmd_create(args: argparse.Namespace) -> int:
     from eval_pipelines import api
 
-    created = api.create_case(
-        args.case,
+    source = api.CaseSource(
         args.records_path,
         tree_path=args.tree_path,
         levels=args.levels,
@@ -27,11 +26,10 @@ def cmd_create(args: argparse.Namespace) -> int:
         text_column=args.text_column,
         label_column=args.label_column,
         target_depth=args.target_depth,
-        replace=args.replace,
         embeddings_path=args.embeddings_path,
         embedding_column=args.embedding_column,
-        warehouse=args.warehouse,
     )
+    created = api.create_case(args.case, source, replace=args.replace, warehouse=args.warehouse)
     print_json(created.to_json())
     return 0
 

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -22,10 +23,11 @@ from eval_pipelines.cli.output import (
 from eval_pipelines.cli.plan import add_plan_command
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
-from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT
+from eval_pipelines.core.holdout.spec import DEFAULT_SEED, SAMPLE_SIZE_DEFAULT, HoldoutOptions
 
 if TYPE_CHECKING:
-    from eval_pipelines.api.holdout import HoldoutStatus, LaunchedEval, TokenConfirmationNeeded
+    from eval_pipelines.api import HoldoutStatus, LaunchedEval
+    from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
 
 def _grouping(args: argparse.Namespace) -> dict[str, Any]:
@@ -49,18 +51,18 @@ def _wait_and_print(
     JSON or markdown), for a failed run too, before its error goes up. Progress on stderr is
     the command's reporter (:mod:`eval_pipelines.cli.progress`: at a terminal, never with
     ``--json``), which follows the run's event log."""
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
     try:
-        status = holdout_api.wait_for_eval(
+        status = api.wait_for_eval(
             args.case,
             eval_id,
             timeout=args.timeout,
             warehouse=args.warehouse,
             run_id=run_id,
         )
-    except holdout_api.EvalFailed as failed:
-        if isinstance(failed.status, holdout_api.HoldoutStatus):
+    except api.EvalFailed as failed:
+        if isinstance(failed.status, api.HoldoutStatus):
             print_status(failed.status, as_json=args.json)
         raise
     print_status(status, as_json=args.json)
@@ -135,28 +137,28 @@ def _follow(args: argparse.Namespace, started: LaunchedEval, said_started: bool)
 
 def start_and_maybe_wait(args: argparse.Namespace, start: Callable[..., LaunchedEval]) -> int:
     """Start an evaluation with the shared eval flags, then follow it."""
-    from eval_pipelines.api.holdout import TokenConfirmationNeeded
+    from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
     config = read_json(args.config_file, "--config-file") if args.config_file else None
-    options = {
-        "sample_size": args.sample_size,
-        "seed": args.seed,
-        "grouping": _grouping(args),
-        "group_field": args.group_field,
-        "config": config,
-        "warehouse": args.warehouse,
-        "aa": args.aa,
-        "leakage_check": args.leakage_check,
-    }
-    if getattr(args, "trials", None) is not None:
-        options["trials"] = args.trials
+    options = HoldoutOptions(
+        sample_size=args.sample_size,
+        seed=args.seed,
+        grouping=_grouping(args),
+        group_field=args.group_field,
+        config=config,
+        aa=args.aa,
+        leakage_check=args.leakage_check,
+        trials=getattr(args, "trials", None),
+        confirm_tokens=args.yes,
+    )
     try:
-        started, said = _start(args, start, confirm_tokens=args.yes, **options)
+        started, said = _start(args, partial(start, options), warehouse=args.warehouse)
     except TokenConfirmationNeeded as needed:
         # Only a person at a terminal can say yes; a script must pass --yes.
         if not sys.stdin.isatty() or not _confirmed(args, needed):
             raise
-        started, said = _start(args, start, confirm_tokens=True, **options)
+        confirmed = replace(options, confirm_tokens=True)
+        started, said = _start(args, partial(start, confirmed), warehouse=args.warehouse)
     return _follow(args, started, said)
 
 
@@ -170,51 +172,50 @@ def _confirmed(args: argparse.Namespace, needed: TokenConfirmationNeeded) -> boo
 
 
 def cmd_holdout(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
     variants = read_json(args.variants_file, "--variants-file")
     if args.no_launch and args.wait:
         raise InputError("--wait", True, "cannot wait for an evaluation --no-launch registers")
-    return start_and_maybe_wait(args, partial(holdout_api.start_holdout_eval, args.case, variants))
+    return start_and_maybe_wait(args, partial(api.start_holdout_eval, args.case, variants))
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
     started, said = _start(
         args,
-        partial(holdout_api.rerun_holdout_eval, args.case, args.eval_id),
+        partial(api.rerun_holdout_eval, args.case, args.eval_id),
         warehouse=args.warehouse,
     )
     return _follow(args, started, said)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
+    from eval_pipelines.api.holdout_status import no_run_message
 
     if args.wait:
         status = _wait_and_print(args, args.eval_id)
     else:
-        status = holdout_api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
+        status = api.get_holdout_eval(args.case, args.eval_id, warehouse=args.warehouse)
         if status.run is None:
-            print(f"note: {holdout_api.no_run_message(status)}", file=sys.stderr, flush=True)
+            print(f"note: {no_run_message(status)}", file=sys.stderr, flush=True)
         print_status(status, as_json=args.json)
     return 1 if status.status in ("failed", "canceled") else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
-    print_json(
-        [listed.to_json() for listed in holdout_api.list_evals(args.case, warehouse=args.warehouse)]
-    )
+    print_json([listed.to_json() for listed in api.list_evals(args.case, warehouse=args.warehouse)])
     return 0
 
 
 def cmd_rows(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
-    for row in holdout_api.eval_rows(
+    for row in api.eval_rows(
         args.case,
         args.eval_id,
         variant=args.variant,
@@ -226,9 +227,9 @@ def cmd_rows(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from eval_pipelines.api import holdout as holdout_api
+    from eval_pipelines import api
 
-    print_json({"deletedPartitions": holdout_api.prune_partitions(warehouse=args.warehouse)})
+    print_json({"deletedPartitions": api.prune_partitions(warehouse=args.warehouse)})
     return 0
 
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from eval_pipelines.api import HoldoutStatus
     from eval_pipelines.api.compare import HoldoutComparison
-    from eval_pipelines.api.holdout import HoldoutStatus
 
 
 def print_json(value: Any) -> None:

@@ -26,7 +26,8 @@ from eval_pipelines.core.embeddings.vectors import (
 )
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_frame, hash_json
-from eval_pipelines.core.holdout.spec import parse_target_depth, validate_case_id
+from eval_pipelines.core.holdout.classify_config import parse_target_depth
+from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.records import (
     check_labels_in_tree,
     metadata_keys,
@@ -49,6 +50,38 @@ TREE_NODE_SCHEMA = {
     "title": pl.String,
     "kind": pl.String,
 }
+
+
+@dataclass(frozen=True)
+class CaseSource:
+    """What a case is loaded from: the one list of :func:`build_case`'s and the API's
+    ``create_case``'s arguments, checked by :func:`check_case_arguments` (nothing here).
+
+    Attributes
+    ----------
+    records_path
+        The records file: Parquet, CSV or JSON Lines.
+    tree_path, levels
+        Exactly one: a tree file (``code``, ``parent``, optional ``title`` and ``kind``), or
+        the prefix lengths of a prefix tree built from the labels.
+    key_column, text_column, label_column
+        The records' columns (three different ones).
+    target_depth
+        The levels scored as the target; the tree's deepest level when ``None``.
+    embeddings_path, embedding_column
+        At most one: a Parquet file of ``record_key`` and one vector column, or a vector
+        column of the records file: the records' own embeddings, checked against them.
+    """
+
+    records_path: Path | str
+    tree_path: Path | str | None = None
+    levels: Sequence[int] | None = None
+    key_column: str = "record_key"
+    text_column: str = "text"
+    label_column: str = "label"
+    target_depth: Sequence[int] | None = None
+    embeddings_path: Path | str | None = None
+    embedding_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,19 +119,7 @@ class BuiltCase:
     embeddings: npt.NDArray[np.float32] | None = None
 
 
-def build_case(
-    case_id: str,
-    records_path: Path | str,
-    *,
-    tree_path: Path | str | None = None,
-    levels: Sequence[int] | None = None,
-    key_column: str = "record_key",
-    text_column: str = "text",
-    label_column: str = "label",
-    target_depth: Sequence[int] | None = None,
-    embeddings_path: Path | str | None = None,
-    embedding_column: str | None = None,
-) -> BuiltCase:
+def build_case(case_id: str, source: CaseSource) -> BuiltCase:
     """Check a case's arguments, then read its files and validate the records against the
     tree; version both.
 
@@ -106,18 +127,8 @@ def build_case(
     ----------
     case_id
         The case's name (the documented name pattern).
-    records_path
-        The records file: Parquet, CSV or JSON Lines.
-    tree_path, levels
-        Exactly one: a tree file (``code``, ``parent``, optional ``title`` and ``kind``), or
-        the prefix lengths of a prefix tree built from the labels.
-    key_column, text_column, label_column
-        The records' columns (three different ones).
-    target_depth
-        The levels scored as the target; the tree's deepest level when ``None``.
-    embeddings_path, embedding_column
-        At most one: a Parquet file of ``record_key`` and one vector column, or a vector
-        column of the records file: the records' own embeddings, checked against them.
+    source
+        Its files, columns, tree levels, target depth and embeddings (:class:`CaseSource`).
 
     Raises
     ------
@@ -125,30 +136,26 @@ def build_case(
         Naming the parameter (or the field), the value and the rule, for anything that does
         not validate. A bad argument is refused before any file is read.
     """
-    check_case_arguments(
-        case_id,
-        records_path,
-        tree_path=tree_path,
-        levels=levels,
-        key_column=key_column,
-        text_column=text_column,
-        label_column=label_column,
-        target_depth=target_depth,
-        embeddings_path=embeddings_path,
-        embedding_column=embedding_column,
-    )
-    records = read_table(Path(records_path), what="records_path")
+    check_case_arguments(case_id, source)
+    records = read_table(Path(source.records_path), what="records_path")
     embedded: tuple[list[str], npt.NDArray[np.float32]] | None = None
-    if embedding_column is not None:
+    if source.embedding_column is not None:
         embedded = embeddings_from_frame(
-            records, key_column=key_column, embedding_column=embedding_column
+            records, key_column=source.key_column, embedding_column=source.embedding_column
         )
-        records = records.drop(embedding_column)
-    elif embeddings_path is not None:
-        embedded = read_embeddings_file(embeddings_path)
-    tree_frame = read_table(Path(tree_path), what="tree_path") if tree_path is not None else None
+        records = records.drop(source.embedding_column)
+    elif source.embeddings_path is not None:
+        embedded = read_embeddings_file(source.embeddings_path)
+    tree_frame = (
+        read_table(Path(source.tree_path), what="tree_path")
+        if source.tree_path is not None
+        else None
+    )
     normalised = normalise_records(
-        records, key_column=key_column, text_column=text_column, label_column=label_column
+        records,
+        key_column=source.key_column,
+        text_column=source.text_column,
+        label_column=source.label_column,
     )
     if tree_frame is not None:
         tree = tree_from_parent_links(tree_frame)
@@ -156,14 +163,15 @@ def build_case(
             tree, _column_by_code(tree_frame, "title"), _column_by_code(tree_frame, "kind")
         )
     else:
-        assert levels is not None  # check_case_arguments: exactly one of the two
+        assert source.levels is not None  # check_case_arguments: exactly one of the two
         tree = tree_from_prefix_levels(
-            normalised.get_column("label").unique(maintain_order=True).to_list(), list(levels)
+            normalised.get_column("label").unique(maintain_order=True).to_list(),
+            list(source.levels),
         )
         nodes = tree_nodes(tree, {}, {})
     normalised = check_labels_in_tree(normalised, tree)
     depth = parse_target_depth(
-        list(target_depth) if target_depth is not None else [tree.max_depth],
+        list(source.target_depth) if source.target_depth is not None else [tree.max_depth],
         "target_depth",
         tree.max_depth,
     )
@@ -193,19 +201,7 @@ def build_case(
     )
 
 
-def check_case_arguments(
-    case_id: str,
-    records_path: Path | str,
-    *,
-    tree_path: Path | str | None = None,
-    levels: Sequence[int] | None = None,
-    key_column: str = "record_key",
-    text_column: str = "text",
-    label_column: str = "label",
-    target_depth: Sequence[int] | None = None,
-    embeddings_path: Path | str | None = None,
-    embedding_column: str | None = None,
-) -> None:
+def check_case_arguments(case_id: str, source: CaseSource) -> None:
     """Every rule about :func:`build_case`'s arguments that needs no file: it reads nothing.
 
     Raises
@@ -215,25 +211,33 @@ def check_case_arguments(
     """
     validate_case_id(case_id)
     for name, path in (
-        ("records_path", records_path),
-        ("tree_path", tree_path),
-        ("embeddings_path", embeddings_path),
+        ("records_path", source.records_path),
+        ("tree_path", source.tree_path),
+        ("embeddings_path", source.embeddings_path),
     ):
         if path is not None and (not isinstance(path, str | Path) or not str(path)):
             raise InputError(name, path, "give the path of a file")
-    if (tree_path is None) == (levels is None):
-        raise InputError("tree_path", tree_path, "give exactly one of `tree_path` or `levels`")
-    if levels is not None:
-        check_prefix_lengths(levels)
-    if embeddings_path is not None and embedding_column is not None:
+    if (source.tree_path is None) == (source.levels is None):
+        raise InputError(
+            "tree_path",
+            source.tree_path,
+            "give exactly one of `tree_path` or `levels`",
+        )
+    if source.levels is not None:
+        check_prefix_lengths(source.levels)
+    if source.embeddings_path is not None and source.embedding_column is not None:
         raise InputError(
             "embeddings_path",
-            str(embeddings_path),
+            str(source.embeddings_path),
             "give at most one of `embeddings_path` or `embedding_column`",
         )
-    columns = {"key_column": key_column, "text_column": text_column, "label_column": label_column}
-    if embedding_column is not None:
-        columns["embedding_column"] = embedding_column
+    columns = {
+        "key_column": source.key_column,
+        "text_column": source.text_column,
+        "label_column": source.label_column,
+    }
+    if source.embedding_column is not None:
+        columns["embedding_column"] = source.embedding_column
     seen: dict[str, str] = {}
     for name, column in columns.items():
         if not isinstance(column, str) or not column:
@@ -246,13 +250,15 @@ def check_case_arguments(
                 blamed, column, f"names the same column as `{other}`; each role needs its own"
             )
         seen[column] = name
-    if target_depth is not None:
-        items = list(target_depth) if isinstance(target_depth, list | tuple) else None
+    if source.target_depth is not None:
+        items = list(source.target_depth) if isinstance(source.target_depth, list | tuple) else None
         if not items or any(
             isinstance(item, bool) or not isinstance(item, int) or item < 1 for item in items
         ):
             raise InputError(
-                "target_depth", target_depth, "give one or more levels, each an integer >= 1"
+                "target_depth",
+                source.target_depth,
+                "give one or more source.levels, each an integer >= 1",
             )
 
 

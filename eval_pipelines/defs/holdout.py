@@ -15,7 +15,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.core.holdout.spec import CHAT_CLASSIFIER
+from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import (

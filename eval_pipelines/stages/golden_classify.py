@@ -25,9 +25,9 @@ from eval_pipelines.core.holdout.classify import (
     get_classifier,
     neighbours_from_frame,
 )
+from eval_pipelines.core.holdout.classify_config import parse_config
 from eval_pipelines.core.holdout.memo import memo_version_of, parse_memo_entry
 from eval_pipelines.core.holdout.sampling import draw_sample
-from eval_pipelines.core.holdout.spec import parse_config
 from eval_pipelines.core.workflows.classify_node import grouping_config
 from eval_pipelines.core.workflows.definition import Workflow, workflow_from_content
 from eval_pipelines.core.workflows.execute import CachedStep, CacheKey, Execution

@@ -24,10 +24,12 @@ import polars as pl
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.classify import RecordToClassify, evidence_tree, known_classifiers
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig, parse_config
+from eval_pipelines.core.holdout.grouping_settings import Grouping
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version
 from eval_pipelines.core.holdout.sampling import Sample, draw_sample
 from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, score_variant
-from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, Variant, parse_config
+from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.holdout import ClassifyTask, classify_variant, evidence_frame

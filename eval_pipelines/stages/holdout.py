@@ -30,6 +30,7 @@ from eval_pipelines.core.holdout.classify import (
     get_classifier,
     neighbours_from_frame,
 )
+from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version, parse_memo_entry
@@ -52,13 +53,9 @@ from eval_pipelines.core.holdout.scoring import (
     row_outcomes,
     score_variant,
 )
-from eval_pipelines.core.holdout.spec import (
-    CHAT_CLASSIFIER,
-    HoldoutSpec,
-    Variant,
-    spec_from_json,
-)
+from eval_pipelines.core.holdout.spec import HoldoutSpec, spec_from_json
 from eval_pipelines.core.holdout.trials import TrialsSummary, summarize_trials
+from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.text_index import IndexHandle, records_index

@@ -20,7 +20,8 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.errors import ConflictError, InputError
-from eval_pipelines.core.holdout.spec import HoldoutSpec, Retrieval
+from eval_pipelines.core.holdout.retrieval import Retrieval
+from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.stages.holdout import OpenWarehouse, load_spec
 from eval_pipelines.stages.text_index import IndexHandle, records_index
 from eval_pipelines.storage import cases as cases_store

@@ -16,7 +16,8 @@ import numpy as np
 
 from eval_pipelines.core.csr_rows import subset_csr_rows
 from eval_pipelines.core.holdout.grouping import Searcher, text_searcher
-from eval_pipelines.core.holdout.spec import HoldoutSpec, Retrieval
+from eval_pipelines.core.holdout.retrieval import Retrieval
+from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.core.text.search_result import SearchResult
 from eval_pipelines.stages.embedding_index import load_or_build_ann, load_vectors
 from eval_pipelines.stages.text_index import IndexHandle, OpenWarehouse

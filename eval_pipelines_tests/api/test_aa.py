@@ -13,9 +13,7 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
     started = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}],
-        sample_size=200,
-        seed=3,
-        aa=True,
+        api.HoldoutOptions(sample_size=200, seed=3, aa=True),
         wait=True,
     )
     status = api.get_holdout_eval(small_case, started.eval_id)
@@ -45,7 +43,10 @@ def test_the_baseline_against_its_twin_reads_no_detectable_difference(small_case
 
 def test_an_aa_check_without_enough_records_is_not_read_as_passed(small_case: str) -> None:
     started = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=30, seed=3, aa=True, wait=True
+        small_case,
+        [{"name": "baseline"}],
+        api.HoldoutOptions(sample_size=30, seed=3, aa=True),
+        wait=True,
     )
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert report["aaCheck"]["passed"] is False
@@ -58,8 +59,7 @@ def test_a_leakage_check_needs_a_grouped_evaluation(small_case: str) -> None:
         api.start_holdout_eval(
             small_case,
             [{"name": "baseline"}],
-            grouping={"mode": "none"},
-            leakage_check=True,
+            api.HoldoutOptions(grouping={"mode": "none"}, leakage_check=True),
             register_only=True,
         )
     assert refused.value.field == "leakageCheck"

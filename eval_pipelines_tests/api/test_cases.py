@@ -37,7 +37,7 @@ def test_all_three_formats_load(workdir: Path, tree_file: Path, suffix: str) -> 
     {"parquet": frame.write_parquet, "csv": frame.write_csv, "jsonl": frame.write_ndjson}[suffix](
         path
     )
-    result = api.create_case("c1", path, tree_path=tree_file)
+    result = api.create_case("c1", api.CaseSource(path, tree_path=tree_file))
     assert result.records == 3
     assert result.metadata_columns == ("shop",)
     assert [lv.depth for lv in result.levels] == [1, 2]
@@ -48,9 +48,9 @@ def test_version_ignores_row_order_and_sees_values(workdir: Path, tree_file: Pat
     frame.write_parquet(workdir / "a.parquet")
     frame.reverse().write_parquet(workdir / "b.parquet")
     _records(text=["alpha one", "alpha two", "beta 1"]).write_parquet(workdir / "c.parquet")
-    a = api.create_case("a", workdir / "a.parquet", tree_path=tree_file)
-    b = api.create_case("b", workdir / "b.parquet", tree_path=tree_file)
-    c = api.create_case("c", workdir / "c.parquet", tree_path=tree_file)
+    a = api.create_case("a", api.CaseSource(workdir / "a.parquet", tree_path=tree_file))
+    b = api.create_case("b", api.CaseSource(workdir / "b.parquet", tree_path=tree_file))
+    c = api.create_case("c", api.CaseSource(workdir / "c.parquet", tree_path=tree_file))
     assert a.records_version == b.records_version != c.records_version
 
 
@@ -61,11 +61,13 @@ def test_custom_columns_and_levels(workdir: Path) -> None:
     frame.write_csv(workdir / "goods.csv")
     result = api.create_case(
         "goods",
-        workdir / "goods.csv",
-        levels=[2, 4, 6, 8],
-        key_column="id",
-        text_column="desc",
-        label_column="hs",
+        api.CaseSource(
+            workdir / "goods.csv",
+            levels=[2, 4, 6, 8],
+            key_column="id",
+            text_column="desc",
+            label_column="hs",
+        ),
     )
     assert result.tree_mode == "prefix"
     assert result.target_depth == (4,)
@@ -88,21 +90,25 @@ def test_bad_records_name_the_field_and_write_nothing(
     path = workdir / "bad.parquet"
     frame.write_parquet(path)
     with pytest.raises(InputError, match=rule) as error:
-        api.create_case("bad", path, tree_path=tree_file)
+        api.create_case("bad", api.CaseSource(path, tree_path=tree_file))
     assert error.value.field == field
     assert not (workdir / "warehouse.duckdb").exists()  # validation happens before any write
 
 
 def test_existing_case_needs_replace(workdir: Path, tree_file: Path) -> None:
     _records().write_parquet(workdir / "r.parquet")
-    first = api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
+    first = api.create_case("c", api.CaseSource(workdir / "r.parquet", tree_path=tree_file))
     with pytest.raises(ConflictError, match="pass `replace`"):
-        api.create_case("c", workdir / "r.parquet", tree_path=tree_file)
-    same = api.create_case("c", workdir / "r.parquet", tree_path=tree_file, replace=True)
+        api.create_case("c", api.CaseSource(workdir / "r.parquet", tree_path=tree_file))
+    same = api.create_case(
+        "c", api.CaseSource(workdir / "r.parquet", tree_path=tree_file), replace=True
+    )
     assert same.records_version == first.records_version
     assert (same.records_version_added, same.tree_version_added) == (False, False)
     _records(text=["alpha one", "beta two", "gamma three"]).write_parquet(workdir / "r2.parquet")
-    changed = api.create_case("c", workdir / "r2.parquet", tree_path=tree_file, replace=True)
+    changed = api.create_case(
+        "c", api.CaseSource(workdir / "r2.parquet", tree_path=tree_file), replace=True
+    )
     assert changed.records_version != first.records_version
     assert changed.records_version_added is True
     assert api.list_cases()[0].records_version == changed.records_version
@@ -119,8 +125,9 @@ def test_existing_case_needs_replace(workdir: Path, tree_file: Path) -> None:
 def test_other_bad_arguments(workdir: Path, tree_file: Path, kwargs: dict, field: str) -> None:
     _records().write_parquet(workdir / "r.parquet")
     arguments = {"case_id": "c", "records_path": workdir / "r.parquet", "tree_path": tree_file}
+    source = arguments | kwargs
     with pytest.raises(InputError) as error:
-        api.create_case(**(arguments | kwargs))
+        api.create_case(source.pop("case_id"), api.CaseSource(**source))
     assert error.value.field == field
 
 
@@ -144,8 +151,9 @@ def test_a_bad_argument_is_refused_before_a_missing_file_is_read(
     workdir: Path, kwargs: dict, field: str
 ) -> None:
     arguments = {"case_id": "c", "records_path": workdir / "missing_records.csv"}
+    source = arguments | kwargs
     with pytest.raises(InputError) as error:
-        api.create_case(**(arguments | kwargs))
+        api.create_case(source.pop("case_id"), api.CaseSource(**source))
     assert error.value.field == field
     assert "does not exist" not in str(error.value)
     assert not (workdir / "warehouse.duckdb").exists()

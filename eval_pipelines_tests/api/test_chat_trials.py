@@ -49,7 +49,7 @@ def test_a_chat_variant_with_three_trials_reports_agreement_and_flip_rate(
         },
     ]
     started = api.start_holdout_eval(
-        small_case, variants, sample_size=30, seed=5, wait=True, trials=3
+        small_case, variants, api.HoldoutOptions(sample_size=30, seed=5, trials=3), wait=True
     )
     assert started.status == "complete"
     status = api.get_holdout_eval(small_case, started.eval_id)

@@ -14,7 +14,7 @@ from eval_pipelines.core.errors import ConflictError, InputError
 
 def _start(case: str, **kwargs) -> str:
     variants = kwargs.pop("variants", [{"name": "baseline"}])
-    return api.start_holdout_eval(case, variants, wait=True, **kwargs).eval_id
+    return api.start_holdout_eval(case, variants, api.HoldoutOptions(**kwargs), wait=True).eval_id
 
 
 def test_compare_two_evaluations_matches_the_in_eval_comparison(small_case: str) -> None:
@@ -85,7 +85,9 @@ def test_memo_shortcut_runs_active_memo_against_the_proposed_entry(
         "when: {keywords: [asthma]}\nthen: {assign: J45.909}\n"
     )
     api.add_memo_entry(small_case, entry)
-    started = api.evaluate_memo_entry(small_case, "m_asthma", sample_size=50, seed=1, wait=True)
+    started = api.evaluate_memo_entry(
+        small_case, "m_asthma", api.HoldoutOptions(sample_size=50, seed=1), wait=True
+    )
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert [v["name"] for v in report["variants"]] == ["active-memo", "with-m_asthma"]
     assert report["variants"][1]["memoInclude"] == ["m_asthma"]
@@ -263,7 +265,7 @@ def test_memo_shortcut_with_a_64_character_entry_id(small_case: str, tmp_path: P
     )
     api.add_memo_entry(small_case, entry)
     started = api.evaluate_memo_entry(
-        small_case, entry_id, sample_size=10, seed=1, register_only=True
+        small_case, entry_id, api.HoldoutOptions(sample_size=10, seed=1), register_only=True
     )
     spec_variants = api.get_holdout_eval(small_case, started.eval_id).variants
     assert [v.name for v in spec_variants] == ["active-memo", "with-entry"]

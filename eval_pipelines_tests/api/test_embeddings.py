@@ -61,7 +61,9 @@ def test_own_embeddings_are_stored_normalised_in_record_order(
 ) -> None:
     raw = [[3.0, 4.0], [1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]
     path = _vectors_file(workdir, list(reversed(KEYS)), list(reversed(raw)))
-    result = api.create_case("c1", files["records"], tree_path=files["tree"], embeddings_path=path)
+    result = api.create_case(
+        "c1", api.CaseSource(files["records"], tree_path=files["tree"], embeddings_path=path)
+    )
     assert result.embeddings is not None and result.embeddings_added is True
     assert result.embeddings.dim == 2 and result.embeddings.records == 4
     version = result.embeddings.embeddings_version
@@ -79,7 +81,10 @@ def test_embedding_column_of_the_records_file(workdir: Path, files: dict[str, Pa
     )
     records.write_parquet(workdir / "with_vectors.parquet")
     result = api.create_case(
-        "c2", workdir / "with_vectors.parquet", tree_path=files["tree"], embedding_column="vec"
+        "c2",
+        api.CaseSource(
+            workdir / "with_vectors.parquet", tree_path=files["tree"], embedding_column="vec"
+        ),
     )
     assert result.embeddings is not None and result.embeddings.dim == 2
     # The vector column is not metadata.
@@ -103,7 +108,9 @@ def test_bad_embeddings_are_refused_and_nothing_is_written(
 ) -> None:
     path = _vectors_file(workdir, keys, vectors, name="bad")
     with pytest.raises(InputError) as caught:
-        api.create_case("c1", files["records"], tree_path=files["tree"], embeddings_path=path)
+        api.create_case(
+            "c1", api.CaseSource(files["records"], tree_path=files["tree"], embeddings_path=path)
+        )
     # The message names the field (the vector column or the keys), the offending key, the rule.
     assert caught.value.field.startswith(field)
     assert words in str(caught.value)
@@ -130,7 +137,9 @@ def test_evaluation_retrieving_in_embedding_space(small_case: str, workdir: Path
             "config": {"retrieval": {"space": "embedding", "backend": "pynndescent"}},
         },
     ]
-    started = api.start_holdout_eval(small_case, variants, sample_size=60, seed=4, wait=True)
+    started = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=60, seed=4), wait=True
+    )
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert report["versions"]["embeddings"]
     by_key = {row["retrieval"]: row for row in report["retrievals"]}

@@ -75,9 +75,7 @@ def test_rows_match_real_holdout_evaluations(small_case: str, tmp_path: Path) ->
         started = api.start_holdout_eval(
             small_case,
             [{"name": "baseline"}],
-            sample_size=120,
-            seed=3,
-            grouping=grouping,
+            api.HoldoutOptions(sample_size=120, seed=3, grouping=grouping),
             wait=True,
         )
         assert started.status == "complete"

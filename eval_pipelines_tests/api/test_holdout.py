@@ -29,7 +29,9 @@ def _count(table: str) -> int:
 
 
 def test_report_statistics_match_independent_oracles(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=150, seed=11, wait=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=150, seed=11), wait=True
+    )
     assert started.status == "complete"
     status = api.get_holdout_eval(small_case, started.eval_id)
     assert status.status == "complete"
@@ -98,7 +100,9 @@ def test_report_statistics_match_independent_oracles(small_case: str) -> None:
 
 
 def test_report_shape_follows_000(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=3, wait=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=40, seed=3), wait=True
+    )
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert set(report["sample"]) >= {
         "size",
@@ -144,7 +148,9 @@ def test_nearest_routes_on_the_confidence_it_shows_and_is_not_short(
         {"name": "baseline"},
         {"name": "nearest", "config": {"strategy": "nearest", "candidates": 8}},
     ]
-    started = api.start_holdout_eval(small_case, variants, sample_size=120, seed=13, wait=True)
+    started = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=120, seed=13), wait=True
+    )
     status = api.get_holdout_eval(small_case, started.eval_id)
     report = status.report
     rows = api.eval_rows(small_case, started.eval_id)
@@ -181,11 +187,18 @@ def test_nearest_routes_on_the_confidence_it_shows_and_is_not_short(
 
 
 def test_same_seed_same_sample_and_ungrouped_warns(small_case: str) -> None:
-    first = api.start_holdout_eval(small_case, VARIANTS[:1], sample_size=30, seed=5, wait=True)
-    second = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=30, seed=5, grouping={"mode": "none"}, wait=True
+    first = api.start_holdout_eval(
+        small_case, VARIANTS[:1], api.HoldoutOptions(sample_size=30, seed=5), wait=True
     )
-    third = api.start_holdout_eval(small_case, VARIANTS[:1], sample_size=30, seed=6, wait=True)
+    second = api.start_holdout_eval(
+        small_case,
+        VARIANTS[:1],
+        api.HoldoutOptions(sample_size=30, seed=5, grouping={"mode": "none"}),
+        wait=True,
+    )
+    third = api.start_holdout_eval(
+        small_case, VARIANTS[:1], api.HoldoutOptions(sample_size=30, seed=6), wait=True
+    )
     reports = [api.get_holdout_eval(small_case, s.eval_id).report for s in (first, second, third)]
     assert first.eval_id.endswith("-s5") and third.eval_id.endswith("-s6")
     assert reports[0]["sample"]["sampleHash"] == reports[1]["sample"]["sampleHash"]
@@ -196,7 +209,10 @@ def test_same_seed_same_sample_and_ungrouped_warns(small_case: str) -> None:
 
 def test_field_grouping_leaves_out_the_whole_group(small_case: str) -> None:
     started = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=60, seed=2, group_field="group_key", wait=True
+        small_case,
+        VARIANTS[:1],
+        api.HoldoutOptions(sample_size=60, seed=2, group_field="group_key"),
+        wait=True,
     )
     eval_id = started.eval_id
     with duckdb.connect("warehouse.duckdb", read_only=True) as conn:
@@ -241,7 +257,9 @@ def test_memo_entry_changes_only_the_variant_that_includes_it(
     )
     assert api.add_memo_entry(small_case, entry).status == "proposed"
     variants = [{"name": "baseline"}, {"name": "with-rule", "memo_include": ["m_otitis"]}]
-    started = api.start_holdout_eval(small_case, variants, sample_size=300, seed=1, wait=True)
+    started = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=300, seed=1), wait=True
+    )
     rows = api.eval_rows(small_case, started.eval_id)
     ruled = [r for r in rows if r.variant == "with-rule" and r.memo_applied]
     assert ruled, "the sample should contain otitis records"
@@ -281,7 +299,7 @@ def test_bad_input_names_the_field_and_writes_nothing(
     arguments = {"variants": VARIANTS, "sample_size": 50, "seed": 7} | overrides
     variants = arguments.pop("variants")
     with pytest.raises(InputError) as error:
-        api.start_holdout_eval(small_case, variants, wait=True, **arguments)
+        api.start_holdout_eval(small_case, variants, api.HoldoutOptions(**arguments), wait=True)
     assert error.value.field == field
     assert _count("evaluations") == 0
     assert DagsterInstance.get().get_dynamic_partitions("holdout_evaluations") == []
@@ -296,15 +314,19 @@ def test_unknown_case_is_refused(small_case: str) -> None:
 def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
     small_case: str, small_case_files: dict[str, Path], tmp_path: Path
 ) -> None:
-    done = api.start_holdout_eval(small_case, VARIANTS, sample_size=30, seed=4, wait=True)
-    pending = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
+    done = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=30, seed=4), wait=True
+    )
+    pending = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20), register_only=True
+    )
     before = api.get_holdout_eval(small_case, done.eval_id)
     rows_before = api.eval_rows(small_case, done.eval_id)
 
     changed = tmp_path / "changed.parquet"
     pl.read_parquet(small_case_files["records"]).head(2000).write_parquet(changed)
     replaced = api.create_case(
-        small_case, changed, tree_path=small_case_files["tree"], replace=True
+        small_case, api.CaseSource(changed, tree_path=small_case_files["tree"]), replace=True
     )
     assert replaced.records_version != before.records_version
 
@@ -337,7 +359,9 @@ def test_replacing_the_case_keeps_earlier_evaluations_readable_and_rerunnable(
 
 
 def test_a_registered_evaluation_has_no_run_and_says_how_to_start_one(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20), register_only=True
+    )
     status = api.get_holdout_eval(small_case, started.eval_id)
     assert (status.status, status.run, status.run_id) == ("registered", None, None)
     with pytest.raises(api.EvalFailed, match="eval rerun"):
@@ -346,7 +370,10 @@ def test_a_registered_evaluation_has_no_run_and_says_how_to_start_one(small_case
 
 def test_sample_larger_than_the_case_takes_every_record_and_says_so(small_case: str) -> None:
     started = api.start_holdout_eval(
-        small_case, VARIANTS[:1], sample_size=5000, grouping={"mode": "none"}, wait=True
+        small_case,
+        VARIANTS[:1],
+        api.HoldoutOptions(sample_size=5000, grouping={"mode": "none"}),
+        wait=True,
     )
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert (report["sample"]["size"], report["sample"]["requestedSize"]) == (3049, 5000)
@@ -358,7 +385,9 @@ def test_a_partial_materialisation_reads_incomplete_not_complete(small_case: str
 
     from eval_pipelines.definitions import defs
 
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20), register_only=True
+    )
     result = defs.resolve_job_def("holdout_eval").execute_in_process(
         instance=DagsterInstance.get(),
         partition_key=started.eval_id,
@@ -390,7 +419,9 @@ def test_a_partial_ui_run_after_the_report_is_not_complete_and_its_steps_not_pen
     from eval_pipelines.cli.main import main
     from eval_pipelines.definitions import defs
 
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, wait=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20), wait=True
+    )
     assert api.get_holdout_eval(small_case, started.eval_id).status == "complete"
     partial = defs.resolve_job_def("holdout_eval").execute_in_process(
         instance=DagsterInstance.get(),
@@ -435,7 +466,9 @@ def test_a_partial_ui_run_after_the_report_is_not_complete_and_its_steps_not_pen
 
 
 def test_partition_keys_added_by_hand_can_be_pruned(small_case: str) -> None:
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, register_only=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20), register_only=True
+    )
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions("holdout_evaluations", ["small-e9999-s1"])
     assert api.prune_partitions() == ["small-e9999-s1"]
@@ -452,7 +485,7 @@ def test_a_failed_run_reads_failed_with_the_step_and_its_error(small_case: str) 
     started = api.start_holdout_eval(
         small_case,
         [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-status"}}],
-        sample_size=20,
+        api.HoldoutOptions(sample_size=20),
         wait=True,
     )
     status = api.get_holdout_eval(small_case, started.eval_id)
@@ -472,7 +505,11 @@ def test_an_evaluation_run_here_reports_progress_as_it_goes(small_case: str) -> 
     holdout --wait`` does) and tells the caller as its variant steps go."""
     seen: list[api.HoldoutStatus] = []
     started = api.start_holdout_eval(
-        small_case, VARIANTS, sample_size=30, seed=2, wait=True, progress=seen.append
+        small_case,
+        VARIANTS,
+        api.HoldoutOptions(sample_size=30, seed=2),
+        wait=True,
+        progress=seen.append,
     )
     assert started.status == "complete"
     first, last = seen[0], seen[-1]
@@ -503,7 +540,9 @@ def test_a_waiting_start_submits_to_the_queue_while_a_daemon_dequeues(small_case
         DaemonHeartbeat(time.time(), "QUEUED_RUN_COORDINATOR", "make dev", None)
     )
     with pytest.raises(TimeoutError, match="still running after 2 s"):
-        api.start_holdout_eval(small_case, VARIANTS, sample_size=20, wait=True, timeout=2)
+        api.start_holdout_eval(
+            small_case, VARIANTS, api.HoldoutOptions(sample_size=20), wait=True, timeout=2
+        )
     (run,) = instance.get_runs()
     assert run.status == DagsterRunStatus.QUEUED
     enqueued = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_ENQUEUED)
@@ -520,9 +559,9 @@ def test_a_run_into_another_warehouse_than_the_run_reads_is_refused(
     other = workdir / "other.duckdb"
     api.create_case(
         small_case,
-        small_case_files["records"],
-        tree_path=small_case_files["tree"],
-        target_depth=[3, 4],
+        api.CaseSource(
+            small_case_files["records"], tree_path=small_case_files["tree"], target_depth=[3, 4]
+        ),
         warehouse=other,
     )
     with pytest.raises(
@@ -551,7 +590,9 @@ def test_refusals_name_parameters_to_python_and_flags_in_the_shell(
     CLI shows the flags that set them (--variant, --candidate-variant), exit 2."""
     from eval_pipelines.cli.main import main
 
-    eval_id = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, wait=True).eval_id
+    eval_id = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20), wait=True
+    ).eval_id
     with pytest.raises(InputError) as refused:
         api.eval_rows(small_case, eval_id, variant="nope")
     assert refused.value.field == "variant"

@@ -16,16 +16,24 @@ from eval_pipelines_tests.helpers.paths import DEMO
 def test_ungrouped_reads_higher_than_grouped_at_the_4_character_level(workdir: Path) -> None:
     api.create_case(
         "icd10cm",
-        DEMO / "icd10cm_records.parquet",
-        tree_path=DEMO / "icd10cm_tree.parquet",
-        target_depth=[3, 4],
+        api.CaseSource(
+            DEMO / "icd10cm_records.parquet",
+            tree_path=DEMO / "icd10cm_tree.parquet",
+            target_depth=[3, 4],
+        ),
     )
     variants = [{"name": "baseline"}]
     ungrouped = api.start_holdout_eval(
-        "icd10cm", variants, sample_size=500, seed=7, grouping={"mode": "none"}, wait=True
+        "icd10cm",
+        variants,
+        api.HoldoutOptions(sample_size=500, seed=7, grouping={"mode": "none"}),
+        wait=True,
     )
     grouped = api.start_holdout_eval(
-        "icd10cm", variants, sample_size=500, seed=7, group_field="group_key", wait=True
+        "icd10cm",
+        variants,
+        api.HoldoutOptions(sample_size=500, seed=7, group_field="group_key"),
+        wait=True,
     )
     reports = [api.get_holdout_eval("icd10cm", s.eval_id).report for s in (ungrouped, grouped)]
     assert reports[0]["sample"]["sampleHash"] == reports[1]["sample"]["sampleHash"]

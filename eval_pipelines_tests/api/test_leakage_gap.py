@@ -31,10 +31,12 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
     grouped = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}],
-        sample_size=120,
-        seed=5,
-        grouping={"mode": "nearDuplicate", "threshold": 0.8},
-        leakage_check=True,
+        api.HoldoutOptions(
+            sample_size=120,
+            seed=5,
+            grouping={"mode": "nearDuplicate", "threshold": 0.8},
+            leakage_check=True,
+        ),
         wait=True,
     )
     report = api.get_holdout_eval(small_case, grouped.eval_id).report
@@ -43,9 +45,7 @@ def test_the_leakage_gap_equals_an_ungrouped_evaluation_of_the_same_sample(
     ungrouped = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}],
-        sample_size=120,
-        seed=5,
-        grouping={"mode": "none"},
+        api.HoldoutOptions(sample_size=120, seed=5, grouping={"mode": "none"}),
         wait=True,
     )
     plain = api.get_holdout_eval(small_case, ungrouped.eval_id).report

@@ -180,8 +180,7 @@ def test_the_ledger_sets_the_offline_screening_beside_the_live_lift(
     started = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 5}}],
-        sample_size=60,
-        seed=3,
+        api.HoldoutOptions(sample_size=60, seed=3),
         wait=True,
     )
     report = api.get_holdout_eval(small_case, started.eval_id).report
@@ -230,7 +229,9 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
     from eval_pipelines.core.lift.report import claim_line
 
     variants = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 5}}]
-    first = api.start_holdout_eval(small_case, variants, sample_size=60, seed=3, wait=True)
+    first = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=60, seed=3), wait=True
+    )
     other = LiftConfig("other", "e1", 0.10, lever="memo-v2")  # same lever name, another app
     lift.ingest(write_log(workdir / "ws.jsonl", lever_split(), true_lift=0.0, seed=3, days=2))
     lift.ingest(
@@ -254,7 +255,9 @@ def test_offline_screening_is_matched_on_the_workspace_case_and_lever(
 
     # A second screening of a different candidate under the same name: ambiguous, none shown.
     changed = [{"name": "baseline"}, {"name": "memo-v2", "config": {"candidates": 3}}]
-    api.start_holdout_eval(small_case, changed, sample_size=60, seed=4, wait=True)
+    api.start_holdout_eval(
+        small_case, changed, api.HoldoutOptions(sample_size=60, seed=4), wait=True
+    )
     (ws,) = [c for c in lift.report().report["claims"] if c["workspaceId"] == "ws"]
     assert ws["offline"] is None and "ambiguous" in ws["offlineNote"]
     assert "no offline screening" in claim_line(ws) and "ambiguous" in claim_line(ws)

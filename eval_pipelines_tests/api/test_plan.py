@@ -31,7 +31,7 @@ def test_a_stated_discordance_gives_the_statsmodels_sample_size(workdir: object)
 def test_the_discordance_of_a_previous_evaluation(small_case: str) -> None:
     variants = [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}]
     eval_id = api.start_holdout_eval(
-        small_case, variants, sample_size=80, seed=4, wait=True
+        small_case, variants, api.HoldoutOptions(sample_size=80, seed=4), wait=True
     ).eval_id
     report = api.get_holdout_eval(small_case, eval_id).report
     level = report["comparisons"][0]["levels"]["3"]

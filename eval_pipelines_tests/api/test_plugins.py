@@ -152,7 +152,9 @@ def test_plugin_identity_is_pinned_and_a_changed_plugin_is_refused_by_compare(
 
     reference = f"{PLUGIN_MODULE}:everything_declines"
     variants = [{"name": "baseline"}, {"name": "mine", "config": {"classifier": reference}}]
-    first = api.start_holdout_eval(small_case, variants, sample_size=20, seed=3, wait=True)
+    first = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=20, seed=3), wait=True
+    )
     report = api.get_holdout_eval(small_case, first.eval_id).report
     module_file = plugin_path / f"{PLUGIN_MODULE}.py"
     pinned = {
@@ -166,7 +168,9 @@ def test_plugin_identity_is_pinned_and_a_changed_plugin_is_refused_by_compare(
     assert report["variants"][1]["score"]["declineRate"]["k"] == 20  # it ran, and declined
 
     module_file.write_text(PLUGIN_SOURCE + "\n# edited\n")
-    second = api.start_holdout_eval(small_case, variants, sample_size=20, seed=3, wait=True)
+    second = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=20, seed=3), wait=True
+    )
     arguments = {
         "baseline_eval_id": first.eval_id,
         "candidate_eval_id": second.eval_id,
@@ -198,7 +202,9 @@ def test_example_classifier_by_entry_point_and_by_import_path(small_case: str) -
         {"name": "by-name", "config": {"classifier": "most-similar"}},
         {"name": "by-path", "config": {"classifier": EXAMPLE_CLASSIFIER}},
     ]
-    launched = api.start_holdout_eval(small_case, variants, sample_size=60, seed=2, wait=True)
+    launched = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=60, seed=2), wait=True
+    )
     report = api.get_holdout_eval(small_case, launched.eval_id).report
     nearest, by_name, by_path = report["variants"]
     version = metadata.version("eval_pipelines_example")
@@ -305,14 +311,16 @@ def test_a_plugin_declares_its_tokens_per_record_for_the_cost_confirmation(
     small_case: str, plugin_path: Path
 ) -> None:
     from eval_pipelines import api
-    from eval_pipelines.api.holdout import TokenConfirmationNeeded
+    from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
 
     (plugin_path / "my_wordy_plugin.py").write_text(
         PLUGIN_SOURCE + "\neverything_declines.tokens_per_record = 5000\n"
     )
     variants = [{"name": "wordy", "config": {"classifier": "my_wordy_plugin:everything_declines"}}]
     with pytest.raises(TokenConfirmationNeeded) as refused:
-        api.start_holdout_eval(small_case, variants, sample_size=100, register_only=True)
+        api.start_holdout_eval(
+            small_case, variants, api.HoldoutOptions(sample_size=100), register_only=True
+        )
     assert "500,000" in str(refused.value) or "500000" in str(refused.value), str(refused.value)
     assert api.list_evals(small_case) == []  # nothing written
 

@@ -12,8 +12,11 @@ import duckdb
 import pytest
 
 from eval_pipelines import api
-from eval_pipelines.api.holdout import TOKEN_CONFIRMATION_LIMIT, TokenConfirmationNeeded
 from eval_pipelines.core.holdout import classify
+from eval_pipelines.core.holdout.token_policy import (
+    TOKEN_CONFIRMATION_LIMIT,
+    TokenConfirmationNeeded,
+)
 
 
 @pytest.fixture
@@ -41,13 +44,18 @@ def test_above_the_limit_nothing_is_written_without_a_yes(
 ) -> None:
     before = _evaluations()
     with pytest.raises(TokenConfirmationNeeded) as refused:
-        api.start_holdout_eval(small_case, VARIANTS, sample_size=200, register_only=True)
+        api.start_holdout_eval(
+            small_case, VARIANTS, api.HoldoutOptions(sample_size=200), register_only=True
+        )
     # 200 records x (0 for knn-vote + 3,000 for wordy) = 600,000 > 400,000.
     assert refused.value.estimate.total_tokens == 600_000 > TOKEN_CONFIRMATION_LIMIT
     assert str(refused.value).startswith("tokens=600,000: the estimate is above the limit")
     assert _evaluations() == before
     started = api.start_holdout_eval(
-        small_case, VARIANTS, sample_size=200, register_only=True, confirm_tokens=True
+        small_case,
+        VARIANTS,
+        api.HoldoutOptions(sample_size=200, confirm_tokens=True),
+        register_only=True,
     )
     assert started.estimated_tokens == 600_000
     assert _evaluations() == before + 1
@@ -55,7 +63,9 @@ def test_above_the_limit_nothing_is_written_without_a_yes(
 
 def test_below_the_limit_no_confirmation_is_needed(small_case: str, wordy_classifier: str) -> None:
     # 100 x 3,000 = 300,000: under the limit.
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=100, register_only=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=100), register_only=True
+    )
     assert started.estimated_tokens == 300_000
 
 

@@ -294,7 +294,7 @@ def test_dagster_cli_rematerialises_a_stage_reproducibly(small_case: str) -> Non
     from eval_pipelines import api
 
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=30, wait=True
+        small_case, [{"name": "baseline"}], api.HoldoutOptions(sample_size=30), wait=True
     ).eval_id
     before_status = api.get_holdout_eval(small_case, eval_id)
     before = before_status.report
@@ -406,7 +406,7 @@ def test_rows_into_a_closed_pipe_exit_quietly(small_case: str) -> None:
     from eval_pipelines import api
 
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=300, wait=True
+        small_case, [{"name": "baseline"}], api.HoldoutOptions(sample_size=300), wait=True
     ).eval_id
     command = " ".join([*CLI, "eval", "rows", small_case, eval_id])
     result = subprocess.run(

@@ -27,7 +27,7 @@ def test_status_from_a_new_instance_is_not_complete_and_names_the_instance(
     from eval_pipelines import api
 
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=300, wait=True
+        small_case, [{"name": "baseline"}], api.HoldoutOptions(sample_size=300), wait=True
     ).eval_id
     assert api.get_holdout_eval(small_case, eval_id).status == "complete"
     elsewhere = tmp_path / "elsewhere"
@@ -61,7 +61,7 @@ def test_a_registered_evaluation_without_a_run_says_where_it_looked(
     from eval_pipelines import api
 
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=300, register_only=True
+        small_case, [{"name": "baseline"}], api.HoldoutOptions(sample_size=300), register_only=True
     ).eval_id
     shown = subprocess.run(
         [*CLI, "eval", "status", small_case, eval_id],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def _complete_status() -> object:
-    from eval_pipelines.api.holdout import HoldoutStatus, RunInfo, VariantStep
+    from eval_pipelines.api._holdout_state import HoldoutStatus, RunInfo, VariantStep
 
     return HoldoutStatus(
         eval_id="small-e0001-s7",

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from eval_pipelines.core.cases import build_case
+from eval_pipelines.core.cases import CaseSource, build_case
 from eval_pipelines.core.errors import InputError
 
 RECORDS = pl.DataFrame(
@@ -42,8 +42,8 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_a_prefix_tree_case_is_built_and_versioned_the_same_way_twice(records: Path) -> None:
-    first = build_case("c1", records, levels=[1, 3, 4])
-    again = build_case("c1", str(records), levels=[1, 3, 4])
+    first = build_case("c1", CaseSource(records, levels=[1, 3, 4]))
+    again = build_case("c1", CaseSource(str(records), levels=[1, 3, 4]))
     assert first.tree.mode == "prefix" and first.target_depth == (3,)
     assert (first.records_version, first.tree_version) == (
         again.records_version,
@@ -62,25 +62,30 @@ def test_a_prefix_tree_case_is_built_and_versioned_the_same_way_twice(records: P
 def test_a_tree_file_gives_titles_and_another_tree_version(
     tmp_path: Path, records: Path, tree: Path
 ) -> None:
-    built = build_case("c1", records, tree_path=tree, target_depth=[2, 3])
+    built = build_case("c1", CaseSource(records, tree_path=tree, target_depth=[2, 3]))
     assert built.tree.mode != "prefix" and built.target_depth == (2, 3)
     assert built.nodes.filter(pl.col("code") == "J").get_column("title").to_list() == [
         "Respiratory"
     ]
-    assert built.tree_version != build_case("c1", records, levels=[1, 3, 4]).tree_version
+    assert (
+        built.tree_version != build_case("c1", CaseSource(records, levels=[1, 3, 4])).tree_version
+    )
     changed = _file(
         RECORDS.with_columns(pl.Series("text", ["fever", "broken arm", "cough"])),
         tmp_path / "changed.parquet",
     )
-    assert build_case("c1", changed, tree_path=tree).records_version != built.records_version
+    assert (
+        build_case("c1", CaseSource(changed, tree_path=tree)).records_version
+        != built.records_version
+    )
 
 
 def test_exactly_one_of_a_tree_or_levels_is_required(records: Path, tree: Path) -> None:
     with pytest.raises(InputError, match="give exactly one of `tree_path` or `levels`") as error:
-        build_case("c1", records)
+        build_case("c1", CaseSource(records))
     assert error.value.field == "tree_path"
     with pytest.raises(InputError, match="give exactly one"):
-        build_case("c1", records, tree_path=tree, levels=[1, 3])
+        build_case("c1", CaseSource(records, tree_path=tree, levels=[1, 3]))
 
 
 def test_a_label_outside_the_tree_and_a_bad_name_are_refused(
@@ -91,9 +96,9 @@ def test_a_label_outside_the_tree_and_a_bad_name_are_refused(
         tmp_path / "outside.parquet",
     )
     with pytest.raises(InputError, match="X999"):
-        build_case("c1", outside, tree_path=tree)
+        build_case("c1", CaseSource(outside, tree_path=tree))
     with pytest.raises(InputError, match="case"):
-        build_case("bad name\n", records, levels=[1, 3])
+        build_case("bad name\n", CaseSource(records, levels=[1, 3]))
 
 
 def test_embeddings_are_checked_against_the_records_and_kept_in_key_order(
@@ -104,7 +109,7 @@ def test_embeddings_are_checked_against_the_records_and_kept_in_key_order(
         pl.DataFrame({"record_key": ["r3", "r1", "r2"], "vector": vectors}),
         tmp_path / "vectors.parquet",
     )
-    built = build_case("c1", records, levels=[1, 3, 4], embeddings_path=path)
+    built = build_case("c1", CaseSource(records, levels=[1, 3, 4], embeddings_path=path))
     assert built.embedding_keys == ("r1", "r2", "r3")
     assert built.embeddings is not None
     np.testing.assert_allclose(np.linalg.norm(built.embeddings, axis=1), 1.0, rtol=1e-6)
@@ -114,9 +119,9 @@ def test_embeddings_are_checked_against_the_records_and_kept_in_key_order(
         tmp_path / "short.parquet",
     )
     with pytest.raises(InputError):
-        build_case("c1", records, levels=[1, 3, 4], embeddings_path=short)
+        build_case("c1", CaseSource(records, levels=[1, 3, 4], embeddings_path=short))
     inline = _file(RECORDS.with_columns(pl.Series("vec", vectors)), tmp_path / "inline.parquet")
-    built = build_case("c1", inline, levels=[1, 3, 4], embedding_column="vec")
+    built = build_case("c1", CaseSource(inline, levels=[1, 3, 4], embedding_column="vec"))
     assert built.embedding_keys == ("r1", "r2", "r3") and "vec" not in built.metadata_columns
 
 
@@ -147,21 +152,24 @@ def test_a_bad_argument_is_refused_before_a_missing_file_is_read(
     tmp_path: Path, kwargs: dict, field: str
 ) -> None:
     arguments = {"case_id": "c1", "records_path": tmp_path / "missing_records.csv"}
+    source = arguments | kwargs
     with pytest.raises(InputError) as error:
-        build_case(**(arguments | kwargs))
+        build_case(source.pop("case_id"), CaseSource(**source))
     assert error.value.field == field
     assert "does not exist" not in str(error.value)
 
 
 def test_with_good_arguments_the_missing_file_is_named(tmp_path: Path, records: Path) -> None:
     with pytest.raises(InputError, match="does not exist") as error:
-        build_case("c1", tmp_path / "missing.csv", levels=[1, 3])
+        build_case("c1", CaseSource(tmp_path / "missing.csv", levels=[1, 3]))
     assert error.value.field == "records_path"
     with pytest.raises(InputError, match="does not exist") as error:
-        build_case("c1", records, tree_path=tmp_path / "missing.csv")
+        build_case("c1", CaseSource(records, tree_path=tmp_path / "missing.csv"))
     assert error.value.field == "tree_path"
     with pytest.raises(InputError, match="does not exist") as error:
-        build_case("c1", records, levels=[1, 3], embeddings_path=tmp_path / "missing.parquet")
+        build_case(
+            "c1", CaseSource(records, levels=[1, 3], embeddings_path=tmp_path / "missing.parquet")
+        )
     assert error.value.field == "embeddings_path"
 
 
@@ -173,5 +181,5 @@ def test_a_label_that_fits_no_prefix_length_is_the_first_one_in_the_file(tmp_pat
         {"record_key": [f"r{n}" for n in range(200)], "text": ["t"] * 200, "label": bad}
     )
     with pytest.raises(InputError) as error:
-        build_case("c1", _file(frame, tmp_path / "bad.parquet"), levels=[1, 3])
+        build_case("c1", CaseSource(_file(frame, tmp_path / "bad.parquet"), levels=[1, 3]))
     assert (error.value.field, error.value.value) == ("label", "00000")

@@ -25,7 +25,7 @@ def test_non_finite_values_bools_and_other_types_are_not(value: object) -> None:
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("timeout", [math.nan, math.inf, 0, -1, True, "5"])
 def test_waiting_refuses_a_timeout_that_is_not_a_finite_positive_number(timeout: object) -> None:
-    from eval_pipelines.api.holdout import wait_for_eval
+    from eval_pipelines.api.holdout_status import wait_for_eval
     from eval_pipelines.core.errors import InputError
 
     with pytest.raises(InputError) as refused:

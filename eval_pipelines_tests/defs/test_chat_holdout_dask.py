@@ -33,7 +33,7 @@ def server() -> Iterator[StandinServer]:
 def eval_id(small_case: str, server: StandinServer) -> str:
     variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(server.base_url)}]
     return api.start_holdout_eval(
-        small_case, variants, sample_size=30, seed=9, register_only=True
+        small_case, variants, api.HoldoutOptions(sample_size=30, seed=9), register_only=True
     ).eval_id
 
 

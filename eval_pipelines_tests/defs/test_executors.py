@@ -36,7 +36,7 @@ VARIANTS = [{"name": "baseline"}, {"name": "k-5.fewer", "config": {"candidates":
 @pytest.fixture
 def eval_id(small_case: str) -> str:
     return api.start_holdout_eval(
-        "small", VARIANTS, sample_size=40, seed=9, register_only=True
+        "small", VARIANTS, api.HoldoutOptions(sample_size=40, seed=9), register_only=True
     ).eval_id
 
 

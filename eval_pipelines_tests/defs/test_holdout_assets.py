@@ -27,7 +27,7 @@ def test_definitions_load() -> None:
 @pytest.fixture
 def registered(small_case: str) -> str:
     return api.start_holdout_eval(
-        "small", VARIANTS, sample_size=40, seed=9, register_only=True
+        "small", VARIANTS, api.HoldoutOptions(sample_size=40, seed=9), register_only=True
     ).eval_id
 
 
@@ -138,7 +138,7 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
     eval_id = api.start_holdout_eval(
         "small",
         [{"name": "ok"}, {"name": "bad", "config": {"classifier": "broken-for-test"}}],
-        sample_size=20,
+        api.HoldoutOptions(sample_size=20),
         register_only=True,
     ).eval_id
     with dg.instance_for_test() as instance:
@@ -158,8 +158,12 @@ def test_a_failing_classifier_fails_only_its_step(registered: str) -> None:
 
 
 def test_evidence_index_is_built_once_per_records_version(small_case: str) -> None:
-    first = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=1, register_only=True)
-    second = api.start_holdout_eval("small", VARIANTS, sample_size=20, seed=2, register_only=True)
+    first = api.start_holdout_eval(
+        "small", VARIANTS, api.HoldoutOptions(sample_size=20, seed=1), register_only=True
+    )
+    second = api.start_holdout_eval(
+        "small", VARIANTS, api.HoldoutOptions(sample_size=20, seed=2), register_only=True
+    )
     built = []
     with dg.instance_for_test() as instance:
         for eval_id in (first.eval_id, second.eval_id):

@@ -45,9 +45,7 @@ def test_every_check_runs_and_passes_on_a_sound_grouped_evaluation(small_case: s
     eval_id = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}],
-        sample_size=60,
-        seed=3,
-        group_field="group_key",
+        api.HoldoutOptions(sample_size=60, seed=3, group_field="group_key"),
         register_only=True,
     ).eval_id
     result = _run(eval_id)
@@ -90,7 +88,10 @@ def test_a_leak_fails_the_blocking_check_and_stops_the_run(
 
     monkeypatch.setattr(grouping, "leave_out_frames", leaky)
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=30, seed=4, register_only=True
+        small_case,
+        [{"name": "baseline"}],
+        api.HoldoutOptions(sample_size=30, seed=4),
+        register_only=True,
     ).eval_id
     result = _run(eval_id)
     assert not result.success
@@ -109,10 +110,9 @@ def test_warning_checks_fail_without_failing_the_run(small_case: str) -> None:
     eval_id = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}],
-        sample_size=10,
-        seed=2,
-        grouping={"mode": "none"},
-        config={"targetDepth": [3, 6]},
+        api.HoldoutOptions(
+            sample_size=10, seed=2, grouping={"mode": "none"}, config={"targetDepth": [3, 6]}
+        ),
         register_only=True,
     ).eval_id
     result = _run(eval_id)

@@ -27,7 +27,7 @@ def test_a_successful_run_leaves_no_payloads_and_old_ones_are_swept(small_case: 
     started = api.start_holdout_eval(
         small_case,
         [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}],
-        sample_size=20,
+        api.HoldoutOptions(sample_size=20),
         wait=True,
     )
     assert started.status == "complete"

@@ -59,7 +59,10 @@ def _stored(eval_id: str) -> tuple[list[tuple], list[tuple], str]:
 def test_sharded_leave_out_stores_exactly_the_unsharded_rows(small_case: str, grouping) -> None:
     variants = [{"name": "baseline"}, {"name": "five", "config": {"candidates": 5}}]
     eval_id = api.start_holdout_eval(
-        small_case, variants, sample_size=80, seed=9, grouping=grouping, register_only=True
+        small_case,
+        variants,
+        api.HoldoutOptions(sample_size=80, seed=9, grouping=grouping),
+        register_only=True,
     ).eval_id
     single = _run(eval_id, 1)
     unsharded = _stored(eval_id)
@@ -78,7 +81,10 @@ def test_sharded_leave_out_stores_exactly_the_unsharded_rows(small_case: str, gr
 
 def test_shard_count_is_checked(small_case: str) -> None:
     eval_id = api.start_holdout_eval(
-        small_case, [{"name": "baseline"}], sample_size=20, seed=1, register_only=True
+        small_case,
+        [{"name": "baseline"}],
+        api.HoldoutOptions(sample_size=20, seed=1),
+        register_only=True,
     ).eval_id
     with pytest.raises(dg.Failure, match="shards"):
         _run(eval_id, 0)
@@ -93,9 +99,11 @@ def test_a_space_searched_for_groups_and_evidence_has_one_retrieval_row(small_ca
     eval_id = api.start_holdout_eval(
         small_case,
         variants,
-        sample_size=80,
-        seed=9,
-        grouping={"mode": "nearDuplicate", "threshold": 0.9, "retrieval": dense},
+        api.HoldoutOptions(
+            sample_size=80,
+            seed=9,
+            grouping={"mode": "nearDuplicate", "threshold": 0.9, "retrieval": dense},
+        ),
         register_only=True,
     ).eval_id
     _run(eval_id, 1)

@@ -30,7 +30,7 @@ VARIANTS = [
 @pytest.fixture
 def eval_id(small_case: str) -> str:
     return api.start_holdout_eval(
-        "small", VARIANTS, sample_size=40, seed=9, register_only=True
+        "small", VARIANTS, api.HoldoutOptions(sample_size=40, seed=9), register_only=True
     ).eval_id
 
 

@@ -7,8 +7,9 @@ import json
 import polars as pl
 import yaml
 
+from eval_pipelines.core.holdout.classify_config import parse_config
 from eval_pipelines.core.holdout.memo import parse_memo_entry
-from eval_pipelines.core.holdout.spec import parse_config, parse_variants
+from eval_pipelines.core.holdout.variants import parse_variants
 from eval_pipelines.core.tree import tree_from_parent_links
 from eval_pipelines_tests.helpers.paths import DEMO
 

@@ -38,20 +38,24 @@ def demo_report(root: Path) -> dict[str, Any]:
     demo = root / "data" / "demo"
     api.create_case(
         "icd10cm",
-        demo / "icd10cm_records.parquet",
-        tree_path=demo / "icd10cm_tree.parquet",
-        target_depth=[3, 4],
+        api.CaseSource(
+            demo / "icd10cm_records.parquet",
+            tree_path=demo / "icd10cm_tree.parquet",
+            target_depth=[3, 4],
+        ),
     )
     api.add_memo_entry("icd10cm", demo / "memo_pregnancy.yaml")
     started = api.start_holdout_eval(
         "icd10cm",
         json.loads((demo / "variants.json").read_text()),
-        config=json.loads((demo / "config.json").read_text()),
-        sample_size=200,
-        seed=7,
-        group_field="group_key",
-        aa=True,
-        leakage_check=True,
+        api.HoldoutOptions(
+            config=json.loads((demo / "config.json").read_text()),
+            sample_size=200,
+            seed=7,
+            group_field="group_key",
+            aa=True,
+            leakage_check=True,
+        ),
         wait=True,
     )
     status = api.get_holdout_eval("icd10cm", started.eval_id)

@@ -24,10 +24,14 @@ VARIANTS = [
 def test_a_plugin_variant_gives_one_report_executed_here_and_in_a_run_worker(
     small_case: str,
 ) -> None:
-    here = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=5, wait=True)
+    here = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=40, seed=5), wait=True
+    )
     expected = api.get_holdout_eval(small_case, here.eval_id).report
 
-    queued = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=5, wait=False)
+    queued = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=40, seed=5), wait=False
+    )
     final = api.wait_for_eval(small_case, queued.eval_id, timeout=300, run_id=queued.run_id)
     assert final.status == "complete"
     worker = runs.run_worker_pid(dagster_instance(), queued.run_id)

@@ -64,7 +64,9 @@ def test_a_waiting_holdout_run_executes_here_from_the_served_job(
 ) -> None:
     from eval_pipelines import api
 
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=3, wait=True)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20, seed=3), wait=True
+    )
     assert started.status == "complete"
     _check_reexecutable(started.run_id, "holdout_eval", served)
     assert _executed_here(started.run_id)
@@ -75,7 +77,9 @@ def test_a_submitted_holdout_run_is_queued_from_the_served_job(
 ) -> None:
     from eval_pipelines import api
 
-    started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=4, wait=False)
+    started = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20, seed=4), wait=False
+    )
     assert started.status in ("queued", "running")
     _check_reexecutable(started.run_id, "holdout_eval", served)
 

@@ -101,7 +101,9 @@ def _wait_for(predicate, timeout: float = 120) -> None:  # type: ignore[no-untyp
 def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
     small_case: str,
 ) -> None:
-    reference = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6, wait=True)
+    reference = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=40, seed=6), wait=True
+    )
     expected = api.get_holdout_eval(small_case, reference.eval_id).report
 
     # Hold the warehouse so the submitted run blocks in its first step, inside the pool. It is
@@ -109,7 +111,9 @@ def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
     # is unknown to connect(), whose header check would then drop its lock.
     holder = _hold_warehouse()
     try:
-        started = api.start_holdout_eval(small_case, VARIANTS, sample_size=40, seed=6)
+        started = api.start_holdout_eval(
+            small_case, VARIANTS, api.HoldoutOptions(sample_size=40, seed=6)
+        )
         instance = dagster_instance()
         run = instance.get_run_by_id(started.run_id)
         assert run is not None and run.remote_job_origin is not None  # has its job origin
@@ -145,7 +149,9 @@ def test_kill_9_reads_failed_frees_the_slot_and_a_rerun_reproduces_the_report(
 def test_terminating_a_cli_started_run_reads_canceled(small_case: str) -> None:
     holder = _hold_warehouse()
     try:
-        started = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=2)
+        started = api.start_holdout_eval(
+            small_case, VARIANTS, api.HoldoutOptions(sample_size=20, seed=2)
+        )
         instance = dagster_instance()
         _wait_for(  # the first step has started (and waits for the lock)
             lambda: any(instance.all_logs(started.run_id, of_type=dg.DagsterEventType.STEP_START))
@@ -185,7 +191,7 @@ def instance(workdir: Path) -> Iterator[dg.DagsterInstance]:
 def _registered(case: str, seed: int = 1) -> str:
     """A registered evaluation (spec written, no run yet) of the small case."""
     return api.start_holdout_eval(
-        case, VARIANTS, sample_size=20, seed=seed, register_only=True
+        case, VARIANTS, api.HoldoutOptions(sample_size=20, seed=seed), register_only=True
     ).eval_id
 
 
@@ -379,7 +385,9 @@ def test_a_run_starting_here_takes_a_run_slot_at_once(
     late = _registered(small_case, 99)
     assert runs.create_inline_run(instance, kind, late, only_if_slot_free=True) is None
     # A submitted run waits in the queue for them: the dispatcher counts them as active.
-    submitted = api.start_holdout_eval(small_case, VARIANTS, sample_size=20, seed=98)
+    submitted = api.start_holdout_eval(
+        small_case, VARIANTS, api.HoldoutOptions(sample_size=20, seed=98)
+    )
     assert submitted.status == "queued"
     for run in starting:
         assert run is not None

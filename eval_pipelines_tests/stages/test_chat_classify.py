@@ -18,8 +18,8 @@ from eval_pipelines.core.chat.classify import (
 from eval_pipelines.core.chat.request import build_request
 from eval_pipelines.core.chat.settings import parse_chat_settings
 from eval_pipelines.core.holdout.classify import Neighbour
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.memo import parse_memo_entry
-from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import tree_from_parent_links
 from eval_pipelines.stages.chat_calls import run_chat_calls
 

@@ -71,7 +71,7 @@ def test_a_knn_and_a_chat_variant_report_what_the_endpoint_answered(
     ]
     caplog.set_level("DEBUG")
     started = api.start_holdout_eval(
-        small_case, variants, sample_size=30, seed=5, wait=True, trials=2
+        small_case, variants, api.HoldoutOptions(sample_size=30, seed=5, trials=2), wait=True
     )
     assert started.status == "complete"
     status = api.get_holdout_eval(small_case, started.eval_id)
@@ -271,7 +271,7 @@ def test_a_chat_baseline_with_aa_is_refused(small_case: str, server: StandinServ
         api.start_holdout_eval(
             small_case,
             [{"name": "chat", "config": chat_config(server.base_url)}],
-            aa=True,
+            api.HoldoutOptions(aa=True),
             register_only=True,
         )
     assert _evaluations() == before
@@ -290,7 +290,8 @@ TREE_NODES = pl.DataFrame(
 
 def _task(warehouse: Path, config: dict[str, Any], texts: list[str], memo: list[Any] = ()) -> Any:
     from eval_pipelines.core.holdout.classify import RecordToClassify
-    from eval_pipelines.core.holdout.spec import Variant, parse_config
+    from eval_pipelines.core.holdout.classify_config import parse_config
+    from eval_pipelines.core.holdout.variants import Variant
     from eval_pipelines.core.tree import tree_from_parent_links
     from eval_pipelines.stages.holdout import ClassifyTask
 
@@ -454,7 +455,9 @@ def test_a_run_worker_killed_halfway_then_re_executed_pays_only_for_calls_not_ma
     with serve_standin(latency_ms=400) as server:
         config = {**chat_config(server.base_url), "concurrency": concurrency}
         variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
-        started = api.start_holdout_eval(small_case, variants, sample_size=30, seed=8)
+        started = api.start_holdout_eval(
+            small_case, variants, api.HoldoutOptions(sample_size=30, seed=8)
+        )
         instance = dagster_instance()
         assert started.run_id is not None
         wait_for(lambda: server.request_count >= 8, seconds=240)
@@ -499,7 +502,7 @@ def test_terminating_the_run_stops_the_chat_calls_in_flight(small_case: str, wor
         config = {**chat_config(server.base_url), "concurrency": 2}
         variants = [{"name": "baseline"}, {"name": "chat", "config": config}]
         eval_id = api.start_holdout_eval(
-            small_case, variants, sample_size=200, seed=6, register_only=True
+            small_case, variants, api.HoldoutOptions(sample_size=200, seed=6), register_only=True
         ).eval_id
         instance = dagster_instance()
         run = runs.create_inline_run(instance, runs.kind_of("holdout"), eval_id)
@@ -526,13 +529,18 @@ def test_terminating_the_run_stops_the_chat_calls_in_flight(small_case: str, wor
 def test_a_chat_estimate_above_the_limit_needs_a_yes_and_writes_nothing_without(
     small_case: str, server: StandinServer
 ) -> None:
-    from eval_pipelines.api.holdout import TOKEN_CONFIRMATION_LIMIT, TokenConfirmationNeeded
+    from eval_pipelines.core.holdout.token_policy import (
+        TOKEN_CONFIRMATION_LIMIT,
+        TokenConfirmationNeeded,
+    )
 
     variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(server.base_url)}]
     before = _evaluations()
     with pytest.raises(TokenConfirmationNeeded) as refused:
         # 500 records x 20 trials x (prompt chars/4 + 64): well above 400,000 tokens
-        api.start_holdout_eval(small_case, variants, sample_size=500, trials=20, register_only=True)
+        api.start_holdout_eval(
+            small_case, variants, api.HoldoutOptions(sample_size=500, trials=20), register_only=True
+        )
     estimate = refused.value.estimate
     assert estimate.total_tokens > TOKEN_CONFIRMATION_LIMIT
     (chat,) = [v for v in estimate.variants if v.classifier == "chat"]
@@ -540,7 +548,10 @@ def test_a_chat_estimate_above_the_limit_needs_a_yes_and_writes_nothing_without(
     assert chat.tokens == chat.records * chat.tokens_per_record == chat.chat["tokens"]
     assert _evaluations() == before and server.request_count == 0
     started = api.start_holdout_eval(
-        small_case, variants, sample_size=500, trials=20, register_only=True, confirm_tokens=True
+        small_case,
+        variants,
+        api.HoldoutOptions(sample_size=500, trials=20, confirm_tokens=True),
+        register_only=True,
     )
     assert started.estimated_tokens == estimate.total_tokens
 
@@ -599,7 +610,9 @@ def test_an_endpoint_down_is_a_complete_report_with_every_chat_row_failed(
         port = probe.getsockname()[1]
     down = f"http://127.0.0.1:{port}/v1"
     variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(down)}]
-    started = api.start_holdout_eval(small_case, variants, sample_size=20, seed=2, wait=True)
+    started = api.start_holdout_eval(
+        small_case, variants, api.HoldoutOptions(sample_size=20, seed=2), wait=True
+    )
     assert started.status == "complete"
     report = api.get_holdout_eval(small_case, started.eval_id).report
     assert report is not None

@@ -48,7 +48,10 @@ def _fresh_caches() -> Iterator[None]:
 def _registered(case: str, variants: list, grouping: dict | None = None) -> str:
     """An evaluation with its sample drawn (what the steps before the leave-out leave)."""
     eval_id = api.start_holdout_eval(
-        case, variants, sample_size=60, seed=3, grouping=grouping, register_only=True
+        case,
+        variants,
+        api.HoldoutOptions(sample_size=60, seed=3, grouping=grouping),
+        register_only=True,
     ).eval_id
     with _open() as conn, transaction(conn):
         sample_stage(conn, eval_id)

@@ -122,7 +122,7 @@ def test_an_old_evaluation_reruns_to_the_same_report(legacy: Path) -> None:
 
 def test_a_new_evaluation_on_the_upgraded_file_runs(legacy: Path) -> None:
     started = api.start_holdout_eval(
-        "legacy", [{"name": "baseline"}], sample_size=30, seed=9, wait=True
+        "legacy", [{"name": "baseline"}], api.HoldoutOptions(sample_size=30, seed=9), wait=True
     )
     assert started.eval_id == "legacy-e0005-s9"  # the sequence continues
     assert api.get_holdout_eval("legacy", started.eval_id).status == "complete"

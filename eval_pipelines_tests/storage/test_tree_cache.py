@@ -38,8 +38,7 @@ def _warehouse_with_tree(folder: Path, kinds: list[str]) -> tuple[Path, str]:
     warehouse = folder / "warehouse.duckdb"
     api.create_case(
         "c",
-        folder / "records.parquet",
-        tree_path=folder / "tree.parquet",
+        api.CaseSource(folder / "records.parquet", tree_path=folder / "tree.parquet"),
         warehouse=warehouse,
     )
     with duckdb.connect(str(warehouse), read_only=True) as conn:
@@ -77,7 +76,9 @@ def test_a_tree_without_kinds_reads_level_n_after_storage(workdir: Path) -> None
     _tree(["x"] * 8).drop("kind").write_parquet(folder / "tree.parquet")
     warehouse = folder / "warehouse.duckdb"
     created = api.create_case(
-        "c", folder / "records.parquet", tree_path=folder / "tree.parquet", warehouse=warehouse
+        "c",
+        api.CaseSource(folder / "records.parquet", tree_path=folder / "tree.parquet"),
+        warehouse=warehouse,
     )
     assert [lv.name for lv in created.levels] == ["level 1", "level 2", "level 3"]
     with duckdb.connect(str(warehouse), read_only=True) as conn:

@@ -20,8 +20,8 @@ from eval_pipelines.core.chat.answer import failure_cause, parse_answer
 from eval_pipelines.core.chat.request import classification_messages
 from eval_pipelines.core.chat.settings import ChatSettings
 from eval_pipelines.core.holdout.classify import Neighbour, Prediction, route_for
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.memo import MemoEntry
-from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import CodeTree
 
 

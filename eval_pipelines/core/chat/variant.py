@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.settings import ChatSettings, parse_chat_settings
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.holdout.spec import ClassifyConfig
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.results import JsonResult
 
 CHARS_PER_TOKEN = 4.0

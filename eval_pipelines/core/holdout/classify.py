@@ -27,8 +27,8 @@ from typing import Any, NamedTuple, Protocol
 
 import polars as pl
 
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.memo import MemoEntry
-from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
 

@@ -19,7 +19,8 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from eval_pipelines.core.holdout.spec import Grouping, Retrieval
+from eval_pipelines.core.holdout.grouping_settings import Grouping
+from eval_pipelines.core.holdout.retrieval import Retrieval
 from eval_pipelines.core.text.inverted_index import SearchIndex
 from eval_pipelines.core.text.retrieval import search
 from eval_pipelines.core.text.search_result import SearchResult

@@ -9,16 +9,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipelines.core.hashing import hash_json
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.compare import PairedLevel
 from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
 from eval_pipelines.core.holdout.scoring import CandidateSupply, LevelScore, VariantScore
-from eval_pipelines.core.holdout.spec import AA_TWIN, ClassifyConfig, HoldoutSpec
+from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.core.holdout.trials import (
     DECLINED,
     FAILED,
     TrialsSummary,
     trials_warnings,
 )
+from eval_pipelines.core.holdout.variants import AA_TWIN
 from eval_pipelines.core.holdout.warnings import ReportWarning
 from eval_pipelines.core.stats import INSUFFICIENT, Proportion
 from eval_pipelines.core.stats.clustered import ClusterRatio

@@ -38,7 +38,7 @@ import polars as pl
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.scoring import VariantScore
-from eval_pipelines.core.holdout.spec import AA_TWIN
+from eval_pipelines.core.holdout.variants import AA_TWIN
 from eval_pipelines.core.holdout.warnings import ReportWarning
 from eval_pipelines.core.stats.clustered import ClusterRatio, cluster_ratio
 from eval_pipelines.core.stats.policy import MIN_N

@@ -16,12 +16,9 @@ from typing import Any
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.classify import known_classifiers
-from eval_pipelines.core.holdout.spec import (
-    CHAT_CLASSIFIER,
-    parse_config,
-    parse_grouping,
-    validate_case_id,
-)
+from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER, parse_config
+from eval_pipelines.core.holdout.grouping_settings import parse_grouping
+from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.plugins import PluginError, identity_of, resolve_classifier
 from eval_pipelines.core.workflows.nodes import Document, NodeFailed, reject_unknown_keys
 

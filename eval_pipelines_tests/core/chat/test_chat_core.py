@@ -281,7 +281,7 @@ def test_an_extraction_can_send_its_schema_inside_a_json_object_format() -> None
 def test_a_chat_variant_takes_its_model_from_the_llm_level_table() -> None:
     from eval_pipelines.core.chat.variant import estimate_call_tokens, variant_settings
     from eval_pipelines.core.errors import InputError
-    from eval_pipelines.core.holdout.spec import parse_config
+    from eval_pipelines.core.holdout.classify_config import parse_config
 
     raw = {
         "classifier": "chat",

@@ -11,8 +11,8 @@ from eval_pipelines.core.holdout.classify import (
     knn_vote,
     route_for,
 )
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.memo import parse_memo_entry
-from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import tree_from_parent_links
 
 TREE = tree_from_parent_links(

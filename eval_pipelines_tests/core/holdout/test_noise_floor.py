@@ -5,14 +5,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
+from eval_pipelines.core.holdout.grouping_settings import Grouping
 from eval_pipelines.core.holdout.noise_floor import aa_noise_floor
-from eval_pipelines.core.holdout.spec import (
-    AA_TWIN,
-    ClassifyConfig,
-    Grouping,
-    HoldoutSpec,
-    Variant,
-)
+from eval_pipelines.core.holdout.spec import HoldoutSpec
+from eval_pipelines.core.holdout.variants import AA_TWIN, Variant
 from eval_pipelines.core.stats.aa import CALIBRATED_FAILURE_RATES, MEASURED_FAILURE_RATES
 from eval_pipelines_tests.helpers.paths import REPO
 

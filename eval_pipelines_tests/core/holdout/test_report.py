@@ -8,7 +8,9 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.grouping_settings import Grouping
 from eval_pipelines.core.holdout.report import (
     Comparison,
     VariantResult,
@@ -23,7 +25,8 @@ from eval_pipelines.core.holdout.scoring import (
     row_outcomes,
     score_variant,
 )
-from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, HoldoutSpec, Variant
+from eval_pipelines.core.holdout.spec import HoldoutSpec
+from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.tree import tree_from_parent_links
 
 TREE = tree_from_parent_links(

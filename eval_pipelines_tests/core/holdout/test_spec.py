@@ -1,12 +1,9 @@
 import pytest
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.holdout.spec import (
-    ClassifyConfig,
-    parse_config,
-    parse_grouping,
-    parse_variants,
-)
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig, parse_config
+from eval_pipelines.core.holdout.grouping_settings import parse_grouping
+from eval_pipelines.core.holdout.variants import parse_variants
 
 
 def test_grouping_resolution():
@@ -94,7 +91,7 @@ def test_variant_names_follow_the_one_name_pattern(name):
 
 
 def test_the_number_of_variants_is_bounded():
-    from eval_pipelines.core.holdout.spec import VARIANTS_MAX
+    from eval_pipelines.core.holdout.variants import VARIANTS_MAX
 
     assert len(_variants([{"name": f"v{i}"} for i in range(VARIANTS_MAX)])) == VARIANTS_MAX
     with pytest.raises(InputError) as error:

@@ -3,11 +3,11 @@
 import pytest
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.retrieval import Retrieval, parse_retrieval
 from eval_pipelines.core.holdout.spec import (
     CaseContext,
-    Retrieval,
+    HoldoutOptions,
     parse_holdout_request,
-    parse_retrieval,
     spec_from_json,
 )
 
@@ -29,7 +29,10 @@ def _case(*, embeddings: str | None = "emb0001", n_records: int = 1000) -> CaseC
 
 def _request(variants, *, case=None, grouping=None):
     return parse_holdout_request(
-        variants, case=case or _case(), sequence=1, sample_size=50, seed=3, grouping=grouping
+        variants,
+        HoldoutOptions(sample_size=50, seed=3, grouping=grouping),
+        case=case or _case(),
+        sequence=1,
     )
 
 

@@ -12,6 +12,8 @@ import pytest
 import statsmodels.api as sm
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
+from eval_pipelines.core.holdout.grouping_settings import Grouping
 from eval_pipelines.core.holdout.report import (
     VariantResult,
     build_report,
@@ -19,8 +21,9 @@ from eval_pipelines.core.holdout.report import (
     report_to_json,
 )
 from eval_pipelines.core.holdout.scoring import candidate_supply, row_outcomes, score_variant
-from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, HoldoutSpec, Variant
+from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.core.holdout.trials import summarize_trials, trials_warnings
+from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.core.stats.clustered import cluster_ratio
 from eval_pipelines.core.tree import tree_from_parent_links

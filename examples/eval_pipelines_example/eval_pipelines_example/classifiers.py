@@ -17,8 +17,8 @@ from eval_pipelines.core.holdout.classify import (
     RecordToClassify,
     route_for,
 )
+from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.memo import MemoEntry
-from eval_pipelines.core.holdout.spec import ClassifyConfig
 from eval_pipelines.core.tree import CodeTree
 
 
