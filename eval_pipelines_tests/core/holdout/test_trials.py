@@ -12,12 +12,9 @@ import pytest
 import statsmodels.api as sm
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.holdout.report import (
-    VariantResult,
-    build_report,
-    report_markdown,
-    report_to_json,
-)
+from eval_pipelines.core.holdout.report import VariantResult, build_report
+from eval_pipelines.core.holdout.report_json import report_to_json
+from eval_pipelines.core.holdout.report_markdown import report_markdown
 from eval_pipelines.core.holdout.scoring import candidate_supply, row_outcomes, score_variant
 from eval_pipelines.core.holdout.spec import ClassifyConfig, Grouping, HoldoutSpec, Variant
 from eval_pipelines.core.holdout.trials import summarize_trials, trials_warnings
