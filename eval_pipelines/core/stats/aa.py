@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from eval_pipelines.core.stats.arguments import check_probability
 from eval_pipelines.core.stats.bootstrap import (
+    BootstrapEstimate,
     _as_outcomes,
     _cluster_codes,
     _cluster_replicates,
@@ -53,8 +55,12 @@ MEASURED_FAILURE_RATES = (0.071, 0.085)
 
 
 @dataclass(frozen=True)
-class UnpairedDifference:
-    """Accuracy of side B minus accuracy of side A, on two disjoint sets of records.
+class UnpairedDifference(BootstrapEstimate):
+    """Accuracy of side B minus accuracy of side A, on two disjoint sets of records:
+    ``estimate`` is ``right_b / n_b - right_a / n_a`` (None when either side has fewer than
+    the minimum sample of records or clusters); the interval, a two-sample cluster bootstrap
+    (:data:`METHOD` or :data:`EXPANDED_METHOD`) of ``n_resamples`` resamples per side. The
+    other attributes are :class:`~eval_pipelines.core.stats.bootstrap.BootstrapEstimate`'s.
 
     Attributes
     ----------
@@ -65,18 +71,6 @@ class UnpairedDifference:
         ungrouped).
     right_a, right_b
         Records each side got right.
-    estimate
-        ``right_b / n_b - right_a / n_a``, or None when either side has fewer than the
-        minimum sample of records or clusters (reads ``insufficient_evidence``).
-    interval
-        Two-sample cluster-bootstrap interval of the estimate, or None with the estimate.
-    n_resamples
-        Bootstrap resamples per side, requested (reported whether or not an interval was
-        computed).
-    confidence_level
-        Nominal two-sided coverage of ``interval``.
-    method
-        How the interval was computed (:data:`METHOD`).
     """
 
     n_a: int
@@ -85,16 +79,6 @@ class UnpairedDifference:
     clusters_b: int
     right_a: int
     right_b: int
-    estimate: float | None
-    interval: Interval | None
-    n_resamples: int
-    confidence_level: float
-    method: str
-
-    @property
-    def sufficient(self) -> bool:
-        """True when an estimate and interval were computed."""
-        return self.estimate is not None
 
 
 def unpaired_difference(
@@ -477,8 +461,7 @@ def _check_options(n_resamples: int, confidence_level: float, min_n: int) -> Non
         raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
     if n_resamples < 1:
         raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
+    check_probability(confidence_level, "confidence_level")
     if min_n < 1:
         raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
 

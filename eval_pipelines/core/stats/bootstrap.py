@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eval_pipelines.core.stats.arguments import check_probability
 from eval_pipelines.core.stats.intervals import Interval
 
 #: ``PairedDifference.method`` for every interval this module computes.
@@ -19,9 +20,44 @@ METHOD = "cluster bootstrap, percentile"
 _BLOCK_CELLS = 1 << 21
 
 
+@dataclass(frozen=True, kw_only=True)
+class BootstrapEstimate:
+    """What every cluster-bootstrap result holds besides its counts: the estimate, its
+    interval and how the interval was computed. Keyword-only, so each result's own counts
+    come first in its constructor.
+
+    Attributes
+    ----------
+    estimate
+        The point estimate (each result says its formula), or None below the minimum sample
+        of records or clusters (reads ``insufficient_evidence``).
+    interval
+        Cluster-bootstrap interval of the estimate, or None with the estimate.
+    n_resamples
+        Bootstrap resamples requested (reported whether or not an interval was computed).
+    confidence_level
+        Nominal two-sided coverage of ``interval``.
+    method
+        How the interval was computed (the computing module's ``METHOD``).
+    """
+
+    estimate: float | None
+    interval: Interval | None
+    n_resamples: int
+    confidence_level: float
+    method: str
+
+    @property
+    def sufficient(self) -> bool:
+        """True when an estimate and interval were computed."""
+        return self.estimate is not None
+
+
 @dataclass(frozen=True)
-class PairedDifference:
-    """Candidate accuracy minus baseline accuracy on the same records.
+class PairedDifference(BootstrapEstimate):
+    """Candidate accuracy minus baseline accuracy on the same records: ``estimate`` is
+    ``(candidate_right - baseline_right) / n``; the interval, a cluster bootstrap
+    (:data:`METHOD`). The other attributes are :class:`BootstrapEstimate`'s.
 
     Attributes
     ----------
@@ -35,17 +71,6 @@ class PairedDifference:
         Records the candidate got right and the baseline wrong.
     newly_wrong
         Records the baseline got right and the candidate wrong.
-    estimate
-        ``(candidate_right - baseline_right) / n``, or None below the minimum sample of
-        records or clusters (reads ``insufficient_evidence``).
-    interval
-        Cluster-bootstrap interval of the estimate, or None with the estimate.
-    n_resamples
-        Bootstrap resamples requested (reported whether or not an interval was computed).
-    confidence_level
-        Nominal two-sided coverage of ``interval``.
-    method
-        How the interval was computed (:data:`METHOD`).
     """
 
     n: int
@@ -54,16 +79,6 @@ class PairedDifference:
     candidate_right: int
     newly_right: int
     newly_wrong: int
-    estimate: float | None
-    interval: Interval | None
-    n_resamples: int
-    confidence_level: float
-    method: str
-
-    @property
-    def sufficient(self) -> bool:
-        """True when an estimate and interval were computed."""
-        return self.estimate is not None
 
     @property
     def discordant(self) -> int:
@@ -158,8 +173,7 @@ def paired_difference(
         raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
     if n_resamples < 1:
         raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
+    check_probability(confidence_level, "confidence_level")
     if min_n < 1:
         raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
     generator = np.random.default_rng(rng)

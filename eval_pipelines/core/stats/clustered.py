@@ -10,7 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval_pipelines.core.stats.bootstrap import _cluster_codes, _cluster_replicates
+from eval_pipelines.core.stats.arguments import check_probability
+from eval_pipelines.core.stats.bootstrap import (
+    BootstrapEstimate,
+    _cluster_codes,
+    _cluster_replicates,
+)
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import MIN_N
 
@@ -19,8 +24,11 @@ METHOD = "cluster bootstrap, percentile"
 
 
 @dataclass(frozen=True)
-class ClusterRatio:
-    """``sum(numerators) / sum(denominators)`` over units resampled by cluster.
+class ClusterRatio(BootstrapEstimate):
+    """``sum(numerators) / sum(denominators)`` over units resampled by cluster: ``estimate``
+    is ``numerator / denominator`` (None below the minimum sample of units or clusters); the
+    interval, a cluster-bootstrap percentile interval (:data:`METHOD`). The other attributes
+    are :class:`~eval_pipelines.core.stats.bootstrap.BootstrapEstimate`'s.
 
     Attributes
     ----------
@@ -30,33 +38,12 @@ class ClusterRatio:
         Units (e.g. records).
     n_clusters
         Clusters resampled (``n`` when each unit is its own).
-    estimate
-        ``numerator / denominator``, or None below the minimum sample of units or clusters
-        (reads ``insufficient_evidence``).
-    interval
-        Cluster-bootstrap percentile interval of the estimate, or None with the estimate.
-    n_resamples
-        Bootstrap resamples requested (reported whether or not an interval was computed).
-    confidence_level
-        Nominal two-sided coverage of ``interval``.
-    method
-        How the interval was computed (:data:`METHOD`).
     """
 
     numerator: float
     denominator: float
     n: int
     n_clusters: int
-    estimate: float | None
-    interval: Interval | None
-    n_resamples: int
-    confidence_level: float
-    method: str
-
-    @property
-    def sufficient(self) -> bool:
-        """True when an estimate and interval were computed."""
-        return self.estimate is not None
 
 
 def cluster_ratio(
@@ -140,8 +127,7 @@ def cluster_ratio(
         raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
     if n_resamples < 1:
         raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
+    check_probability(confidence_level, "confidence_level")
     if min_n < 1:
         raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
     generator = np.random.default_rng(rng)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 # scipy.stats (slow to import, docs/benchmarks.md).
 from scipy import special
 
+from eval_pipelines.core.stats.arguments import check_probability
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -61,8 +63,7 @@ def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> Interv
         raise ValueError(f"n={n}: a Wilson interval needs at least one trial")
     if not 0 <= k <= n:
         raise ValueError(f"k={k}: must be between 0 and n={n}")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
+    check_probability(confidence_level, "confidence_level")
     z = float(special.ndtri(0.5 + confidence_level / 2.0))
     p_hat = k / n
     denominator = 1.0 + z * z / n

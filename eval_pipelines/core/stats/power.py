@@ -11,6 +11,8 @@ import numbers
 
 from scipy import special
 
+from eval_pipelines.core.stats.arguments import check_probability
+
 
 def paired_power(n: int, difference: float, discordance: float, *, alpha: float = 0.05) -> float:
     """Approximate power of the two-sided McNemar test with ``n`` pairs.
@@ -200,6 +202,5 @@ def _check_design(difference: float, discordance: float) -> None:
 
 def _upper_quantile(level: float, name: str, *, tail: float) -> float:
     """``z`` with ``P(Z > z) = tail``, after checking that the option ``name`` is in (0, 1)."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"{name}={level}: must be in (0, 1)")
+    check_probability(level, name)
     return float(-special.ndtri(tail))
