@@ -172,6 +172,17 @@ def unpaired_difference(
            Journal of the American Statistical Association 83(401) (1988), 231-241.
     .. [5] B. L. Welch, "The generalization of 'Student's' problem when several different
            population variances are involved", Biometrika 34 (1947), 28-35.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import unpaired_difference
+    >>> a = [True] * 30 + [False] * 10
+    >>> b = [True] * 36 + [False] * 4
+    >>> result = unpaired_difference(a, b, n_resamples=500, rng=7)
+    >>> result.right_a, result.right_b, round(result.estimate, 3)
+    (30, 36, 0.15)
+    >>> print(f'{result.interval.low:+.3f} {result.interval.high:+.3f}')
+    +0.000 +0.300
     """
     if interval not in INTERVALS:
         raise ValueError(f"interval={interval!r}: must be one of {', '.join(INTERVALS)}")
@@ -242,7 +253,15 @@ def _expanded(
 
 def unpaired_verdict(difference: UnpairedDifference) -> str:
     """Verdict word for an unpaired difference (B minus A): the one rule of
-    :func:`~eval_pipelines.core.stats.verdict.verdict`."""
+    :func:`~eval_pipelines.core.stats.verdict.verdict`.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import unpaired_difference, unpaired_verdict
+    >>> a = [True] * 30 + [False] * 10
+    >>> unpaired_verdict(unpaired_difference(a, a, n_resamples=500, rng=7))
+    'no detectable difference'
+    """
     return verdict(difference)
 
 
@@ -382,6 +401,14 @@ def aa_check(
     measurements, up to 10% (:data:`CALIBRATED_FAILURE_RATES`). A split with a half below ``min_n``
     records or clusters has no interval; it counts as no detection and in
     :attr:`AACheck.insufficient_splits`.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import aa_check
+    >>> baseline = [True, False, True, True] * 20
+    >>> check = aa_check(baseline, baseline, None, splits=5, n_resamples=200, rng=7)
+    >>> check.passed, check.flips, check.false_positives
+    (True, 0, 0)
     """
     baseline = _as_outcomes(baseline_right, "baseline_right")
     twin = _as_outcomes(twin_right, "twin_right")

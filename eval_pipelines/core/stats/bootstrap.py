@@ -159,6 +159,17 @@ def paired_difference(
            Cambridge University Press (1997), section 3.8 (resampling clustered data).
     .. [3] B. Efron, "Better bootstrap confidence intervals", J. Am. Stat. Assoc. 82 (1987),
            171-185.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import paired_difference
+    >>> baseline = [True] * 30 + [False] * 10
+    >>> candidate = [True] * 26 + [False] * 4 + [True] * 8 + [False] * 2
+    >>> result = paired_difference(baseline, candidate, n_resamples=500, rng=7)
+    >>> result.newly_right, result.newly_wrong, result.estimate
+    (8, 4, 0.1)
+    >>> print(f'{result.interval.low:+.3f} {result.interval.high:+.3f}')
+    -0.050 +0.275
     """
     baseline = _as_outcomes(baseline_right, "baseline_right")
     candidate = _as_outcomes(candidate_right, "candidate_right")

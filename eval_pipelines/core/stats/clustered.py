@@ -109,6 +109,17 @@ def cluster_ratio(
            Cambridge University Press (1997), section 3.8 (resampling clustered data).
     .. [3] A. C. Cameron and D. L. Miller, "A Practitioner's Guide to Cluster-Robust
            Inference", Journal of Human Resources 50(2) (2015), 317-372.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.clustered import cluster_ratio
+    >>> share_right = [1.0, 0.5, 1.0, 0.0] * 6
+    >>> clusters = [i // 2 for i in range(24)]  # two records per cluster
+    >>> result = cluster_ratio(share_right, clusters=clusters, n_resamples=500, rng=7, min_n=10)
+    >>> result.estimate, result.n_clusters
+    (0.625, 12)
+    >>> print(f'{result.interval.low:.3f} {result.interval.high:.3f}')
+    0.562 0.688
     """
     values = _as_finite(numerators, "numerators")
     n = int(values.size)

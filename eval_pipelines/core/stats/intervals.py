@@ -58,6 +58,13 @@ def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> Interv
            inference", J. Am. Stat. Assoc. 22 (1927), 209-212.
     .. [2] R. G. Newcombe, "Two-sided confidence intervals for the single proportion:
            comparison of seven methods", Statistics in Medicine 17 (1998), 857-872.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import wilson_interval
+    >>> interval = wilson_interval(45, 50)
+    >>> print(f'{interval.low:.4f} {interval.high:.4f}')
+    0.7864 0.9565
     """
     if n < 1:
         raise ValueError(f"n={n}: a Wilson interval needs at least one trial")

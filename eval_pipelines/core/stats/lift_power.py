@@ -46,6 +46,13 @@ def interval_standard_error(interval: Interval) -> float:
     ----------
     .. [1] B. Efron and R. J. Tibshirani, "An Introduction to the Bootstrap", Chapman & Hall
            (1993), sections 12.2 and 13.3 (normal and percentile intervals).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import Interval
+    >>> from eval_pipelines.core.stats.lift_power import interval_standard_error
+    >>> round(interval_standard_error(Interval(low=-0.02, high=0.06, confidence_level=0.95)), 6)
+    0.020409
     """
     level = interval.confidence_level
     check_probability(level, "confidence_level")
@@ -97,6 +104,12 @@ def minimum_detectable_effect_from_se(
     .. [2] E. Duflo, R. Glennerster and M. Kremer, "Using randomization in development
            economics research: a toolkit", Handbook of Development Economics 4 (2007),
            section 4.1.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.lift_power import minimum_detectable_effect_from_se
+    >>> round(minimum_detectable_effect_from_se(0.01), 6)
+    0.028016
     """
     if not math.isfinite(standard_error) or standard_error < 0.0:
         raise ValueError(f"standard_error={standard_error}: must be finite and at least 0")
