@@ -27,6 +27,8 @@ _CORE = Path(__file__).resolve().parents[1]
 KERNEL_MODULES = (
     "topk_heap.py",
     "text/search_kernels.py",
+    "text/pruned_search.py",
+    "text/row_scores.py",
     "text/vectorize.py",
     "embeddings/dense.py",
     "embeddings/ann.py",
