@@ -22,6 +22,8 @@ from eval_pipelines.core.stats.bootstrap import (
     _as_outcomes,
     _cluster_codes,
     _cluster_replicates,
+    _paired_outcomes,
+    _unestimated,
 )
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N
@@ -202,11 +204,9 @@ def unpaired_difference(
         clusters_b=g_b,
         right_a=right_a,
         right_b=right_b,
-        estimate=None,
-        interval=None,
-        n_resamples=int(n_resamples),
-        confidence_level=float(confidence_level),
-        method=METHOD if interval == "percentile" else EXPANDED_METHOD,
+        **_unestimated(
+            n_resamples, confidence_level, METHOD if interval == "percentile" else EXPANDED_METHOD
+        ),
     )
     if min(n_a, n_b, g_a, g_b) < min_n:
         return counts_only
@@ -410,13 +410,7 @@ def aa_check(
     >>> check.passed, check.flips, check.false_positives
     (True, 0, 0)
     """
-    baseline = _as_outcomes(baseline_right, "baseline_right")
-    twin = _as_outcomes(twin_right, "twin_right")
-    if baseline.shape != twin.shape:
-        raise ValueError(
-            f"baseline_right has {baseline.size} records and twin_right {twin.size}: "
-            "they must pair up record by record"
-        )
+    baseline, twin = _paired_outcomes(baseline_right, twin_right, ("baseline_right", "twin_right"))
     n = int(baseline.size)
     codes, n_clusters = _named_codes(clusters, n, "clusters")
     if isinstance(splits, bool) or not isinstance(splits, int | np.integer):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -171,13 +172,9 @@ def paired_difference(
     >>> print(f'{result.interval.low:+.3f} {result.interval.high:+.3f}')
     -0.050 +0.275
     """
-    baseline = _as_outcomes(baseline_right, "baseline_right")
-    candidate = _as_outcomes(candidate_right, "candidate_right")
-    if baseline.shape != candidate.shape:
-        raise ValueError(
-            f"baseline_right has {baseline.size} records and candidate_right {candidate.size}: "
-            "they must pair up record by record"
-        )
+    baseline, candidate = _paired_outcomes(
+        baseline_right, candidate_right, ("baseline_right", "candidate_right")
+    )
     n = int(baseline.size)
     codes, n_clusters = _cluster_codes(clusters, n)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
@@ -198,11 +195,7 @@ def paired_difference(
         candidate_right=int(np.count_nonzero(candidate)),
         newly_right=newly_right,
         newly_wrong=newly_wrong,
-        estimate=None,
-        interval=None,
-        n_resamples=int(n_resamples),
-        confidence_level=float(confidence_level),
-        method=METHOD,
+        **_unestimated(n_resamples, confidence_level, METHOD),
     )
     if n < min_n or n_clusters < min_n:
         return counts_only
@@ -216,6 +209,33 @@ def paired_difference(
     low, high = np.quantile(replicates, [tail, 1.0 - tail])
     interval = Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
     return dataclasses.replace(counts_only, estimate=estimate, interval=interval)
+
+
+def _paired_outcomes(
+    first: Sequence[bool] | np.ndarray,
+    second: Sequence[bool] | np.ndarray,
+    names: tuple[str, str],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two outcome arrays that must pair up record by record (``names`` as the caller's
+    parameters, for the message)."""
+    a, b = _as_outcomes(first, names[0]), _as_outcomes(second, names[1])
+    if a.shape != b.shape:
+        raise ValueError(
+            f"{names[0]} has {a.size} records and {names[1]} {b.size}: "
+            "they must pair up record by record"
+        )
+    return a, b
+
+
+def _unestimated(n_resamples: int, confidence_level: float, method: str) -> dict[str, Any]:
+    """The :class:`BootstrapEstimate` fields of a result before (or without) its estimate."""
+    return {
+        "estimate": None,
+        "interval": None,
+        "n_resamples": int(n_resamples),
+        "confidence_level": float(confidence_level),
+        "method": method,
+    }
 
 
 def _as_outcomes(values: Sequence[bool] | np.ndarray, name: str) -> np.ndarray:

@@ -15,6 +15,7 @@ from eval_pipelines.core.stats.bootstrap import (
     BootstrapEstimate,
     _cluster_codes,
     _cluster_replicates,
+    _unestimated,
 )
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import MIN_N
@@ -149,11 +150,7 @@ def cluster_ratio(
         denominator=weight,
         n=n,
         n_clusters=n_clusters,
-        estimate=None,
-        interval=None,
-        n_resamples=int(n_resamples),
-        confidence_level=float(confidence_level),
-        method=METHOD,
+        **_unestimated(n_resamples, confidence_level, METHOD),
     )
     if n < min_n or n_clusters < min_n:
         return counts_only
