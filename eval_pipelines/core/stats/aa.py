@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from eval_pipelines.core.stats.arguments import check_probability
 from eval_pipelines.core.stats.bootstrap import (
     BootstrapEstimate,
     _as_outcomes,
+    _check_options,
     _cluster_codes,
     _cluster_replicates,
     _paired_outcomes,
@@ -475,16 +475,6 @@ def _named_codes(
         return _cluster_codes(clusters, n)
     except ValueError as error:
         raise ValueError(str(error).replace("clusters:", f"{name}:", 1)) from None
-
-
-def _check_options(n_resamples: int, confidence_level: float, min_n: int) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
-        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    check_probability(confidence_level, "confidence_level")
-    if min_n < 1:
-        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
 
 
 def _side_replicates(

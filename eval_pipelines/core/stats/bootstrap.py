@@ -177,13 +177,7 @@ def paired_difference(
     )
     n = int(baseline.size)
     codes, n_clusters = _cluster_codes(clusters, n)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
-        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    check_probability(confidence_level, "confidence_level")
-    if min_n < 1:
-        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
+    _check_options(n_resamples, confidence_level, min_n)
     generator = np.random.default_rng(rng)
 
     newly_right = int(np.count_nonzero(candidate & ~baseline))
@@ -236,6 +230,16 @@ def _unestimated(n_resamples: int, confidence_level: float, method: str) -> dict
         "confidence_level": float(confidence_level),
         "method": method,
     }
+
+
+def _check_options(n_resamples: int, confidence_level: float, min_n: int) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
+        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
+    check_probability(confidence_level, "confidence_level")
+    if min_n < 1:
+        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
 
 
 def _as_outcomes(values: Sequence[bool] | np.ndarray, name: str) -> np.ndarray:

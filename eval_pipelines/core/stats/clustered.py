@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval_pipelines.core.stats.arguments import check_probability
 from eval_pipelines.core.stats.bootstrap import (
     BootstrapEstimate,
+    _check_options,
     _cluster_codes,
     _cluster_replicates,
     _unestimated,
@@ -135,13 +135,7 @@ def cluster_ratio(
         if n and not (weights > 0).all():
             raise ValueError("denominators: every unit's weight must be positive")
     codes, n_clusters = _cluster_codes(clusters, n)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
-        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    check_probability(confidence_level, "confidence_level")
-    if min_n < 1:
-        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
+    _check_options(n_resamples, confidence_level, min_n)
     generator = np.random.default_rng(rng)
 
     total, weight = float(values.sum()), float(weights.sum())
