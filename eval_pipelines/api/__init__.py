@@ -31,10 +31,21 @@ from eval_pipelines.api.queries import QueryRefused, get_query, list_queries, ru
 from eval_pipelines.api.tables import list_tables, load_table, show_table
 from eval_pipelines.api.workflows import ActivationRefused
 from eval_pipelines.core.cases import CaseSource
-from eval_pipelines.core.errors import ConflictError, EvalPipelinesError, InputError, NotFoundError
+from eval_pipelines.core.errors import (
+    ConflictError,
+    EvalPipelinesError,
+    InputError,
+    NotFoundError,
+    RunRefusal,
+)
 from eval_pipelines.core.holdout.spec import HoldoutOptions
 from eval_pipelines.core.holdout.token_policy import TokenConfirmationNeeded
+from eval_pipelines.core.lift.arms import HoldoutFactNotRetrievableError
+from eval_pipelines.core.lift.evidence import WeakerEvidenceError
+from eval_pipelines.core.lift.rollup import EpochMixError
+from eval_pipelines.core.plugins import PluginError
 from eval_pipelines.core.workflows.nodes import NodeFailed
+from eval_pipelines.core.workflows.step_worker import StepCanceled, StepTimedOut
 from eval_pipelines.runs import RunInterrupted
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
@@ -42,6 +53,7 @@ __all__ = [
     "ActivationRefused",
     "CaseSource",
     "ConflictError",
+    "EpochMixError",
     "EvalFailed",
     "EvalInterrupted",
     "EvalPipelinesError",
@@ -49,15 +61,21 @@ __all__ = [
     "EvalSummary",
     "HoldoutComparison",
     "HoldoutOptions",
+    "HoldoutFactNotRetrievableError",
     "HoldoutStatus",
     "IngestRefused",
     "InputError",
     "LaunchedEval",
     "NodeFailed",
     "NotFoundError",
+    "PluginError",
     "QueryRefused",
     "RunInterrupted",
+    "RunRefusal",
+    "StepCanceled",
+    "StepTimedOut",
     "TokenConfirmationNeeded",
+    "WeakerEvidenceError",
     "WarehouseBusy",
     "WarehouseUnavailable",
     "embeddings",

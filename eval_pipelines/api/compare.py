@@ -73,7 +73,7 @@ def compare_holdout_evals(
     ``changed_besides_variant``.
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
-    from eval_pipelines.core.holdout.report import paired_levels_to_json
+    from eval_pipelines.core.holdout.report_json import paired_levels_to_json
     from eval_pipelines.stages.holdout import evaluation_clusters, variant_outcomes
 
     loaded = {}

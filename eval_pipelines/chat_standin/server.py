@@ -128,7 +128,7 @@ def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
         def setup(self) -> None:
             super().setup()
             # headers and body go out as two writes: without this, Nagle's algorithm and the
-            # client's delayed ACK add about 40 ms to every answer on a kept-alive connection
+            # client's delayed ACK hold back every answer on a kept-alive connection
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002

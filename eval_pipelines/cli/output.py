@@ -121,7 +121,7 @@ def print_status(status: HoldoutStatus, *, as_json: bool) -> None:
 def comparison_markdown(result: HoldoutComparison) -> str:
     """``eval compare`` for people: the two variants, what they share, and the paired table
     of the evaluation report (target levels in bold)."""
-    from eval_pipelines.core.holdout.report import paired_table
+    from eval_pipelines.core.holdout.report_markdown import paired_table
 
     targets = {str(depth) for depth in result.target_depth}
     titles = {

@@ -76,5 +76,5 @@ def mention_flags(text: str, flags: Mapping[str, str]) -> str:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value) if not isinstance(value, str) else repr(value)
+    text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

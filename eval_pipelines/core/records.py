@@ -69,8 +69,9 @@ def _valid(core: pl.DataFrame) -> bool:
     """Whether ``core`` passes :func:`_records_schema`, checked with plain polars.
 
     The same rules (no nulls, unique keys, nothing blank by the same expression), without
-    importing pandera (0.6 s) or building its failure report (seconds at millions of rows);
-    pandera runs only when a rule is broken, to name the first failure.
+    importing pandera (slow to import, docs/benchmarks.md) or building its failure report
+    (seconds at millions of rows); pandera runs only when a rule is broken, to name the first
+    failure.
     """
     if any(core.null_count().row(0)) or core.get_column("record_key").n_unique() < core.height:
         return False

@@ -37,12 +37,10 @@ HOW_TO_CREATE = (
 
 
 FAMILY = AssetFamily(workflow_revisions, "golden", "golden", HOW_TO_CREATE)
-_common = FAMILY.options
-_refusal = refusal
 
 
 @dg.asset(
-    **_common("The workflow revision: its nodes, field schemas and where it came from."),
+    **FAMILY.options("The workflow revision: its nodes, field schemas and where it came from."),
     metadata=table_metadata("workflow_revisions", WORKFLOW_REVISIONS_SCHEMA),
 )
 def workflow_revision(
@@ -55,7 +53,7 @@ def workflow_revision(
         with warehouse.connect(read_only=True) as conn:
             row = revision_row(conn, workflow.revision)
     except REFUSALS as error:
-        raise _refusal(error) from None
+        raise refusal(error) from None
     return dg.MaterializeResult(
         metadata={
             "workflow": workflow.name,
@@ -75,7 +73,7 @@ def workflow_revision(
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "Every enabled case of the workflow's golden sets run as a test run against this "
         "revision (four at a time; unchanged steps served from the cache), one golden run "
         "per set. Rows in `golden_runs` and `golden_results`."
@@ -143,7 +141,7 @@ def usage_metadata(usage: Any) -> dict[str, Any]:
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "Field accuracy, document pass rate, per-field breakdown and stale labels of each "
         "golden run this Dagster run made, and the activation gate's decision for the "
         "revision (taken here, once per run; the `activation_gate` check shows it)."

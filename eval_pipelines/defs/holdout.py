@@ -50,12 +50,12 @@ HOW_TO_CREATE = (
 
 
 FAMILY = AssetFamily(holdout_evaluations, "holdout", "holdout", HOW_TO_CREATE)
-_common = FAMILY.options
-_stage_failure = refusal
 
 
 @dg.asset(
-    **_common("The evaluation's stored spec: case versions, sample, grouping, variants, memo."),
+    **FAMILY.options(
+        "The evaluation's stored spec: case versions, sample, grouping, variants, memo."
+    ),
     pool=DUCKDB_POOL,
     metadata=table_metadata("evaluations", EVALUATIONS_SCHEMA),
 )
@@ -66,7 +66,7 @@ def eval_spec(
         with warehouse.connect(read_only=True) as conn:
             spec = holdout.load_spec(conn, context.partition_key)
     except REFUSALS as error:
-        raise _stage_failure(error) from None
+        raise refusal(error) from None
     return dg.MaterializeResult(
         metadata={
             "case": spec.case_id,
@@ -83,7 +83,7 @@ def eval_spec(
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "Seeded sample of labelled records (same records version, seed and size: same "
         "sample, whatever the grouping)."
     ),
@@ -100,7 +100,7 @@ def holdout_sample(
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "TF-IDF vectors and posting lists of the evaluation's records version, cached on "
         "disk: built by the first evaluation of that version, loaded by the others "
         "(`built` says which).",
@@ -144,7 +144,7 @@ def retrieval_shards(
             shards=config.shards,
         )
     except REFUSALS as error:
-        raise _stage_failure(error) from None
+        raise refusal(error) from None
     context.log.info(
         f"Exact TF-IDF search in {len(plan.ranges)} shard(s) of the records: {list(plan.ranges)}"
     )
@@ -189,7 +189,7 @@ def store_leave_out(
 
 
 @dg.graph_asset(
-    **_common(
+    **FAMILY.options(
         "Per sampled record: the records held out of its evidence (itself and its "
         "group) and its retrieved neighbours in every space a variant uses (exact cosine "
         "top-k with the held-out records masked in the scan, or the approximate index with "
@@ -234,7 +234,7 @@ def classify_variant(context: dg.OpExecutionContext, task: Any) -> Any:
     try:
         result = holdout.classify_variant(task, log=context.log.info)
     except REFUSALS as error:
-        raise _stage_failure(error) from None
+        raise refusal(error) from None
     except (KeyboardInterrupt, DagsterExecutionInterruptedError):
         if task.variant.config.classifier != CHAT_CLASSIFIER:
             raise
@@ -272,7 +272,7 @@ def store_predictions(
 
 
 @dg.graph_asset(
-    **_common(
+    **FAMILY.options(
         "Each sampled record classified once per variant: one `classify_variant` step "
         "per variant, with its own logs and retries."
     ),
@@ -285,7 +285,7 @@ def variant_predictions(leave_out: Any) -> Any:
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "Per variant and tree level: accuracy (Wilson 95% and n), declines and the "
         "candidate ceiling; routing coverage."
     ),
@@ -376,7 +376,7 @@ def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "With `--leakage-check`: the baseline scored again with only each record itself held "
         "out, compared level by level with the grouped baseline (how much grouping moved the "
         "score, with its paired interval). Without it, nothing is computed. Rows in "
@@ -400,7 +400,7 @@ def leakage_gap(
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "The report: warnings, sample, versions, per-variant scores and paired "
         "comparisons with their intervals and verdicts, the A/A noise floor and the leakage "
         "gap when requested. Numeric metadata is keyed by what makes evaluations comparable, "

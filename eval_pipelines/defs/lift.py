@@ -31,7 +31,6 @@ HOW_TO_CREATE = (
     "the `lift_log_sensor` watches. The report reads every day."
 )
 FAMILY = AssetFamily(lift_days, GROUP, "lift", HOW_TO_CREATE)
-_common = FAMILY.options
 LIFT_LOGS = dg.AssetKey("lift_logs")
 AA_GATE = "aa_gate"
 SENSOR_INTERVAL_SECONDS = 30
@@ -52,7 +51,7 @@ def _day_metadata(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "One day of ingested exposure/outcome logs: rows per arm, epochs and the censored "
         "share; materialising a day recounts its cells (workspace x claim type x situation "
         "class x arm x source, per epoch) from the stored rows."
@@ -71,7 +70,7 @@ def lift_logs(
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "Every scope's live lift (treated against lever_holdout, per workspace, claim type and "
         "exposure epoch; never pooled), read only after its A/A check; the lift ledger updated "
         "(a changed baseline invalidates an open confirmation by name), the offline screening "

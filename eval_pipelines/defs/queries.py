@@ -50,7 +50,6 @@ QUERY_RESULTS_SCHEMA = table_schema(
 
 
 FAMILY = AssetFamily(query_evaluations, "query_evaluations", "query", HOW_TO_CREATE)
-_common = FAMILY.options
 
 
 def _refusal(error: Exception) -> dg.Failure:
@@ -59,7 +58,7 @@ def _refusal(error: Exception) -> dg.Failure:
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "The stored query, validated again, and the versions of the tables it reads (the run "
         "refuses when a table was reloaded since the query was submitted)."
     ),
@@ -88,7 +87,7 @@ def evaluate_query(
 
 
 @dg.asset(
-    **_common(
+    **FAMILY.options(
         "The query run against its tables (one engine pass, or the average of a k-fold "
         "sweep): every scalar metric as plotted metadata (keyed `metric @ table.target/hash`: "
         "only evaluations of the same tables, target and test rows share a plot), truncation, "

@@ -35,15 +35,9 @@ from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
 from eval_pipelines.core.holdout.memo import MemoEntry, memo_version, parse_memo_entry
 from eval_pipelines.core.holdout.noise_floor import aa_noise_floor
-from eval_pipelines.core.holdout.report import (
-    Comparison,
-    VariantResult,
-    build_report,
-    report_markdown,
-    report_to_json,
-    score_to_json,
-    supply_to_json,
-)
+from eval_pipelines.core.holdout.report import Comparison, VariantResult, build_report
+from eval_pipelines.core.holdout.report_json import report_to_json, score_to_json, supply_to_json
+from eval_pipelines.core.holdout.report_markdown import report_markdown
 from eval_pipelines.core.holdout.sampling import draw_sample
 from eval_pipelines.core.holdout.scoring import (
     CandidateSupply,

@@ -18,7 +18,7 @@ import numpy as np
 from eval_pipelines.core.holdout.classify import evidence_tree
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.grouping_settings import Grouping
-from eval_pipelines.core.holdout.report import paired_levels_to_json
+from eval_pipelines.core.holdout.report_json import paired_levels_to_json
 from eval_pipelines.core.holdout.scoring import row_outcomes
 from eval_pipelines.stages.holdout import (
     OpenWarehouse,

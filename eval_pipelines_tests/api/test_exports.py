@@ -64,6 +64,15 @@ def test_the_api_exports_the_errors_a_caller_catches_and_every_feature() -> None
         if inspect.isclass(value) and issubclass(value, BaseException)
     }
     assert raised_at_the_boundary <= exported
+    # Every public error the package defines can reach a caller of some API function, so each
+    # is exported, under its own name: a new error that is not fails here.
+    unexported = sorted(
+        name
+        for name, error in _defined_errors().items()
+        if not error.__name__.startswith("_")
+        and (error.__name__ not in exported or getattr(api, error.__name__) is not error)
+    )
+    assert unexported == []
     assert "EvalPipelinesError" in exported
     for feature in FEATURES:
         assert feature in exported

@@ -5,11 +5,15 @@ the top-level --help)."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +198,94 @@ def test_every_function_the_api_page_lists_exists() -> None:
         if not hasattr(importlib.import_module(module), name)
     ]
     assert missing == []
+
+
+# A timing the code quotes as a measurement ("took 347 s", "about 6 s", "(0.6 s)"): comments say
+# why and point at docs/benchmarks.md for the figure. Limits and intervals ("every 30 s",
+# "timed out after 30 s", "maxTime (3600 s)") are settings, not measurements, and pass.
+_TIME = r"\d+(?:[.,]\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds?|minutes?|min|mins|hours?|h)\b"
+QUOTED_TIMING = re.compile(
+    r"\b(?:took|takes|take|taking|about|around|roughly|instead of|costs?|spent|spends?)"
+    rf"\s+~?{_TIME}"
+    r"|\(\s*~?\d+\.\d+\s?(?:ms|µs|us|s)\)"
+)
+# docs/<page>.md, then optionally #anchor, or the heading (or bold term) in quotes after a
+# comma or an opening parenthesis: docs/benchmarks.md, "Figures behind code choices".
+DOCS_CITATION = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+)|(?:,\s*|\s*\(\s*)[\"']([^\"']+)[\"'])?")
+README_CITATION = re.compile(
+    r"\bREADME(?:\.md)?(?:#([\w-]+)|(?:'s)?(?:,\s*|\s*\(\s*|\s+)[\"*]([^\"*]+)[\"*])?"
+)
+
+
+def _prose(path: Path) -> list[tuple[int, str]]:
+    """The comments (consecutive lines joined) and docstrings of one module, white space
+    folded, each with the line it starts on."""
+    source = path.read_text(encoding="utf-8")
+    found: list[tuple[int, str]] = []
+    last = -2
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type != tokenize.COMMENT:
+            continue
+        text = token.string.lstrip("#:").strip()
+        if token.start[0] == last + 1 and found:
+            found[-1] = (found[-1][0], f"{found[-1][1]} {text}")
+        else:
+            found.append((token.start[0], text))
+        last = token.start[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring:
+                found.append((node.body[0].lineno, docstring))
+    return [(line, " ".join(text.split())) for line, text in found]
+
+
+def _targets(page: Path) -> set[str]:
+    """What a citation of ``page`` may name: its headings, their anchors and its bold terms."""
+    text = page.read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    bold = re.findall(r"\*\*([^*]+)\*\*", text)
+    return {*headings, *bold, *(_slug(heading) for heading in headings)}
+
+
+def _names(cited: str, targets: set[str]) -> bool:
+    """A heading cited whole, or up to its parenthesis ("Scoring" for "Scoring (every ...)")."""
+    return any(target == cited or target.startswith(f"{cited} (") for target in targets)
+
+
+def _citation_problems(package: Path, repo: Path) -> list[str]:
+    problems = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(repo).as_posix()
+        for line, text in _prose(path):
+            at = f"{where}:{line}"
+            for timing in QUOTED_TIMING.finditer(text):
+                problems.append(f"{at} quotes a timing: {timing.group(0)!r}")
+            for cited in re.findall(r"\b([A-Z][A-Z_]+\.md)\b", text):
+                if cited != "README.md" and not (repo / cited).is_file():
+                    problems.append(f"{at} cites {cited}, which the repository does not hold")
+            for page, anchor, heading in DOCS_CITATION.findall(text):
+                if not (repo / "docs" / page).is_file():
+                    problems.append(f"{at} cites docs/{page}, which does not exist")
+                elif (anchor or heading) and not _names(
+                    anchor or heading, _targets(repo / "docs" / page)
+                ):
+                    problems.append(
+                        f"{at} cites docs/{page} {anchor or heading!r}: no such heading"
+                    )
+            for anchor, heading in README_CITATION.findall(text):
+                if not (anchor or heading) or not _names(
+                    anchor or heading, _targets(repo / "README.md")
+                ):
+                    problems.append(f"{at} cites the README for something it does not hold")
+    return problems
+
+
+def test_no_docstring_or_comment_cites_what_its_document_does_not_hold() -> None:
+    """Code cited README sections that had moved to docs/, a DESIGN.md the repository does not
+    hold, and quoted timings that belong in docs/benchmarks.md. Every module's comments and
+    docstrings (the package walked, so a new or moved module is checked too): a cited docs
+    page exists and holds the heading (or bold term) cited, the README is cited by a heading
+    it has, no uppercase document outside the repository is cited, and no measured timing is
+    quoted."""
+    assert _citation_problems(PACKAGE, REPO) == []

@@ -33,7 +33,11 @@ from eval_pipelines.core.embeddings._arguments import unit_vectors
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
-from eval_pipelines.core.text.search_result import SearchResult
+from eval_pipelines.core.text.search_result import (
+    SearchResult,
+    brute_force_result,
+    ranked_candidates,
+)
 from eval_pipelines.core.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()
@@ -355,7 +359,6 @@ def search_dense_brute_force(
     neighbours = np.full((n_queries, req.k), -1, dtype=np.int32)
     similarities = np.zeros((n_queries, req.k), dtype=np.float32)
     nd_rows: list[np.ndarray] = []
-    doc_ids = np.arange(array.shape[0])
     for lo in range(0, n_queries, _BRUTE_FORCE_BLOCK):
         block = req.queries[lo : lo + _BRUTE_FORCE_BLOCK]
         scores = array[block] @ array.T
@@ -374,15 +377,7 @@ def search_dense_brute_force(
                 False
             )
             candidates = np.flatnonzero(admissible)
-            top = candidates[np.lexsort((doc_ids[candidates], -s[candidates]))[: req.k]]
+            top = ranked_candidates(s, candidates, req.k)
             neighbours[qi, : top.shape[0]] = top
             similarities[qi, : top.shape[0]] = s[top]
-    nd_indptr = np.zeros(n_queries + 1, dtype=np.int64)
-    np.cumsum([row.shape[0] for row in nd_rows], out=nd_indptr[1:])
-    nd_indices = np.concatenate(nd_rows) if nd_rows else np.zeros(0, dtype=np.int32)
-    return SearchResult(
-        neighbours=neighbours,
-        similarities=similarities,
-        near_duplicate_indptr=nd_indptr,
-        near_duplicate_indices=nd_indices.astype(np.int32, copy=False),
-    )
+    return brute_force_result(neighbours, similarities, nd_rows)

@@ -61,8 +61,8 @@ def lsa_vectors(
     the matrix restricted to the feature columns that occur at least once. Hashing to
     2**20 buckets leaves most columns empty (111,679 of 1,048,576 on the 130,525 demo
     records); empty columns change no singular value or projection, but the randomized
-    method's dense ``(n_features, dim + 10)`` intermediates would scale with them (75 s
-    instead of 15 s on the demo records).
+    method's dense ``(n_features, dim + 10)`` intermediates would scale with them (the
+    figure: docs/benchmarks.md, "Figures behind code choices").
 
     References
     ----------

@@ -1,6 +1,6 @@
 """Scoring one case: its stored labels against its run's output.
 
-Rules (the README's *Evaluations* section states them for users):
+Rules (docs/golden.md, "Scoring", states them for users):
 
 - Each labelled header field is one scored item, matched or missed.
 - Table rows are matched by position, or by key columns when the case names them (duplicate

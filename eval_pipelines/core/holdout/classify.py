@@ -4,7 +4,7 @@ Contract: ``classify(records, evidence, memo, config, *, tree) -> list[Predictio
 prediction holds a code (possibly partial, or none: a decline), a confidence, a routing flag
 (``auto``, ``review``, ``declined``), the candidate codes with scores and usage. Other
 classifiers plug in by name with :func:`register_classifier`; :func:`route_for` routes the way
-the README's definition says, so a plug-in can route the same way.
+docs/figures.md, "Holdout evaluation (000)", defines it, so a plug-in can route the same way.
 
 Confidence (one number per row, the one routing uses): the *support* of the prediction at the
 shallowest target depth, i.e. the share of the evidence weight held by evidence records whose

@@ -6,7 +6,8 @@ All three read the per-record outcome rows of :func:`eval_pipelines.core.holdout
 row_outcomes` (one frame per variant: ``record_key, code, confidence, route, label,
 label_node`` and ``right_<L>, declined_<L>`` per level ``L``). ``target_depth`` is one level:
 pass the evaluation's shallowest target depth (``min(spec.target_depth)``), the level routing
-and confidence are defined at. Definitions (also for the README):
+and confidence are defined at. Definitions (for users: docs/figures.md, "Holdout evaluation
+(000)"):
 
 Error severity (per variant)
     A row is *wrong* at the target depth when its label reaches that depth and

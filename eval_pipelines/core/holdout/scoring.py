@@ -1,6 +1,6 @@
 """Scoring predictions against labels, per tree level.
 
-Definitions (also in the README):
+Definitions (also in docs/figures.md, "Holdout evaluation (000)"):
 
 - A prediction is right at level L when its ancestor at L equals the label's ancestor at L.
 - Level L scores the records whose label reaches L (its ``n``); a shallower label is not scored

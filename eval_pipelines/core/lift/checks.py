@@ -46,8 +46,9 @@ Outcome audit
     table arm x (disagrees, agrees). p below :data:`AUDIT_ALPHA` = 0.001 fails, the sample
     ratio's threshold: the test is conditional and conservative, so a healthy experiment,
     whose logging errs alike in both arms (however often), fails it at most one time in a
-    thousand. Fisher's rather than Boschloo's (uniformly more powerful): Boschloo's took 1 s
-    at 300 and 4.7 s at 500 audited rows per arm here, for each scope of each report. Below
+    thousand. Fisher's rather than Boschloo's (uniformly more powerful): Boschloo's is far
+    slower, for each scope of each report (docs/benchmarks.md, "Figures behind code
+    choices"). Below
     ``MIN_N`` audited rows in either arm the check reads ``insufficient``; with none it
     reads ``unaudited``: neither parks, and the report says that a bias in one arm's outcome
     logging cannot be seen.

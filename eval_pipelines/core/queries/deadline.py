@@ -5,7 +5,7 @@ is sized to take at most about half the time left, from the time per row the chu
 took (the first chunk is one row; a small chunk's fixed cost only overstates the time per
 row, which makes the next chunk smaller, not later). So a run stops within a few rows' time of
 its budget, however small, while a run with time to spare pays one one-row chunk before its
-full-size chunks (the cost is measured in the README).
+full-size chunks (its cost: docs/benchmarks.md, "Measured figures on other pages").
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """Statistics with scipy-like signatures: data positional, options keyword-only, frozen results."""
 
+from eval_pipelines.core.stats.aa import (
+    AACheck,
+    UnpairedDifference,
+    aa_check,
+    unpaired_difference,
+    unpaired_verdict,
+)
 from eval_pipelines.core.stats.bootstrap import PairedDifference, paired_difference
 from eval_pipelines.core.stats.intervals import Interval, wilson_interval
 from eval_pipelines.core.stats.multiple import holm
@@ -19,39 +26,28 @@ from eval_pipelines.core.stats.verdict import (
 )
 
 __all__ = [
+    "AACheck",
+    "BETTER",
     "INSUFFICIENT",
     "MIN_N",
+    "NO_DETECTABLE_DIFFERENCE",
+    "WORSE",
     "Interval",
     "McNemarResult",
+    "PairedDifference",
     "Proportion",
+    "UnpairedDifference",
+    "aa_check",
     "estimate_proportion",
+    "holm",
     "is_sufficient",
     "mcnemar_exact",
-    "wilson_interval",
-    "BETTER",
-    "NO_DETECTABLE_DIFFERENCE",
-    "PairedDifference",
-    "WORSE",
-    "holm",
     "minimum_detectable_effect",
     "paired_difference",
     "paired_power",
     "paired_sample_size",
-    "verdict",
-]
-
-from eval_pipelines.core.stats.aa import (  # noqa: E402
-    AACheck,
-    UnpairedDifference,
-    aa_check,
-    unpaired_difference,
-    unpaired_verdict,
-)
-
-__all__ += [
-    "AACheck",
-    "UnpairedDifference",
-    "aa_check",
     "unpaired_difference",
     "unpaired_verdict",
+    "verdict",
+    "wilson_interval",
 ]

@@ -17,9 +17,13 @@ from typing import Any
 import numpy as np
 
 from eval_pipelines.core.stats.bootstrap import (
+    BootstrapEstimate,
     _as_outcomes,
+    _check_options,
     _cluster_codes,
     _cluster_replicates,
+    _paired_outcomes,
+    _unestimated,
 )
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N
@@ -53,8 +57,12 @@ MEASURED_FAILURE_RATES = (0.071, 0.085)
 
 
 @dataclass(frozen=True)
-class UnpairedDifference:
-    """Accuracy of side B minus accuracy of side A, on two disjoint sets of records.
+class UnpairedDifference(BootstrapEstimate):
+    """Accuracy of side B minus accuracy of side A, on two disjoint sets of records:
+    ``estimate`` is ``right_b / n_b - right_a / n_a`` (None when either side has fewer than
+    the minimum sample of records or clusters); the interval, a two-sample cluster bootstrap
+    (:data:`METHOD` or :data:`EXPANDED_METHOD`) of ``n_resamples`` resamples per side. The
+    other attributes are :class:`~eval_pipelines.core.stats.bootstrap.BootstrapEstimate`'s.
 
     Attributes
     ----------
@@ -65,18 +73,6 @@ class UnpairedDifference:
         ungrouped).
     right_a, right_b
         Records each side got right.
-    estimate
-        ``right_b / n_b - right_a / n_a``, or None when either side has fewer than the
-        minimum sample of records or clusters (reads ``insufficient_evidence``).
-    interval
-        Two-sample cluster-bootstrap interval of the estimate, or None with the estimate.
-    n_resamples
-        Bootstrap resamples per side, requested (reported whether or not an interval was
-        computed).
-    confidence_level
-        Nominal two-sided coverage of ``interval``.
-    method
-        How the interval was computed (:data:`METHOD`).
     """
 
     n_a: int
@@ -85,16 +81,6 @@ class UnpairedDifference:
     clusters_b: int
     right_a: int
     right_b: int
-    estimate: float | None
-    interval: Interval | None
-    n_resamples: int
-    confidence_level: float
-    method: str
-
-    @property
-    def sufficient(self) -> bool:
-        """True when an estimate and interval were computed."""
-        return self.estimate is not None
 
 
 def unpaired_difference(
@@ -188,6 +174,17 @@ def unpaired_difference(
            Journal of the American Statistical Association 83(401) (1988), 231-241.
     .. [5] B. L. Welch, "The generalization of 'Student's' problem when several different
            population variances are involved", Biometrika 34 (1947), 28-35.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import unpaired_difference
+    >>> a = [True] * 30 + [False] * 10
+    >>> b = [True] * 36 + [False] * 4
+    >>> result = unpaired_difference(a, b, n_resamples=500, rng=7)
+    >>> result.right_a, result.right_b, round(result.estimate, 3)
+    (30, 36, 0.15)
+    >>> print(f'{result.interval.low:+.3f} {result.interval.high:+.3f}')
+    +0.000 +0.300
     """
     if interval not in INTERVALS:
         raise ValueError(f"interval={interval!r}: must be one of {', '.join(INTERVALS)}")
@@ -207,11 +204,9 @@ def unpaired_difference(
         clusters_b=g_b,
         right_a=right_a,
         right_b=right_b,
-        estimate=None,
-        interval=None,
-        n_resamples=int(n_resamples),
-        confidence_level=float(confidence_level),
-        method=METHOD if interval == "percentile" else EXPANDED_METHOD,
+        **_unestimated(
+            n_resamples, confidence_level, METHOD if interval == "percentile" else EXPANDED_METHOD
+        ),
     )
     if min(n_a, n_b, g_a, g_b) < min_n:
         return counts_only
@@ -258,7 +253,15 @@ def _expanded(
 
 def unpaired_verdict(difference: UnpairedDifference) -> str:
     """Verdict word for an unpaired difference (B minus A): the one rule of
-    :func:`~eval_pipelines.core.stats.verdict.verdict`."""
+    :func:`~eval_pipelines.core.stats.verdict.verdict`.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import unpaired_difference, unpaired_verdict
+    >>> a = [True] * 30 + [False] * 10
+    >>> unpaired_verdict(unpaired_difference(a, a, n_resamples=500, rng=7))
+    'no detectable difference'
+    """
     return verdict(difference)
 
 
@@ -398,14 +401,16 @@ def aa_check(
     measurements, up to 10% (:data:`CALIBRATED_FAILURE_RATES`). A split with a half below ``min_n``
     records or clusters has no interval; it counts as no detection and in
     :attr:`AACheck.insufficient_splits`.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import aa_check
+    >>> baseline = [True, False, True, True] * 20
+    >>> check = aa_check(baseline, baseline, None, splits=5, n_resamples=200, rng=7)
+    >>> check.passed, check.flips, check.false_positives
+    (True, 0, 0)
     """
-    baseline = _as_outcomes(baseline_right, "baseline_right")
-    twin = _as_outcomes(twin_right, "twin_right")
-    if baseline.shape != twin.shape:
-        raise ValueError(
-            f"baseline_right has {baseline.size} records and twin_right {twin.size}: "
-            "they must pair up record by record"
-        )
+    baseline, twin = _paired_outcomes(baseline_right, twin_right, ("baseline_right", "twin_right"))
     n = int(baseline.size)
     codes, n_clusters = _named_codes(clusters, n, "clusters")
     if isinstance(splits, bool) or not isinstance(splits, int | np.integer):
@@ -470,17 +475,6 @@ def _named_codes(
         return _cluster_codes(clusters, n)
     except ValueError as error:
         raise ValueError(str(error).replace("clusters:", f"{name}:", 1)) from None
-
-
-def _check_options(n_resamples: int, confidence_level: float, min_n: int) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
-        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
-    if min_n < 1:
-        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
 
 
 def _side_replicates(

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from eval_pipelines.core.stats.arguments import check_probability
 from eval_pipelines.core.stats.intervals import Interval
 
 #: ``PairedDifference.method`` for every interval this module computes.
@@ -19,9 +21,44 @@ METHOD = "cluster bootstrap, percentile"
 _BLOCK_CELLS = 1 << 21
 
 
+@dataclass(frozen=True, kw_only=True)
+class BootstrapEstimate:
+    """What every cluster-bootstrap result holds besides its counts: the estimate, its
+    interval and how the interval was computed. Keyword-only, so each result's own counts
+    come first in its constructor.
+
+    Attributes
+    ----------
+    estimate
+        The point estimate (each result says its formula), or None below the minimum sample
+        of records or clusters (reads ``insufficient_evidence``).
+    interval
+        Cluster-bootstrap interval of the estimate, or None with the estimate.
+    n_resamples
+        Bootstrap resamples requested (reported whether or not an interval was computed).
+    confidence_level
+        Nominal two-sided coverage of ``interval``.
+    method
+        How the interval was computed (the computing module's ``METHOD``).
+    """
+
+    estimate: float | None
+    interval: Interval | None
+    n_resamples: int
+    confidence_level: float
+    method: str
+
+    @property
+    def sufficient(self) -> bool:
+        """True when an estimate and interval were computed."""
+        return self.estimate is not None
+
+
 @dataclass(frozen=True)
-class PairedDifference:
-    """Candidate accuracy minus baseline accuracy on the same records.
+class PairedDifference(BootstrapEstimate):
+    """Candidate accuracy minus baseline accuracy on the same records: ``estimate`` is
+    ``(candidate_right - baseline_right) / n``; the interval, a cluster bootstrap
+    (:data:`METHOD`). The other attributes are :class:`BootstrapEstimate`'s.
 
     Attributes
     ----------
@@ -35,17 +72,6 @@ class PairedDifference:
         Records the candidate got right and the baseline wrong.
     newly_wrong
         Records the baseline got right and the candidate wrong.
-    estimate
-        ``(candidate_right - baseline_right) / n``, or None below the minimum sample of
-        records or clusters (reads ``insufficient_evidence``).
-    interval
-        Cluster-bootstrap interval of the estimate, or None with the estimate.
-    n_resamples
-        Bootstrap resamples requested (reported whether or not an interval was computed).
-    confidence_level
-        Nominal two-sided coverage of ``interval``.
-    method
-        How the interval was computed (:data:`METHOD`).
     """
 
     n: int
@@ -54,16 +80,6 @@ class PairedDifference:
     candidate_right: int
     newly_right: int
     newly_wrong: int
-    estimate: float | None
-    interval: Interval | None
-    n_resamples: int
-    confidence_level: float
-    method: str
-
-    @property
-    def sufficient(self) -> bool:
-        """True when an estimate and interval were computed."""
-        return self.estimate is not None
 
     @property
     def discordant(self) -> int:
@@ -144,24 +160,24 @@ def paired_difference(
            Cambridge University Press (1997), section 3.8 (resampling clustered data).
     .. [3] B. Efron, "Better bootstrap confidence intervals", J. Am. Stat. Assoc. 82 (1987),
            171-185.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import paired_difference
+    >>> baseline = [True] * 30 + [False] * 10
+    >>> candidate = [True] * 26 + [False] * 4 + [True] * 8 + [False] * 2
+    >>> result = paired_difference(baseline, candidate, n_resamples=500, rng=7)
+    >>> result.newly_right, result.newly_wrong, result.estimate
+    (8, 4, 0.1)
+    >>> print(f'{result.interval.low:+.3f} {result.interval.high:+.3f}')
+    -0.050 +0.275
     """
-    baseline = _as_outcomes(baseline_right, "baseline_right")
-    candidate = _as_outcomes(candidate_right, "candidate_right")
-    if baseline.shape != candidate.shape:
-        raise ValueError(
-            f"baseline_right has {baseline.size} records and candidate_right {candidate.size}: "
-            "they must pair up record by record"
-        )
+    baseline, candidate = _paired_outcomes(
+        baseline_right, candidate_right, ("baseline_right", "candidate_right")
+    )
     n = int(baseline.size)
     codes, n_clusters = _cluster_codes(clusters, n)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
-        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
-    if min_n < 1:
-        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
+    _check_options(n_resamples, confidence_level, min_n)
     generator = np.random.default_rng(rng)
 
     newly_right = int(np.count_nonzero(candidate & ~baseline))
@@ -173,11 +189,7 @@ def paired_difference(
         candidate_right=int(np.count_nonzero(candidate)),
         newly_right=newly_right,
         newly_wrong=newly_wrong,
-        estimate=None,
-        interval=None,
-        n_resamples=int(n_resamples),
-        confidence_level=float(confidence_level),
-        method=METHOD,
+        **_unestimated(n_resamples, confidence_level, METHOD),
     )
     if n < min_n or n_clusters < min_n:
         return counts_only
@@ -191,6 +203,43 @@ def paired_difference(
     low, high = np.quantile(replicates, [tail, 1.0 - tail])
     interval = Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
     return dataclasses.replace(counts_only, estimate=estimate, interval=interval)
+
+
+def _paired_outcomes(
+    first: Sequence[bool] | np.ndarray,
+    second: Sequence[bool] | np.ndarray,
+    names: tuple[str, str],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two outcome arrays that must pair up record by record (``names`` as the caller's
+    parameters, for the message)."""
+    a, b = _as_outcomes(first, names[0]), _as_outcomes(second, names[1])
+    if a.shape != b.shape:
+        raise ValueError(
+            f"{names[0]} has {a.size} records and {names[1]} {b.size}: "
+            "they must pair up record by record"
+        )
+    return a, b
+
+
+def _unestimated(n_resamples: int, confidence_level: float, method: str) -> dict[str, Any]:
+    """The :class:`BootstrapEstimate` fields of a result before (or without) its estimate."""
+    return {
+        "estimate": None,
+        "interval": None,
+        "n_resamples": int(n_resamples),
+        "confidence_level": float(confidence_level),
+        "method": method,
+    }
+
+
+def _check_options(n_resamples: int, confidence_level: float, min_n: int) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
+        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
+    check_probability(confidence_level, "confidence_level")
+    if min_n < 1:
+        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
 
 
 def _as_outcomes(values: Sequence[bool] | np.ndarray, name: str) -> np.ndarray:

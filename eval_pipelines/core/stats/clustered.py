@@ -10,7 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval_pipelines.core.stats.bootstrap import _cluster_codes, _cluster_replicates
+from eval_pipelines.core.stats.bootstrap import (
+    BootstrapEstimate,
+    _check_options,
+    _cluster_codes,
+    _cluster_replicates,
+    _unestimated,
+)
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import MIN_N
 
@@ -19,8 +25,11 @@ METHOD = "cluster bootstrap, percentile"
 
 
 @dataclass(frozen=True)
-class ClusterRatio:
-    """``sum(numerators) / sum(denominators)`` over units resampled by cluster.
+class ClusterRatio(BootstrapEstimate):
+    """``sum(numerators) / sum(denominators)`` over units resampled by cluster: ``estimate``
+    is ``numerator / denominator`` (None below the minimum sample of units or clusters); the
+    interval, a cluster-bootstrap percentile interval (:data:`METHOD`). The other attributes
+    are :class:`~eval_pipelines.core.stats.bootstrap.BootstrapEstimate`'s.
 
     Attributes
     ----------
@@ -30,33 +39,12 @@ class ClusterRatio:
         Units (e.g. records).
     n_clusters
         Clusters resampled (``n`` when each unit is its own).
-    estimate
-        ``numerator / denominator``, or None below the minimum sample of units or clusters
-        (reads ``insufficient_evidence``).
-    interval
-        Cluster-bootstrap percentile interval of the estimate, or None with the estimate.
-    n_resamples
-        Bootstrap resamples requested (reported whether or not an interval was computed).
-    confidence_level
-        Nominal two-sided coverage of ``interval``.
-    method
-        How the interval was computed (:data:`METHOD`).
     """
 
     numerator: float
     denominator: float
     n: int
     n_clusters: int
-    estimate: float | None
-    interval: Interval | None
-    n_resamples: int
-    confidence_level: float
-    method: str
-
-    @property
-    def sufficient(self) -> bool:
-        """True when an estimate and interval were computed."""
-        return self.estimate is not None
 
 
 def cluster_ratio(
@@ -122,6 +110,17 @@ def cluster_ratio(
            Cambridge University Press (1997), section 3.8 (resampling clustered data).
     .. [3] A. C. Cameron and D. L. Miller, "A Practitioner's Guide to Cluster-Robust
            Inference", Journal of Human Resources 50(2) (2015), 317-372.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.clustered import cluster_ratio
+    >>> share_right = [1.0, 0.5, 1.0, 0.0] * 6
+    >>> clusters = [i // 2 for i in range(24)]  # two records per cluster
+    >>> result = cluster_ratio(share_right, clusters=clusters, n_resamples=500, rng=7, min_n=10)
+    >>> result.estimate, result.n_clusters
+    (0.625, 12)
+    >>> print(f'{result.interval.low:.3f} {result.interval.high:.3f}')
+    0.562 0.688
     """
     values = _as_finite(numerators, "numerators")
     n = int(values.size)
@@ -136,14 +135,7 @@ def cluster_ratio(
         if n and not (weights > 0).all():
             raise ValueError("denominators: every unit's weight must be positive")
     codes, n_clusters = _cluster_codes(clusters, n)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
-        raise ValueError(f"n_resamples={n_resamples!r}: must be an integer")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples={n_resamples}: must be at least 1")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
-    if min_n < 1:
-        raise ValueError(f"min_n={min_n}: must be at least 1 (no estimate exists for n = 0)")
+    _check_options(n_resamples, confidence_level, min_n)
     generator = np.random.default_rng(rng)
 
     total, weight = float(values.sum()), float(weights.sum())
@@ -152,11 +144,7 @@ def cluster_ratio(
         denominator=weight,
         n=n,
         n_clusters=n_clusters,
-        estimate=None,
-        interval=None,
-        n_resamples=int(n_resamples),
-        confidence_level=float(confidence_level),
-        method=METHOD,
+        **_unestimated(n_resamples, confidence_level, METHOD),
     )
     if n < min_n or n_clusters < min_n:
         return counts_only

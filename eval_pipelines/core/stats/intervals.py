@@ -9,6 +9,8 @@ from dataclasses import dataclass
 # scipy.stats (slow to import, docs/benchmarks.md).
 from scipy import special
 
+from eval_pipelines.core.stats.arguments import check_probability
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -56,13 +58,19 @@ def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> Interv
            inference", J. Am. Stat. Assoc. 22 (1927), 209-212.
     .. [2] R. G. Newcombe, "Two-sided confidence intervals for the single proportion:
            comparison of seven methods", Statistics in Medicine 17 (1998), 857-872.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import wilson_interval
+    >>> interval = wilson_interval(45, 50)
+    >>> print(f'{interval.low:.4f} {interval.high:.4f}')
+    0.7864 0.9565
     """
     if n < 1:
         raise ValueError(f"n={n}: a Wilson interval needs at least one trial")
     if not 0 <= k <= n:
         raise ValueError(f"k={k}: must be between 0 and n={n}")
-    if not 0.0 < confidence_level < 1.0:
-        raise ValueError(f"confidence_level={confidence_level}: must be in (0, 1)")
+    check_probability(confidence_level, "confidence_level")
     z = float(special.ndtri(0.5 + confidence_level / 2.0))
     p_hat = k / n
     denominator = 1.0 + z * z / n

@@ -14,6 +14,7 @@ import math
 
 from scipy import special
 
+from eval_pipelines.core.stats.arguments import check_probability
 from eval_pipelines.core.stats.intervals import Interval
 
 __all__ = ["interval_standard_error", "minimum_detectable_effect_from_se"]
@@ -45,10 +46,16 @@ def interval_standard_error(interval: Interval) -> float:
     ----------
     .. [1] B. Efron and R. J. Tibshirani, "An Introduction to the Bootstrap", Chapman & Hall
            (1993), sections 12.2 and 13.3 (normal and percentile intervals).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import Interval
+    >>> from eval_pipelines.core.stats.lift_power import interval_standard_error
+    >>> round(interval_standard_error(Interval(low=-0.02, high=0.06, confidence_level=0.95)), 6)
+    0.020409
     """
     level = interval.confidence_level
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"confidence_level={level}: must be in (0, 1)")
+    check_probability(level, "confidence_level")
     if not interval.low <= interval.high:
         raise ValueError(f"interval [{interval.low}, {interval.high}]: low must not exceed high")
     z = float(-special.ndtri((1.0 - level) / 2.0))
@@ -97,13 +104,17 @@ def minimum_detectable_effect_from_se(
     .. [2] E. Duflo, R. Glennerster and M. Kremer, "Using randomization in development
            economics research: a toolkit", Handbook of Development Economics 4 (2007),
            section 4.1.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.lift_power import minimum_detectable_effect_from_se
+    >>> round(minimum_detectable_effect_from_se(0.01), 6)
+    0.028016
     """
     if not math.isfinite(standard_error) or standard_error < 0.0:
         raise ValueError(f"standard_error={standard_error}: must be finite and at least 0")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha={alpha}: must be in (0, 1)")
-    if not 0.0 < power < 1.0:
-        raise ValueError(f"power={power}: must be in (0, 1)")
+    check_probability(alpha, "alpha")
+    check_probability(power, "power")
     z_alpha = float(-special.ndtri(alpha / 2.0))
     z_power = float(special.ndtri(power))
     # A power below alpha / 2 is reached by no difference at all (the multiplier turns

@@ -36,6 +36,12 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> tuple[float, ...]:
            Journal of Statistics 6 (1979), 65-70.
     .. [2] P. H. Westfall and S. S. Young, "Resampling-Based Multiple Testing", Wiley
            (1993), section 2.4 (adjusted p-values).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import holm
+    >>> holm([0.01, 0.04, 0.03])
+    (0.03, 0.06, 0.06)
     """
     values = np.asarray(pvalues, dtype=np.float64)
     if values.ndim != 1:

@@ -61,6 +61,13 @@ def mcnemar_exact(b: int, c: int) -> McNemarResult:
     .. [1] Q. McNemar, "Note on the sampling error of the difference between correlated
            proportions or percentages", Psychometrika 12 (1947), 153-157.
     .. [2] A. Agresti, "Categorical Data Analysis", 3rd ed., Wiley (2013), section 11.1.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import mcnemar_exact
+    >>> result = mcnemar_exact(12, 3)
+    >>> result.statistic, round(result.pvalue, 6)
+    (3, 0.035156)
     """
     if b < 0 or c < 0:
         raise ValueError(f"b={b}, c={c}: discordant counts must be non-negative")

@@ -15,5 +15,12 @@ MIN_N = 20
 
 
 def is_sufficient(n: int, *, min_n: int = MIN_N) -> bool:
-    """True when ``n`` observations are enough to report a derived statistic."""
+    """True when ``n`` observations are enough to report a derived statistic.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import is_sufficient
+    >>> is_sufficient(19), is_sufficient(20)
+    (False, True)
+    """
     return n >= min_n

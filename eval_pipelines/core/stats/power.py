@@ -11,6 +11,8 @@ import numbers
 
 from scipy import special
 
+from eval_pipelines.core.stats.arguments import check_probability
+
 
 def paired_power(n: int, difference: float, discordance: float, *, alpha: float = 0.05) -> float:
     """Approximate power of the two-sided McNemar test with ``n`` pairs.
@@ -46,6 +48,12 @@ def paired_power(n: int, difference: float, discordance: float, *, alpha: float 
     .. [2] J. M. Lachin, "Power and sample size evaluation for the McNemar test with
            application to matched case-control studies", Statistics in Medicine 11 (1992),
            1239-1251.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import paired_power
+    >>> round(paired_power(400, 0.05, 0.15), 4)
+    0.7348
     """
     _check_n(n)
     _check_design(difference, discordance)
@@ -103,6 +111,12 @@ def paired_sample_size(
     .. [2] J. M. Lachin, "Power and sample size evaluation for the McNemar test with
            application to matched case-control studies", Statistics in Medicine 11 (1992),
            1239-1251.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import paired_sample_size
+    >>> paired_sample_size(0.05, 0.15)
+    469
     """
     _check_design(difference, discordance)
     z_alpha = _upper_quantile(alpha, "alpha", tail=alpha / 2.0)
@@ -159,6 +173,14 @@ def minimum_detectable_effect(
     ----------
     .. [1] R. J. Connor, "Sample size for testing differences in proportions for the
            paired-sample design", Biometrics 43 (1987), 207-211.
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import minimum_detectable_effect
+    >>> round(minimum_detectable_effect(474, 0.15), 4)
+    0.0497
+    >>> minimum_detectable_effect(100, 0.0)
+    inf
     """
     _check_n(n)
     if not 0.0 <= discordance <= 1.0:
@@ -200,6 +222,5 @@ def _check_design(difference: float, discordance: float) -> None:
 
 def _upper_quantile(level: float, name: str, *, tail: float) -> float:
     """``z`` with ``P(Z > z) = tail``, after checking that the option ``name`` is in (0, 1)."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"{name}={level}: must be in (0, 1)")
+    check_probability(level, name)
     return float(-special.ndtri(tail))

@@ -60,6 +60,15 @@ def estimate_proportion(
     min_n
         Below this many trials the estimate and interval are None (see
         :mod:`eval_pipelines.core.stats.policy`).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import estimate_proportion
+    >>> accuracy = estimate_proportion(45, 50)
+    >>> accuracy.estimate, accuracy.sufficient
+    (0.9, True)
+    >>> estimate_proportion(9, 10).estimate is None  # below the minimum n
+    True
     """
     if n < 0 or not 0 <= k <= max(n, 0):
         raise ValueError(f"k={k}, n={n}: need 0 <= k <= n")

@@ -48,7 +48,14 @@ def _check(name: str, value: float, *, low: float, high: float = math.inf) -> No
 
 
 def mixing_rho_squared(n_star: float, alpha: float) -> float:
-    """``rho^2`` that makes the sequence narrowest at ``n_star`` units [1]_ (eq. 2.10)."""
+    """``rho^2`` that makes the sequence narrowest at ``n_star`` units [1]_ (eq. 2.10).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.sequential import mixing_rho_squared
+    >>> round(mixing_rho_squared(2000, 0.05), 8)
+    0.00396808
+    """
     _check("n_star", n_star, low=0)
     _check("alpha", alpha, low=0, high=1)
     log_term = -2.0 * math.log(alpha)
@@ -58,7 +65,14 @@ def mixing_rho_squared(n_star: float, alpha: float) -> float:
 def sequence_multiplier(n: int, *, alpha: float = 0.05, n_star: float = DEFAULT_N_STAR) -> float:
     """Half-width of the sequence in standard errors at ``n`` units: ``sqrt(n) * sqrt(2 (n
     rho^2 + 1) / (n^2 rho^2) * log(sqrt(n rho^2 + 1) / alpha))`` (1.96 for a fixed 95%
-    interval; larger here, the price of looking at every n)."""
+    interval; larger here, the price of looking at every n).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.sequential import sequence_multiplier
+    >>> round(sequence_multiplier(2000), 4)
+    3.0352
+    """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n={n!r}: must be an integer of at least 1")
     rho2 = mixing_rho_squared(n_star, alpha)
@@ -70,7 +84,14 @@ def sequence_half_width(
     se: float, n: int, *, alpha: float = 0.05, n_star: float = DEFAULT_N_STAR
 ) -> float:
     """Half-width of the always-valid interval of an estimate with standard error ``se`` from
-    ``n`` independent units (:func:`sequence_multiplier` times ``se``)."""
+    ``n`` independent units (:func:`sequence_multiplier` times ``se``).
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats.sequential import sequence_half_width
+    >>> round(sequence_half_width(0.01, 2000), 6)
+    0.030352
+    """
     if not (isinstance(se, int | float) and math.isfinite(se) and se >= 0):
         raise ValueError(f"se={se!r}: must be a finite number of at least 0")
     return sequence_multiplier(n, alpha=alpha, n_star=n_star) * se

@@ -41,6 +41,16 @@ def verdict(difference: HasInterval) -> str:
     ----------
     .. [1] The superiority rule of specification 004 ("the lower bound of the confidence
            interval above zero").
+
+    Examples
+    --------
+    >>> from eval_pipelines.core.stats import paired_difference, verdict
+    >>> baseline = [True] * 60 + [False] * 40
+    >>> candidate = [True] * 58 + [False] * 2 + [True] * 30 + [False] * 10
+    >>> verdict(paired_difference(baseline, candidate, n_resamples=500, rng=7))
+    'better'
+    >>> verdict(paired_difference(baseline, baseline, n_resamples=500, rng=7))
+    'no detectable difference'
     """
     interval = difference.interval
     if interval is None:

@@ -1,7 +1,8 @@
 """Where numba keeps the compiled kernels: a per-user cache folder unless told otherwise.
 
 Without a cache folder numba writes next to the package (often read-only, or wiped with the
-virtual environment) and every new process compiles the kernels again (about 7 s). Importing
+virtual environment) and every new process compiles the kernels again (docs/benchmarks.md,
+"Holdout, `make bench`": the cold and the warm text index build). Importing
 this module, which the kernel modules do before defining their kernels, points numba at
 ``$NUMBA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/eval_pipelines/numba/<sources>`` (default
 ``~/.cache/eval_pipelines/numba/<sources>``). The kernel modules are imported lazily, at first
@@ -26,6 +27,8 @@ _CORE = Path(__file__).resolve().parents[1]
 KERNEL_MODULES = (
     "topk_heap.py",
     "text/search_kernels.py",
+    "text/pruned_search.py",
+    "text/row_scores.py",
     "text/vectorize.py",
     "embeddings/dense.py",
     "embeddings/ann.py",

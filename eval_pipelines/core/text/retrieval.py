@@ -22,8 +22,9 @@ the plain scan of every posting list; both return the same results.
 
 The index is :mod:`eval_pipelines.core.text.inverted_index`; it is stored and memory-mapped by
 :mod:`eval_pipelines.core.text.index_files`; the kernels are in
-:mod:`eval_pipelines.core.text.search_kernels`. This module checks the arguments, drives the
-kernels over shards and segments, and holds the brute-force reference.
+:mod:`eval_pipelines.core.text.search_kernels` (the plain scan) and
+:mod:`eval_pipelines.core.text.pruned_search` (MaxScore). This module checks the arguments,
+drives the kernels over shards and segments, and holds the brute-force reference.
 """
 
 from __future__ import annotations
@@ -47,17 +48,22 @@ from eval_pipelines.core.text.inverted_index import (
     build_text_index,
     feature_bounds,
 )
-from eval_pipelines.core.text.search_kernels import RESCORE_COST, pruned_kernel, search_kernel
+from eval_pipelines.core.text.pruned_search import RESCORE_COST, pruned_kernel
+from eval_pipelines.core.text.search_kernels import search_kernel
 from eval_pipelines.core.text.search_result import (
     SearchResult,
+    brute_force_result,
     concatenate_results,
     merge_shard_results,
+    ranked_candidates,
     shift_ids,
 )
 
+# Near-duplicates kept per query on the first pass; queries with more are rerun with room for
 # all of them, so the cap costs time, never results.
 _NEAR_DUPLICATE_CAP = 256
-# work on 130k records), and per-call overhead stays far below the search itself.
+# Queries per kernel call: between calls an interrupt is honoured, and per-call overhead stays
+# far below the search itself.
 _QUERIES_PER_CALL = 512
 # Queries scored at once by the brute-force reference, to bound its dense score block.
 _BRUTE_FORCE_BLOCK = 256
@@ -485,16 +491,7 @@ def search_brute_force(
             s[near] = 0.0
             s[req.exclude_indices[req.exclude_indptr[qi] : req.exclude_indptr[qi + 1]]] = 0.0
             candidates = np.flatnonzero(s > 0.0)
-            order = np.lexsort((doc_ids[candidates], -s[candidates]))[:k]
-            top = candidates[order]
+            top = ranked_candidates(s, candidates, k)
             neighbours[qi, : top.shape[0]] = top
             similarities[qi, : top.shape[0]] = s[top]
-    nd_indptr = np.zeros(n_queries + 1, dtype=np.int64)
-    np.cumsum([row.shape[0] for row in nd_rows], out=nd_indptr[1:])
-    nd_indices = np.concatenate(nd_rows) if nd_rows else np.zeros(0, dtype=np.int32)
-    return SearchResult(
-        neighbours=neighbours,
-        similarities=similarities,
-        near_duplicate_indptr=nd_indptr,
-        near_duplicate_indices=nd_indices.astype(np.int32, copy=False),
-    )
+    return brute_force_result(neighbours, similarities, nd_rows)

@@ -36,6 +36,29 @@ class SearchResult:
     near_duplicate_indices: np.ndarray
 
 
+def ranked_candidates(scores: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
+    """The best ``k`` of ``candidates`` (document ids) by descending ``scores[id]``, ties by the
+    smaller id: the order of :attr:`SearchResult.neighbours`, as the brute-force references
+    sort it."""
+    return candidates[np.lexsort((candidates, -scores[candidates]))[:k]]
+
+
+def brute_force_result(
+    neighbours: np.ndarray, similarities: np.ndarray, near_duplicates: list[np.ndarray]
+) -> SearchResult:
+    """The result of a brute-force reference from its neighbour arrays and each query's
+    near-duplicate ids (ascending), which become the CSR rows."""
+    indptr = np.zeros(len(near_duplicates) + 1, dtype=np.int64)
+    np.cumsum([row.shape[0] for row in near_duplicates], out=indptr[1:])
+    indices = np.concatenate(near_duplicates) if near_duplicates else np.zeros(0, dtype=np.int32)
+    return SearchResult(
+        neighbours=neighbours,
+        similarities=similarities,
+        near_duplicate_indptr=indptr,
+        near_duplicate_indices=indices.astype(np.int32, copy=False),
+    )
+
+
 def concatenate_results(parts: list[SearchResult]) -> SearchResult:
     """Results of consecutive batches of queries, as one result (queries in order)."""
     if len(parts) == 1:

@@ -15,7 +15,7 @@ from eval_pipelines.core.holdout.diagnostics import (
     label_review,
     risk_coverage,
 )
-from eval_pipelines.core.holdout.report import proportion_to_json
+from eval_pipelines.core.holdout.report_json import proportion_to_json
 from eval_pipelines.core.holdout.scoring import row_outcomes
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.core.tree import tree_from_parent_links

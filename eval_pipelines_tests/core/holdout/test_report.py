@@ -11,14 +11,9 @@ import pytest
 from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.grouping_settings import Grouping
-from eval_pipelines.core.holdout.report import (
-    Comparison,
-    VariantResult,
-    build_report,
-    format_difference,
-    report_markdown,
-    report_to_json,
-)
+from eval_pipelines.core.holdout.report import Comparison, VariantResult, build_report
+from eval_pipelines.core.holdout.report_json import report_to_json
+from eval_pipelines.core.holdout.report_markdown import format_difference, report_markdown
 from eval_pipelines.core.holdout.scoring import (
     candidate_supply,
     memo_rule_rows,
@@ -259,7 +254,7 @@ def test_format_difference_signs_only_nonzero_rounded_values(value, text):
 
 
 def test_a_verdict_needs_the_interval_and_the_exact_test() -> None:
-    from eval_pipelines.core.holdout.report import confirmed_verdict
+    from eval_pipelines.core.holdout.report_json import confirmed_verdict
 
     # The demo's chapter level: interval [+0.010, +0.055] (better) but Holm p 0.0625.
     assert confirmed_verdict("better", 0.0625) == "no detectable difference"

@@ -5,7 +5,7 @@ import json
 import polars as pl
 
 from eval_pipelines.core.holdout.compare import compare_outcomes
-from eval_pipelines.core.holdout.report import paired_levels_to_json, proportion_to_json
+from eval_pipelines.core.holdout.report_json import paired_levels_to_json, proportion_to_json
 from eval_pipelines.core.holdout.scoring import row_outcomes, score_variant
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.core.tree import tree_from_parent_links

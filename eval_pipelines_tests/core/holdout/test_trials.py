@@ -14,12 +14,9 @@ import statsmodels.api as sm
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.grouping_settings import Grouping
-from eval_pipelines.core.holdout.report import (
-    VariantResult,
-    build_report,
-    report_markdown,
-    report_to_json,
-)
+from eval_pipelines.core.holdout.report import VariantResult, build_report
+from eval_pipelines.core.holdout.report_json import report_to_json
+from eval_pipelines.core.holdout.report_markdown import report_markdown
 from eval_pipelines.core.holdout.scoring import candidate_supply, row_outcomes, score_variant
 from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.core.holdout.trials import summarize_trials, trials_warnings

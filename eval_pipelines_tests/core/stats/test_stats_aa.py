@@ -289,8 +289,15 @@ def test_no_variation_gives_a_point_interval():
 def test_unpaired_verdict_is_the_paired_verdict_rule(low, high):
     # Oracle: verdict() of the paired module on a PairedDifference with the same bounds.
     interval = Interval(low=low, high=high, confidence_level=0.95)
-    unpaired = UnpairedDifference(100, 100, 100, 100, 70, 72, 0.02, interval, 2000, 0.95, "x")
-    paired = PairedDifference(100, 100, 70, 72, 5, 3, 0.02, interval, 2000, 0.95, "x")
+    estimate = {
+        "estimate": 0.02,
+        "interval": interval,
+        "n_resamples": 2000,
+        "confidence_level": 0.95,
+        "method": "x",
+    }
+    unpaired = UnpairedDifference(100, 100, 100, 100, 70, 72, **estimate)
+    paired = PairedDifference(100, 100, 70, 72, 5, 3, **estimate)
     assert unpaired_verdict(unpaired) == verdict(paired)
     assert unpaired_verdict(unpaired) in (BETTER, WORSE, NO_DETECTABLE_DIFFERENCE)
 
