@@ -40,6 +40,7 @@ def _report(response: Mapping[str, Any], evaluation: QueryEvaluation) -> str:
         run_id=evaluation.run_id,
         cached=bool(evaluation.cached),
         folds=evaluation.folds,
+        listing_hint="--json lists them all",
     )
 
 

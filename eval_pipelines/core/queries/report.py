@@ -136,13 +136,14 @@ def _scalars(response: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _case_lines(response: Mapping[str, Any]) -> list[str]:
+def _case_lines(response: Mapping[str, Any], listing_hint: str) -> list[str]:
     lines = []
     for name in ("cases", "errorCases", "correctCases"):
         if name not in response:
             continue
         entries = response[name]
-        lines.append(f"{name}: {len(entries)} (--json lists them all)")
+        hint = f" ({listing_hint})" if listing_hint else ""
+        lines.append(f"{name}: {len(entries)}{hint}")
         for case in entries[:CASES_SHOWN]:
             top, correct = case["top"], case["correct"]
             lines.append(
@@ -178,10 +179,12 @@ def report_text(
     run_id: str | None,
     cached: bool,
     folds: int | None,
+    listing_hint: str = "",
 ) -> str:
     """For people: the headline (model against baseline, with n), every scalar metric, the
     message, and which evaluation and run it is (``response`` is the 003 response,
-    ``metrics`` every scalar metric of the stored result)."""
+    ``metrics`` every scalar metric of the stored result). Only the first few cases are
+    shown; ``listing_hint`` says where the caller's user finds them all."""
     lines = [headline(metrics)]
     if response.get("truncated"):
         lines.append(
@@ -189,7 +192,7 @@ def report_text(
             "test rows"
         )
     lines += _metric_lines(_scalars(response) or metrics)
-    lines += _case_lines(response)
+    lines += _case_lines(response, listing_hint)
     lines += _fold_lines(response)
     if response.get("message"):
         lines.append(f"message: {response['message']}")

@@ -49,7 +49,15 @@ def test_the_headline_pairs_the_model_with_its_baseline() -> None:
 
 
 def test_the_text_lists_the_selected_metrics_cases_folds_and_the_run() -> None:
-    text = report_text(RESPONSE, METRICS, eval_id="q-1", run_id="r1", cached=False, folds=2)
+    text = report_text(
+        RESPONSE,
+        METRICS,
+        eval_id="q-1",
+        run_id="r1",
+        cached=False,
+        folds=2,
+        listing_hint="--json lists them all",
+    )
     assert text == "\n".join(
         [
             "accuracy 0.5000 vs baseAccuracy 0.2500 (n = 3)",
