@@ -31,7 +31,7 @@ from eval_pipelines.core.golden.compare import CaseChange, FieldDelta
 from eval_pipelines.core.golden.gate import SetGate
 from eval_pipelines.core.golden.labels import resolve_labels
 from eval_pipelines.core.golden.scoring import RunScore, compare_runs, validate_threshold
-from eval_pipelines.core.golden.summary import json_difference, json_share
+from eval_pipelines.core.golden.shares import json_difference, json_share
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.definition import validate_name
 from eval_pipelines.core.workflows.documents import read_document
@@ -671,7 +671,7 @@ def run_and_report(
     or when its result was stored as completed by a ``golden_run`` step that did not succeed:
     such a golden run does not count)."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     started = run_set(set_name, revision=revision, wait=True, timeout=timeout, warehouse=warehouse)
     reports = [
