@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 
 from eval_pipelines import runs
-from eval_pipelines.instance import dagster_instance
+from eval_pipelines.runs.instance import dagster_instance
 from eval_pipelines_tests.lift_traffic import write_log
 from eval_pipelines_tests.test_api_lift import lever_split
 from eval_pipelines_tests.test_api_queries import PREDICT, load_products

@@ -91,7 +91,7 @@ class RunInfo(JsonResult):
 
     @property
     def finished(self) -> bool:
-        # runs.model.FINISHED_STATES, not imported here: that module imports dagster.
+        # runs.states.FINISHED_STATES, not imported here: that module imports dagster.
         return self.state in ("succeeded", "failed", "canceled")
 
 
@@ -232,7 +232,7 @@ def _launch(
     With ``wait``, ``progress`` is told about the run as it goes and the answer is the ended
     run's; Ctrl-C cancels the run and raises :class:`EvalInterrupted`."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     instance = dagster_instance()
     kind = runs.kind_of(KIND)
@@ -780,7 +780,7 @@ def get_holdout_eval(
     step, the versions and, once complete, the report. Raises :class:`WarehouseBusy` when
     another process holds the warehouse for over 15 s."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     stored = _read_stored(case_id, eval_id, warehouse)
     instance = dagster_instance()
@@ -819,7 +819,7 @@ def wait_for_eval(
     finished costs one read of the warehouse.
     """
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     if not is_finite_number(timeout) or timeout <= 0:
         # A NaN deadline never passes (``now > nan`` is false): the wait would never end.
@@ -868,7 +868,7 @@ def wait_for_eval(
 def no_run_message(status: HoldoutStatus) -> str:
     """What to say about an evaluation the Dagster instance holds no run of: which instance
     was read (``$DAGSTER_HOME``) and how to reach the one that ran it, or how to run it."""
-    from eval_pipelines.instance import dagster_home
+    from eval_pipelines.runs.instance import dagster_home
 
     rerun = f"'eval-pipelines eval rerun {status.case_id} {status.eval_id}'"
     where = f"the Dagster instance in {dagster_home()} (DAGSTER_HOME)"
@@ -985,7 +985,7 @@ def prune_partitions(*, warehouse: Path | str | None = None) -> list[str]:
     key added in the UI's Materialize dialog has no spec, and its failed runs turn the asset
     graph red until the key is gone). Returns the keys deleted."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS
@@ -1004,7 +1004,7 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
         frame = evaluations_store.list_evaluations(conn, case_id)
     instance = None
     if frame["has_report"].any():
-        from eval_pipelines.instance import dagster_instance
+        from eval_pipelines.runs.instance import dagster_instance
 
         instance = dagster_instance()
     listed = []

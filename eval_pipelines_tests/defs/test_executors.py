@@ -21,7 +21,8 @@ from dask.distributed import Client, LocalCluster, Nanny, Scheduler, SpecCluster
 from eval_pipelines import api
 from eval_pipelines.definitions import defs
 from eval_pipelines.defs.executors import executor_run_config
-from eval_pipelines.instance import DUCKDB_POOL, set_pool_limit
+from eval_pipelines.defs.pools import DUCKDB_POOL
+from eval_pipelines.runs.instance import set_pool_limit
 from eval_pipelines.settings import INDEX_DIR_ENV, WAREHOUSE_ENV
 from eval_pipelines.storage.evaluations import StoredReport, load_report
 from eval_pipelines.storage.warehouse import connect
