@@ -160,6 +160,27 @@ def test_a_cycle_is_found_however_long() -> None:
     assert cycles(graph) == [["a", "b", "c"], ["d"]]
 
 
+def test_every_import_of_the_package_names_one_of_its_modules() -> None:
+    """A module moved without every import of it updated (a deferred one only fails when its
+    function runs) would also drop out of the graph the tests below read."""
+    modules = set(package_modules())
+    unresolved = []
+    for name, path in package_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+            else:
+                continue
+            unresolved += [
+                f"{name}: {target}"
+                for target in targets
+                if target.split(".")[0] == ROOT and target not in modules
+            ]
+    assert unresolved == []
+
+
 def test_no_module_imports_another_that_imports_it_back() -> None:
     """No cycle at all, between any modules. Before: ``stages.chat_classify`` <->
     ``stages.holdout`` (a ``TYPE_CHECKING`` import one way, a deferred one the other) and
