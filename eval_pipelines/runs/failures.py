@@ -7,7 +7,7 @@ from dagster import DagsterEventType, DagsterInstance
 
 from eval_pipelines.runs.reaping import reap_dead_runs
 
-# Engine events that say a run's process died (the code server's and this module's wording).
+# Engine events that say a run's process died (the code server's and reaping.py's wording).
 # ("Process for run exited" is the normal end of every run, hence "unexpectedly exited".)
 _CRASH_WORDS = ("unexpectedly exited", "terminated by signal", "killed or crashed")
 
