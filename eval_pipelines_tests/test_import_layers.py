@@ -300,3 +300,40 @@ def test_every_module_imports_first_and_alone() -> None:
         check=True,
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {}
+
+
+# Before each entry point, every module of the package is forgotten; then its packages are
+# imported, as ``python -m`` does before it runs the module.
+PACKAGES_FIRST = """
+import importlib, json, sys, warnings
+warnings.simplefilter("ignore")
+executed_early = []
+for name in json.loads(sys.argv[1]):
+    for loaded in [m for m in sys.modules if m.split(".")[0] == "eval_pipelines"]:
+        del sys.modules[loaded]
+    importlib.import_module(name.rpartition(".")[0])
+    if name in sys.modules:
+        executed_early.append(name)
+print(json.dumps(executed_early))
+"""
+
+
+def test_no_entry_point_is_imported_by_its_own_packages() -> None:
+    """``python -m package.module`` imports the package first; a module its ``__init__``
+    already imported is executed twice, with a RuntimeWarning on stderr (before:
+    ``python -m eval_pipelines.runs.instance``, which ``make install`` runs, as
+    ``runs/__init__`` imported it through ``launch``)."""
+    entry_points = sorted(
+        name
+        for name, path in package_modules().items()
+        if path.name != "__init__.py" and 'if __name__ == "__main__":' in path.read_text()
+    )
+    assert "eval_pipelines.runs.instance" in entry_points
+    assert "eval_pipelines.runs.dispatcher" in entry_points
+    out = subprocess.run(
+        [sys.executable, "-c", PACKAGES_FIRST, json.dumps(entry_points)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -26,13 +26,21 @@ from dagster import DagsterInstance
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.runs.in_process import create_inline_run, execute_run_here
-from eval_pipelines.runs.instance import dagster_instance
 from eval_pipelines.runs.kinds import EvaluationKind, kind_of
 from eval_pipelines.runs.progress import follow
 from eval_pipelines.runs.queue import dispatch_if_needed
 from eval_pipelines.runs.reaping import reap_dead_runs
 from eval_pipelines.runs.states import RunState, run_state
 from eval_pipelines.runs.submission import submit
+
+
+def _project_instance() -> DagsterInstance:
+    """The project's instance (``$DAGSTER_HOME``)."""
+    # Imported when called: ``python -m eval_pipelines.runs.instance`` (make install) imports
+    # this package first, and a module its __init__ had imported would be executed twice.
+    from eval_pipelines.runs.instance import dagster_instance
+
+    return dagster_instance()
 
 
 def launch(
@@ -87,7 +95,7 @@ def launch(
     TimeoutError
         A submitted run waited for did not end within ``timeout``.
     """
-    instance = instance or dagster_instance()
+    instance = instance or _project_instance()
     kind = kind_of(kind) if isinstance(kind, str) else kind
     if wait:
         run = create_inline_run(
@@ -137,7 +145,7 @@ def wait(
     TimeoutError
         Still not ended after ``timeout`` seconds (None: no limit).
     """
-    instance = instance or dagster_instance()
+    instance = instance or _project_instance()
     deadline = None if timeout is None else time.monotonic() + timeout
     housekeeping = 0.0
     cursor: str | None = None
