@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv, install everything, compile the numeric kernels once
-	@$(BIN)/python -m eval_pipelines.instance
+	@$(BIN)/python -m eval_pipelines.runs.instance
 
 demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift, then the invoice workflow's golden-set gate
 	$(CLI) case create icd10cm --records data/demo/icd10cm_records.parquet \

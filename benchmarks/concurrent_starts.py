@@ -82,7 +82,7 @@ def start_daemon(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[
             start_new_session=True,
         )
     probe = (
-        "from eval_pipelines.instance import dagster_instance;"
+        "from eval_pipelines.runs.instance import dagster_instance;"
         "from eval_pipelines.runs import daemon_running;"
         "print(daemon_running(dagster_instance()))"
     )

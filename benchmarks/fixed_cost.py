@@ -122,8 +122,8 @@ def run_phases(instance: Any, run_id: str, began: float, ended: float) -> dict[s
 
 def stop_dispatcher(home: Path) -> None:
     """Stop a dispatcher a previous run left (it idles for a minute) and wait until it is gone."""
-    from eval_pipelines.dispatcher import dispatcher_alive
-    from eval_pipelines.dispatcher import stop_dispatcher as ask_to_stop
+    from eval_pipelines.runs.dispatcher import dispatcher_alive
+    from eval_pipelines.runs.dispatcher import stop_dispatcher as ask_to_stop
 
     lock = home / "eval_pipelines_dispatcher.lock"
     if ask_to_stop(lock):
@@ -174,7 +174,7 @@ def main() -> None:
         env = copy_into(args.workdir.absolute(), env)
     # This process reads the same instance as the commands it times.
     os.environ.update(env)
-    from eval_pipelines.instance import dagster_home, dagster_instance
+    from eval_pipelines.runs.instance import dagster_home, dagster_instance
 
     instance = dagster_instance()
     home = dagster_home()

@@ -587,7 +587,7 @@ def stop_background(env: dict[str, str]) -> None:
     The dispatcher's code server only notices its parent is gone after a 45 s heartbeat
     timeout; it is idle by then, so it is terminated (by pid) once the dispatcher has exited.
     """
-    from eval_pipelines.dispatcher import stop_dispatcher
+    from eval_pipelines.runs.dispatcher import stop_dispatcher
 
     stop_dispatcher(Path(env["DAGSTER_HOME"]) / "eval_pipelines_dispatcher.lock")
     me = psutil.Process()

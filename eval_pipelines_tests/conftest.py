@@ -33,7 +33,7 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh warehouse, index cache and Dagster home for one test; a run dispatcher the test
     started is stopped afterwards instead of idling for a minute."""
-    from eval_pipelines.dispatcher import stop_dispatcher
+    from eval_pipelines.runs.dispatcher import stop_dispatcher
 
     monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
     monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(tmp_path / "indexes"))

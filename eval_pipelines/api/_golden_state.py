@@ -46,7 +46,7 @@ def close_abandoned_runs(conn: duckdb.DuckDBPyConnection) -> list[str]:
 
     def ended(run_ids: list[str]) -> dict[str, str]:
         from eval_pipelines import runs
-        from eval_pipelines.instance import dagster_instance
+        from eval_pipelines.runs.instance import dagster_instance
 
         return runs.ended_runs(dagster_instance(), run_ids)
 
@@ -57,7 +57,7 @@ def golden_run_step_succeeded() -> Callable[[str | None], bool]:
     """Whether the ``golden_run`` step of a Dagster run of this instance succeeded (given the
     run's id): a golden run counts only then."""
     from eval_pipelines.defs.golden import golden_run_step_succeeded as succeeded
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     return succeeded(dagster_instance())
 

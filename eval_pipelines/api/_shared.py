@@ -12,7 +12,9 @@ import duckdb
 from eval_pipelines import settings
 from eval_pipelines.core.errors import EvalPipelinesError, InputError
 from eval_pipelines.core.results import JsonResult
-from eval_pipelines.runs.model import stored_by_a_succeeded_step as stored_by_a_succeeded_step
+from eval_pipelines.defs.step_success import (
+    stored_by_a_succeeded_step as stored_by_a_succeeded_step,
+)
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 
@@ -65,7 +67,7 @@ def step_refusal(run_id: str, marker: str) -> str | None:
     ``marker``, see ``defs.families.refusal``), if one did."""
     from dagster import DagsterEventType
 
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
         event = record.dagster_event

@@ -111,7 +111,7 @@ def _embedding_set_for(
 
 def _register_case_partition(case_id: str) -> None:
     """Add the case to the partitions of the embedding index asset (idempotent)."""
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     instance = dagster_instance()
     if not instance.has_dynamic_partition(EMBEDDING_PARTITIONS, case_id):

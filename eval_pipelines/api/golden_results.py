@@ -15,7 +15,7 @@ from eval_pipelines.core.golden.gate import SetGate
 from eval_pipelines.core.golden.report import case_why
 from eval_pipelines.core.golden.run import ScoredRun
 from eval_pipelines.core.golden.scoring import RunScore
-from eval_pipelines.core.golden.summary import json_difference, json_share
+from eval_pipelines.core.golden.shares import json_difference, json_share
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.workflows.nodes import StepUsage
 

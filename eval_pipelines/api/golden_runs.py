@@ -105,7 +105,7 @@ def run_and_report(
     or when its result was stored as completed by a ``golden_run`` step that did not succeed:
     such a golden run does not count)."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     started = run_set(set_name, revision=revision, wait=True, timeout=timeout, warehouse=warehouse)
     reports = [

@@ -106,7 +106,7 @@ def _launch(
     With ``wait``, ``progress`` is told about the run as it goes and the answer is the ended
     run's; Ctrl-C cancels the run and raises :class:`EvalInterrupted`."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     instance = dagster_instance()
     kind = runs.kind_of(KIND)
@@ -287,7 +287,7 @@ def prune_partitions(*, warehouse: Path | str | None = None) -> list[str]:
     key added in the UI's Materialize dialog has no spec, and its failed runs turn the asset
     graph red until the key is gone). Returns the keys deleted."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS

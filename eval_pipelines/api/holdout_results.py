@@ -126,7 +126,7 @@ def list_evals(case_id: str, *, warehouse: Path | str | None = None) -> list[Eva
         frame = holdout_evaluations_store.list_evaluations(conn, case_id)
     instance = None
     if frame["has_report"].any():
-        from eval_pipelines.instance import dagster_instance
+        from eval_pipelines.runs.instance import dagster_instance
 
         instance = dagster_instance()
     listed = []

@@ -26,7 +26,7 @@ def get_holdout_eval(
     step, the versions and, once complete, the report. Raises :class:`WarehouseBusy` when
     another process holds the warehouse for over 15 s."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     stored = read_stored(case_id, eval_id, warehouse)
     instance = dagster_instance()
@@ -65,7 +65,7 @@ def wait_for_eval(
     finished costs one read of the warehouse.
     """
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     if not is_finite_number(timeout) or timeout <= 0:
         # A NaN deadline never passes (``now > nan`` is false): the wait would never end.
@@ -114,7 +114,7 @@ def wait_for_eval(
 def no_run_message(status: HoldoutStatus) -> str:
     """What to say about an evaluation the Dagster instance holds no run of: which instance
     was read (``$DAGSTER_HOME``) and how to reach the one that ran it, or how to run it."""
-    from eval_pipelines.instance import dagster_home
+    from eval_pipelines.runs.instance import dagster_home
 
     rerun = f"'eval-pipelines eval rerun {status.case_id} {status.eval_id}'"
     where = f"the Dagster instance in {dagster_home()} (DAGSTER_HOME)"

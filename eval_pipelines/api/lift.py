@@ -33,7 +33,7 @@ from eval_pipelines.core.lift.assignment import (
 )
 from eval_pipelines.core.lift.ledger import LedgerClaim
 from eval_pipelines.core.results import JsonResult
-from eval_pipelines.runs.model import RunState
+from eval_pipelines.runs.states import RunState
 from eval_pipelines.stages.lift_audit import AuditIngested
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import lift as lift_store
@@ -345,7 +345,7 @@ def _ingested(run_id: str) -> Ingested:
     from dagster import DagsterEventType
 
     from eval_pipelines.defs.lift import INGESTED
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     for record in dagster_instance().all_logs(run_id, of_type=DagsterEventType.STEP_OUTPUT):
         event = record.dagster_event

@@ -31,7 +31,7 @@ from eval_pipelines.core.queries.engine import check_query
 from eval_pipelines.core.queries.query import parse_query
 from eval_pipelines.core.queries.report import headline
 from eval_pipelines.core.results import JsonResult, json_field
-from eval_pipelines.runs.model import RunState
+from eval_pipelines.runs.states import RunState
 from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
@@ -233,7 +233,7 @@ def run_query(
         stored = query_evaluations_store.find_query(conn, eval_id)
         result = query_evaluations_store.find_result(conn, eval_id)
         if stored is not None and result is not None and not result.truncated:
-            from eval_pipelines.instance import dagster_instance
+            from eval_pipelines.runs.instance import dagster_instance
 
             if stored_by_a_succeeded_step(dagster_instance(), result.run_id, RESULT_STEP):
                 return _response(stored, result, cached=True)
@@ -287,7 +287,7 @@ def _refusal(run_id: str) -> str | None:
 def _forget(eval_id: str, warehouse: Path | str | None) -> None:
     """Remove a refused evaluation: its stored query and its partition key."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     with _open(warehouse) as conn, transaction(conn):
         query_evaluations_store.delete_query(conn, eval_id)
@@ -303,7 +303,7 @@ def get_query(eval_id: str, *, warehouse: Path | str | None = None) -> StoredQue
     stored one, and under ``evaluation`` its id, query, fold count, pinned sources, the newest
     run's state and ``status`` (``complete``, ``truncated`` or ``no result``)."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     with _open(warehouse, read_only=True) as conn:
         stored = query_evaluations_store.load_query(conn, eval_id)

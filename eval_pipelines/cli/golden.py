@@ -111,7 +111,7 @@ def _model_line(model: ModelUsageResult) -> str:
 def _report_lines(report: GoldenReportResult) -> list[str]:
     score = report.score
 
-    from eval_pipelines.core.golden.summary import counted_share  # as the report shows it
+    from eval_pipelines.core.golden.shares import counted_share  # as the report shows it
 
     charged = report.charged
     lines = [
@@ -196,7 +196,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from eval_pipelines.api import golden
-    from eval_pipelines.core.golden.summary import shown_share
+    from eval_pipelines.core.golden.shares import shown_share
 
     trend = golden.trend(args.set, field=args.field, last=args.last, warehouse=args.warehouse)
     if args.json:

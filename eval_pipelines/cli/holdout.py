@@ -97,7 +97,7 @@ class _ProgressHere:
 def _where(status: HoldoutStatus) -> str:
     """``running in this process`` for a run this process executes, else its state."""
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     if status.run_id is not None and (
         runs.run_worker_pid(dagster_instance(), status.run_id) == os.getpid()

@@ -5,7 +5,7 @@
 The stage, how much of it is done (when known), the seconds since the command started, and
 the latest thing the stage said (cut to fit). Nothing here knows Dagster: whoever does the
 work feeds :func:`report` (a stage's own callback) or a :class:`Reporter` directly (a run's
-events, read by :mod:`eval_pipelines.run_progress`). With no reporter active, :func:`report`
+events, read by :mod:`eval_pipelines.runs.progress`). With no reporter active, :func:`report`
 does nothing.
 
 Shown only to a person: :func:`wanted` is false when stderr is not a terminal and with

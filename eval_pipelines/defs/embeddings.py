@@ -13,7 +13,7 @@ import dagster as dg
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal
 from eval_pipelines.defs.partitions import cases
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.runs.tags import KIND_TAG
+from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.stages.embedding_index import ann_index_stage
 
 HOW_TO_CREATE = (

@@ -37,7 +37,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipelines.runs.dagster_private import (
+from eval_pipelines.defs.dagster_private import (
     IN_PROC_CONFIG,
     MULTI_PROC_CONFIG,
     CheckStepHealthResult,

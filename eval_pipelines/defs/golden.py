@@ -19,8 +19,8 @@ from eval_pipelines.defs.golden_tables import GOLDEN_RUNS_SCHEMA, WORKFLOW_REVIS
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.partitions import partitioned_asset_check, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.runs.model import stored_by_a_succeeded_step
-from eval_pipelines.runs.tags import KIND_TAG
+from eval_pipelines.defs.run_tags import KIND_TAG
+from eval_pipelines.defs.step_success import stored_by_a_succeeded_step
 from eval_pipelines.stages import golden
 from eval_pipelines.storage.workflows import revision_row
 

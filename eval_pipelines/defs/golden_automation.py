@@ -11,10 +11,10 @@ import dagster as dg
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError, NotFoundError
 from eval_pipelines.core.workflows.files import scan_workflow_files
+from eval_pipelines.defs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 from eval_pipelines.defs.golden import FILE_TAG, SETS_TAG, WORKFLOW_TAG, golden_gate_job
 from eval_pipelines.defs.partitions import WORKFLOW_REVISIONS, workflow_revisions
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.runs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage import workflows as workflows_store

@@ -17,6 +17,7 @@ import dagster as dg
 
 from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
 from eval_pipelines.core.stats import INSUFFICIENT
+from eval_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import (
     CANDIDATES_SCHEMA,
@@ -31,10 +32,9 @@ from eval_pipelines.defs.holdout_tables import (
 )
 from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
+from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.runs.dagster_private import DagsterExecutionInterruptedError
-from eval_pipelines.runs.tags import KIND_TAG
+from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.stages import holdout
 from eval_pipelines.stages import leave_out as leave_out_stages
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage

@@ -12,13 +12,13 @@ from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.logs import SUFFIXES
 from eval_pipelines.core.lift.report import report_markdown
+from eval_pipelines.defs.dagster_private import RUN_KEY_TAG
 from eval_pipelines.defs.families import QUIET_CONSOLE, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
+from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.runs.dagster_private import RUN_KEY_TAG
 from eval_pipelines.stages import lift_ingest
 from eval_pipelines.stages.lift_report import build_report
 from eval_pipelines.storage import lift as lift_store

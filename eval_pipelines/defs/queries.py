@@ -14,9 +14,9 @@ from eval_pipelines.core.queries.query import parse_query
 from eval_pipelines.defs.families import QUIET_CONSOLE, REFUSALS, AssetFamily, refusal, shown
 from eval_pipelines.defs.holdout_tables import table_metadata, table_schema
 from eval_pipelines.defs.partitions import partitioned_asset_check, query_evaluations
+from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.instance import DUCKDB_POOL
-from eval_pipelines.runs.tags import KIND_TAG
+from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
-from eval_pipelines.runs.tags import EVAL_TAG, KIND_TAG, PARTITION_TAG
+from eval_pipelines.defs.run_tags import EVAL_TAG, KIND_TAG, PARTITION_TAG
 
 # The implicit job every asset belongs to: it names no kind.
 IMPLICIT_ASSET_JOB = "__ASSET_JOB"

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -47,10 +47,8 @@ from eval_pipelines.core.holdout.classify import (
 from eval_pipelines.core.holdout.memo import MemoEntry
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.chat_calls import ChatProgress, run_chat_calls
+from eval_pipelines.stages.classify_task import ClassifyTask
 from eval_pipelines.storage.holdout import TRIALS_SCHEMA
-
-if TYPE_CHECKING:
-    from eval_pipelines.stages.holdout import ClassifyTask
 
 PROGRESS_SECONDS = 2.0
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +49,9 @@ from eval_pipelines.core.holdout.scoring import (
 )
 from eval_pipelines.core.holdout.spec import HoldoutSpec, spec_from_json
 from eval_pipelines.core.holdout.trials import TrialsSummary, summarize_trials
-from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
+from eval_pipelines.stages.classify_task import ClassifyTask
 from eval_pipelines.stages.text_index import IndexHandle, records_index
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import holdout as holdout_store
@@ -179,29 +179,6 @@ def index_stage(
         "seconds": round(handle.seconds, 3),
         "path": str(handle.path),
     }
-
-
-@dataclass(frozen=True)
-class ClassifyTask:
-    """Everything one variant's classify step needs, so the step never opens the warehouse
-    (except a ``chat`` variant's, which keeps its calls in the warehouse's call cache).
-
-    ``titles`` (chat only) are the tree titles of the codes the variant can offer (the labels
-    of its evidence); ``warehouse`` (chat only) is the warehouse file holding the cache;
-    ``estimate`` (chat only) is the variant's token and cost estimate made before the run.
-    A chat variant's ``tree`` is the whole pinned tree (the model may answer any code)."""
-
-    eval_id: str
-    position: int
-    variant: Variant
-    records: list[RecordToClassify]
-    evidence: pl.DataFrame
-    memo: list[MemoEntry]
-    memo_version: str
-    tree: CodeTree
-    titles: dict[str, str] = field(default_factory=dict)
-    warehouse: str | None = None
-    estimate: dict[str, Any] | None = None
 
 
 def _variant_memo(

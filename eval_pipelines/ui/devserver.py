@@ -26,7 +26,7 @@ DEFAULT_PORT = 3000
 
 
 def _address_file() -> Path:
-    from eval_pipelines.instance import dagster_home
+    from eval_pipelines.runs.instance import dagster_home
 
     return dagster_home() / UI_ADDRESS_FILE
 
@@ -44,16 +44,6 @@ def record_ui_address(argv: Sequence[str], pid: int) -> str:
     return address
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def ui_address() -> str | None:
     """The address of the Dagster UI serving this instance, while its server runs; else None."""
     try:
@@ -61,7 +51,9 @@ def ui_address() -> str | None:
         url, pid = str(recorded["url"]), int(recorded["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return url if _alive(pid) else None
+    from eval_pipelines.runs.processes import process_alive
+
+    return url if process_alive(pid) else None
 
 
 def main() -> None:

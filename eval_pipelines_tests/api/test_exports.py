@@ -43,7 +43,7 @@ def test_every_error_the_package_defines_has_the_common_base() -> None:
     interrupts = {name for name, error in errors.items() if issubclass(error, KeyboardInterrupt)}
     assert interrupts == {
         "eval_pipelines.api._shared.EvalInterrupted",
-        "eval_pipelines.runs.model.RunInterrupted",
+        "eval_pipelines.runs.in_process.RunInterrupted",
     }
     assert not any(issubclass(errors[name], Exception) for name in interrupts)
 

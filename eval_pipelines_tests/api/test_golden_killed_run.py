@@ -37,7 +37,7 @@ def test_a_golden_run_whose_process_was_killed_is_reported_failed_not_running(
 ) -> None:
     from eval_pipelines import runs
     from eval_pipelines.api import golden
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
     from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect
 
@@ -97,7 +97,7 @@ def test_a_running_row_whose_dagster_run_is_gone_is_closed_and_a_live_one_is_kep
     from eval_pipelines import runs
     from eval_pipelines.api import golden
     from eval_pipelines.core.golden.run import GoldenRun
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
     from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect, transaction
 

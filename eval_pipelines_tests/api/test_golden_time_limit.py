@@ -108,7 +108,7 @@ def test_terminating_a_submitted_run_stuck_in_a_regex_stops_its_process_and_the_
     """The path the sensor's gating runs take: submitted, started by the dispatcher in a run
     worker process of its own, terminated as the UI does (through the code server)."""
     from eval_pipelines.api import golden, workflows
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
     from eval_pipelines.storage import golden as golden_store
     from eval_pipelines.storage.warehouse import connect
 

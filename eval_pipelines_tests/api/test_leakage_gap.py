@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines import api
-from eval_pipelines.instance import dagster_instance
+from eval_pipelines.runs.instance import dagster_instance
 
 
 def _leakage_gap_check(run_id: str) -> Any:

@@ -101,7 +101,7 @@ def test_a_bad_log_is_refused_whole(workdir: Path) -> None:
     with pytest.raises(InputError, match="line 6: exposure_arm='control'"):
         lift.ingest(log)
     assert not (workdir / "warehouse.duckdb").exists()  # refused before anything was opened
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     assert dagster_instance().get_runs() == []  # and before a run was launched
 

@@ -121,7 +121,7 @@ def test_a_result_stored_by_a_run_interrupted_before_its_step_succeeded_is_not_s
     # after the step stored its result and before the step succeeded: the run ends canceled,
     # and the result it left must be neither complete nor served from the store.
     from eval_pipelines import api, runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     load_products(workdir)
     eval_id = api.run_query(PREDICT).evaluation.eval_id

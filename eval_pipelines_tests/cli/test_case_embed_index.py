@@ -15,8 +15,8 @@ def test_case_embed_materialises_the_cases_ann_index(
     from dagster import AssetKey, RunsFilter
 
     from eval_pipelines.cli.main import main
-    from eval_pipelines.instance import dagster_instance
-    from eval_pipelines.runs.tags import KIND_TAG
+    from eval_pipelines.defs.run_tags import KIND_TAG
+    from eval_pipelines.runs.instance import dagster_instance
 
     capsys.readouterr()
     assert main(["case", "embed", small_case, "--dim", "8"]) == 0

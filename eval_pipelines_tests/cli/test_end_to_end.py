@@ -442,7 +442,7 @@ def _holdout_wait(case: str, variants: Path, seed: int) -> list[str]:
 
 def test_wait_without_a_daemon_runs_the_evaluation_in_the_cli(small_case: str) -> None:
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     variants = Path("variants.json")
     variants.write_text(json.dumps([{"name": "baseline"}, {"name": "five", "config": {}}]))
@@ -476,7 +476,8 @@ def test_ctrl_c_cancels_the_run_the_cli_executes(small_case: str) -> None:
     import dagster as dg
 
     from eval_pipelines import runs
-    from eval_pipelines.instance import DUCKDB_POOL, dagster_instance
+    from eval_pipelines.defs.pools import DUCKDB_POOL
+    from eval_pipelines.runs.instance import dagster_instance
 
     instance = dagster_instance()
     # Another run writing the warehouse holds the pool's slot: the CLI's run waits for it.

@@ -516,7 +516,7 @@ def test_golden_run_of_a_blocked_revision_exits_1_though_its_dagster_run_succeed
 ) -> None:
     import dagster as dg
 
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     seed()
     saved = cli_json(capsys, "workflow", "save", WORKFLOW, "--file", broken_variant(golden_home))

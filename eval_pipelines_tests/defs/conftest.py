@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipelines.instance import set_pool_limit
+from eval_pipelines.runs.instance import set_pool_limit
 
 
 @pytest.fixture

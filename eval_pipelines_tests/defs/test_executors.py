@@ -19,7 +19,7 @@ from dask.distributed import Client, LocalCluster, Nanny, Scheduler, SpecCluster
 
 from eval_pipelines import api
 from eval_pipelines.defs.executors import executor_run_config
-from eval_pipelines.instance import DUCKDB_POOL
+from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.settings import INDEX_DIR_ENV, WAREHOUSE_ENV
 from eval_pipelines_tests.helpers.holdout_runs import (
     assert_same_report,

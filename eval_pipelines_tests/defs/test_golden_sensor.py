@@ -261,8 +261,8 @@ def test_a_revision_the_gate_blocks_is_a_successful_sensor_run_with_a_failed_err
     reason only in the check's panel). Now the run succeeds and its ERROR check fails with
     the reason."""
     from eval_pipelines.definitions import defs
-    from eval_pipelines.runs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
-    from eval_pipelines.runs.tags import KIND_TAG
+    from eval_pipelines.defs.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
+    from eval_pipelines.defs.run_tags import KIND_TAG
     from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, broken_variant, seed
 
     seed()

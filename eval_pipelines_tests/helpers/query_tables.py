@@ -139,14 +139,14 @@ def stored_counts() -> dict[str, int]:
 
 def query_runs() -> list[dg.DagsterRun]:
     from eval_pipelines import runs
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     return list(dagster_instance().get_runs(filters=dg.RunsFilter(tags={runs.KIND_TAG: "query"})))
 
 
 def partition_keys() -> list[str]:
     from eval_pipelines.defs.partitions import QUERY_EVALUATIONS
-    from eval_pipelines.instance import dagster_instance
+    from eval_pipelines.runs.instance import dagster_instance
 
     return list(dagster_instance().get_dynamic_partitions(QUERY_EVALUATIONS))
 

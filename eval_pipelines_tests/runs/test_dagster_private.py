@@ -1,5 +1,5 @@
 """Every name eval_pipelines takes from Dagster's private modules comes through one module,
-``eval_pipelines.runs.dagster_private``, checked here against the Dagster version the
+``eval_pipelines.defs.dagster_private``, checked here against the Dagster version the
 project pins: an upgrade fails here, loudly, instead of somewhere in a run."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 import dagster
 
 import eval_pipelines
-from eval_pipelines.runs import dagster_private
+from eval_pipelines.defs import dagster_private
 
 # The Dagster release every name of dagster_private.py was checked against. On an upgrade:
 # re-check each name there (they are Dagster's internals), then change this and the pin.
 CHECKED_AGAINST = "1.13.27"
 PACKAGE = Path(eval_pipelines.__file__).parent
-PRIVATE_MODULE = PACKAGE / "runs" / "dagster_private.py"
+PRIVATE_MODULE = PACKAGE / "defs" / "dagster_private.py"
 
 
 def _pinned(name: str) -> str:

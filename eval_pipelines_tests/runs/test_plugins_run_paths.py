@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from eval_pipelines import api, runs
-from eval_pipelines.instance import dagster_instance
+from eval_pipelines.runs.instance import dagster_instance
 
 VARIANTS = [
     {"name": "baseline"},

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 
 from eval_pipelines import runs
-from eval_pipelines.instance import dagster_instance
+from eval_pipelines.runs.instance import dagster_instance
 from eval_pipelines_tests.helpers.lift_traffic import lever_split, write_log
 from eval_pipelines_tests.helpers.query_tables import PREDICT, load_products
 

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from eval_pipelines import api, runs
-from eval_pipelines.dispatcher import stop_dispatcher
-from eval_pipelines.instance import (
-    DUCKDB_POOL,
+from eval_pipelines.defs.pools import DUCKDB_POOL
+from eval_pipelines.runs.dispatcher import stop_dispatcher
+from eval_pipelines.runs.instance import (
     INSTANCE_CONFIG,
     MAX_CONCURRENT_RUNS,
     dagster_instance,

@@ -11,7 +11,7 @@ from typing import Any
 from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from eval_pipelines.runs.tags import (
+from eval_pipelines.defs.run_tags import (
     EVAL_TAG,
     KIND_TAG,
     LOCATION_NAME,
@@ -58,9 +58,9 @@ def _materialize_from_ui(
 def test_a_ui_materialize_of_holdout_assets_carries_the_kind_tag(workdir: Path) -> None:
     from dagster import DagsterRunStatus, RunsFilter
 
-    from eval_pipelines.instance import dagster_instance
     from eval_pipelines.runs import KINDS
-    from eval_pipelines.runs.model import workspace
+    from eval_pipelines.runs.instance import dagster_instance
+    from eval_pipelines.runs.locations import workspace
 
     instance = dagster_instance()
     eval_id = "small-e0001-s7"
@@ -87,7 +87,7 @@ def test_an_instance_config_an_earlier_release_wrote_gets_the_tagging_coordinato
 ) -> None:
     """The dagster.yaml the previous release wrote named Dagster's QueuedRunCoordinator: left
     as it was, the UI's runs would still miss the tag. Unedited, it is replaced; edited, kept."""
-    from eval_pipelines.instance import INSTANCE_CONFIG, ensure_instance_config
+    from eval_pipelines.runs.instance import INSTANCE_CONFIG, ensure_instance_config
 
     earlier = (
         INSTANCE_CONFIG.replace(

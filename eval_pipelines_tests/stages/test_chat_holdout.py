@@ -19,7 +19,7 @@ import pytest
 
 from eval_pipelines import api
 from eval_pipelines.chat_standin.server import Fault, FaultRule, StandinServer, serve_standin
-from eval_pipelines.instance import dagster_instance
+from eval_pipelines.runs.instance import dagster_instance
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
 from eval_pipelines_tests.helpers.chat_variant import PRICE, chat_config
@@ -293,7 +293,7 @@ def _task(warehouse: Path, config: dict[str, Any], texts: list[str], memo: list[
     from eval_pipelines.core.holdout.classify_config import parse_config
     from eval_pipelines.core.holdout.variants import Variant
     from eval_pipelines.core.tree import tree_from_parent_links
-    from eval_pipelines.stages.holdout import ClassifyTask
+    from eval_pipelines.stages.classify_task import ClassifyTask
 
     tree = tree_from_parent_links(TREE_NODES)
     parsed = parse_config(config, where="config", max_depth=2)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eval_pipelines.core.golden.shares import json_share
 from eval_pipelines.core.golden.values import values_match
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.workflows.schema import Column, Field, Schema
@@ -125,10 +126,7 @@ class CaseScore(JsonResult):
 
     def to_json(self) -> dict[str, Any]:
         """The accuracy of fewer than 20 values reads ``insufficient_evidence`` beside its
-        counts, as every golden share (:func:`~eval_pipelines.core.golden.summary.json_share`)."""
-        # Imported here: summary builds on this module.
-        from eval_pipelines.core.golden.summary import json_share
-
+        counts, as every golden share (:func:`~eval_pipelines.core.golden.shares.json_share`)."""
         return {
             "status": self.status,
             "reason": self.reason,

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.golden.case import CaseScore
-from eval_pipelines.core.golden.summary import RunScore, json_difference, json_share
+from eval_pipelines.core.golden.shares import json_difference, json_share
+from eval_pipelines.core.golden.summary import RunScore
 from eval_pipelines.core.results import JsonResult
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.golden.summary import RunScore, format_share, json_share
+from eval_pipelines.core.golden.shares import format_share, json_share
+from eval_pipelines.core.golden.summary import RunScore
 from eval_pipelines.core.results import JsonResult, json_field
 from eval_pipelines.core.stats.policy import is_sufficient
 from eval_pipelines.core.workflows.schema import Schema

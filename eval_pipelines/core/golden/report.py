@@ -8,7 +8,7 @@ from typing import Any
 from eval_pipelines.core.golden.gate import Gate
 from eval_pipelines.core.golden.run import ScoredRun
 from eval_pipelines.core.golden.scoring import CaseScore, FieldScore, RunScore
-from eval_pipelines.core.golden.summary import counted_share, shown_share
+from eval_pipelines.core.golden.shares import counted_share, shown_share
 from eval_pipelines.core.stats.policy import is_sufficient
 
 

@@ -156,7 +156,7 @@ def test_to_json_shape():
 
 
 def test_a_difference_is_written_once_both_sides_have_20_observations():
-    from eval_pipelines.core.golden.summary import json_difference
+    from eval_pipelines.core.golden.shares import json_difference
 
     assert json_difference(-0.05, 20, 20) == -0.05
     assert json_difference(-0.05, 19, 40) == "insufficient_evidence"

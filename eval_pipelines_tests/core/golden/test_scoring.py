@@ -442,6 +442,6 @@ def test_gate_threshold_is_validated(threshold):
     ],
 )
 def test_a_share_is_shown_truncated_to_three_decimals(value: float | None, shown: str) -> None:
-    from eval_pipelines.core.golden.summary import format_share
+    from eval_pipelines.core.golden.shares import format_share
 
     assert format_share(value) == shown

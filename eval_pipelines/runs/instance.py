@@ -1,9 +1,9 @@
 """The Dagster instance the CLI and API talk to: ``$DAGSTER_HOME`` (default ``.dagster_home``),
 configured once with a run queue, the ``duckdb`` pool and run monitoring.
 
-``python -m eval_pipelines.instance`` (run by ``make install``) writes ``dagster.yaml`` when the
-folder has none and sets the pool's limit; the CLI does the same on first use, so a user who
-never ran ``make`` gets the same instance.
+``python -m eval_pipelines.runs.instance`` (run by ``make install``) writes ``dagster.yaml``
+when the folder has none and sets the pool's limit; the CLI does the same on first use, so a
+user who never ran ``make`` gets the same instance.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
+from eval_pipelines.defs.pools import DUCKDB_POOL, DUCKDB_POOL_LIMIT
+
 DEFAULT_DAGSTER_HOME = ".dagster_home"
-DUCKDB_POOL = "duckdb"
-DUCKDB_POOL_LIMIT = 1
 # Two cores: two runs at once keep both busy (one classifies while the other waits for the
 # warehouse); more would only queue inside the runs instead of in the run queue.
 MAX_CONCURRENT_RUNS = 2

@@ -1,7 +1,7 @@
 """The names every run of eval_pipelines carries: its code location and its tags.
 
-A leaf: it imports nothing of the project (nor Dagster), so any module, the definitions
-included, can read these names without importing the run machinery.
+A leaf: it imports nothing of the project (nor Dagster), so the definitions can tag their
+jobs and the run machinery above them (:mod:`eval_pipelines.runs`) can read the same names.
 """
 
 # The code location the UI, the daemon and the dispatcher serve, and what it loads.

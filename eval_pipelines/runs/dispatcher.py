@@ -1,9 +1,10 @@
-"""Start queued runs when no Dagster daemon is running: ``python -m eval_pipelines.dispatcher``.
+"""Start queued runs when no Dagster daemon is running:
+``python -m eval_pipelines.runs.dispatcher``.
 
 A command that waits for its run executes it itself when no daemon runs and a run slot is
-free (:func:`eval_pipelines.runs.launch`); a run submitted to the instance's queue is started
-by the Dagster daemon (``make dev``) or, without one, by this process, which the CLI starts in
-the background whenever it leaves a run in the queue. It runs Dagster's own queued-run
+free (:func:`eval_pipelines.runs.launch`); a run submitted to the instance's queue is
+started by the Dagster daemon (``make dev``) or, without one, by this process, which the CLI
+starts in the background whenever it leaves a run in the queue. It runs Dagster's own queued-run
 coordinator (same limits: ``max_concurrent_runs``, the pools), fails runs whose process died
 and frees their pool slots, and exits once the queue has been empty for a while or a real
 daemon shows up. One dispatcher at a time (a lock file in ``$DAGSTER_HOME``).
@@ -17,16 +18,12 @@ import time
 
 from dagster import DagsterInstance
 
-from eval_pipelines.instance import dagster_instance
-from eval_pipelines.runs.dagster_private import queued_run_coordinator_daemon
+from eval_pipelines.defs.dagster_private import queued_run_coordinator_daemon
+from eval_pipelines.runs.instance import dagster_instance
+from eval_pipelines.runs.locations import workspace
 from eval_pipelines.runs.locks import dispatcher_alive, exclusive, stop_dispatcher
-from eval_pipelines.runs.model import (
-    daemon_running,
-    dispatcher_lock_path,
-    queued_runs,
-    reap_dead_runs,
-    workspace,
-)
+from eval_pipelines.runs.queue import daemon_running, dispatcher_lock_path, queued_runs
+from eval_pipelines.runs.reaping import reap_dead_runs
 
 __all__ = ["dispatch", "dispatcher_alive", "main", "stop_dispatcher"]
 
@@ -62,7 +59,7 @@ def dispatch(instance: DagsterInstance, *, log: logging.Logger) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s dispatcher %(message)s")
-    log = logging.getLogger("eval_pipelines.dispatcher")
+    log = logging.getLogger("eval_pipelines.runs.dispatcher")
     instance = dagster_instance()
     lock = dispatcher_lock_path(instance)
     while True:
