@@ -5,7 +5,7 @@ A bias in how one arm's outcomes are logged (a treated failure logged as a succe
 arms, keys and counts intact: in the logs it is a true lift. Only evidence from outside the
 logging path can see it. The audit is a small random sample of resolved requests of both
 arms whose outcome someone establishes independently (a reviewer, ground truth); the check
-:func:`~eval_pipelines.core.lift.checks.outcome_audit` then compares, between the arms, how
+:func:`~eval_pipelines.core.lift.audit_check.outcome_audit` then compares, between the arms, how
 often the logged outcome disagrees with the audited one.
 
 The sample

@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipelines.core.lift.checks import UNAUDITED
+from eval_pipelines.core.lift.check_states import UNAUDITED
 from eval_pipelines.core.lift.evidence import (
     Baseline,
     Confirmation,

@@ -22,7 +22,8 @@ import polars as pl
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.assignment import ExposureArm, LiftConfig
-from eval_pipelines.core.lift.checks import NOT_RUN, InstrumentChecks, instrument_checks
+from eval_pipelines.core.lift.check_states import NOT_RUN
+from eval_pipelines.core.lift.checks import InstrumentChecks, instrument_checks
 from eval_pipelines.core.lift.rollup import _validated
 from eval_pipelines.core.stats.aa import AACheck, UnpairedDifference, aa_check, unpaired_difference
 from eval_pipelines.core.stats.intervals import Interval
@@ -288,7 +289,7 @@ def live_lift(
     instrument as a failed A/A does. So does a failed outcome audit: when
     ``events`` has an ``audited_outcome`` column (and ``request_id``), the arms'
     disagreements between logged and audited outcomes are compared
-    (:func:`~eval_pipelines.core.lift.checks.outcome_audit`); without audited rows the
+    (:func:`~eval_pipelines.core.lift.audit_check.outcome_audit`); without audited rows the
     result reads ``unaudited`` (:attr:`LiftResult.message` says what that leaves unseen).
 
     The lift is the difference of the arms' ratio estimators (resolved successes over

@@ -65,7 +65,7 @@ REQUIRED = (
 )
 OPTIONAL = ("artifact_key", "candidate", "baseline_head", "app_config", "key_source")
 #: Optional columns that are not text: what marks a request as a later one of its conversation
-#: or trace (the cluster-size check of :mod:`eval_pipelines.core.lift.checks`).
+#: or trace (the cluster-size check of :mod:`eval_pipelines.core.lift.cluster_size_check`).
 MARKS = {"turn": pl.Int64, "child_span": pl.Boolean}
 TURN_RULE = "must be a whole number >= 1 (the request's turn within its conversation)"
 CHILD_SPAN_RULE = "must be true, false or null"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval_pipelines.core.lift.checks import NOT_RUN, UNAUDITED
+from eval_pipelines.core.lift.check_states import NOT_RUN, UNAUDITED
 
 __all__ = ["audit_mark", "claim_line", "cluster_size_mark", "report_markdown"]
 

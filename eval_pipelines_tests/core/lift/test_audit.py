@@ -19,16 +19,9 @@ from scipy import stats
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.audit import SAMPLE_COLUMNS, audit_sample, read_audit_file
-from eval_pipelines.core.lift.checks import (
-    AUDIT_ALPHA,
-    FAILED,
-    INSUFFICIENT_AUDIT,
-    PASSED,
-    UNAUDITED,
-    audit_p_value,
-    instrument_checks,
-    outcome_audit,
-)
+from eval_pipelines.core.lift.audit_check import AUDIT_ALPHA, audit_p_value, outcome_audit
+from eval_pipelines.core.lift.check_states import FAILED, INSUFFICIENT_AUDIT, PASSED, UNAUDITED
+from eval_pipelines.core.lift.checks import instrument_checks
 from eval_pipelines.core.lift.lift import PARKED, live_lift
 from eval_pipelines_tests.helpers.broken_traffic import CONFIG, experiment
 

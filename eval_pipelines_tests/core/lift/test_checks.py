@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from eval_pipelines.core.lift.checks import FAILED, NOT_RUN, PASSED, SRM_ALPHA, instrument_checks
+from eval_pipelines.core.lift.check_states import FAILED, NOT_RUN, PASSED
+from eval_pipelines.core.lift.checks import instrument_checks
 from eval_pipelines.core.lift.lift import INFERIOR, PARKED, SUPERIOR, live_lift
+from eval_pipelines.core.lift.sample_ratio_check import SRM_ALPHA
 from eval_pipelines_tests.helpers.broken_traffic import CONFIG, experiment
 
 

@@ -7,14 +7,9 @@ from datetime import datetime
 import polars as pl
 import pytest
 
-from eval_pipelines.core.lift.checks import (
-    AssignmentCheck,
-    AuditArm,
-    AuditCheck,
-    ClusterSizeCheck,
-    InstrumentChecks,
-    SampleRatioCheck,
-)
+from eval_pipelines.core.lift.assignment_check import AssignmentCheck
+from eval_pipelines.core.lift.audit_check import AuditArm, AuditCheck
+from eval_pipelines.core.lift.checks import InstrumentChecks
 from eval_pipelines.core.lift.claim import (
     ClaimState,
     Scope,
@@ -26,6 +21,7 @@ from eval_pipelines.core.lift.claim import (
     decide_claim,
     with_later_audit,
 )
+from eval_pipelines.core.lift.cluster_size_check import ClusterSizeCheck
 from eval_pipelines.core.lift.evidence import Baseline
 from eval_pipelines.core.lift.ledger import Claim
 from eval_pipelines.core.lift.lift import (
@@ -35,6 +31,7 @@ from eval_pipelines.core.lift.lift import (
     PARKED,
     LiftResult,
 )
+from eval_pipelines.core.lift.sample_ratio_check import SampleRatioCheck
 
 BOUND = Baseline(head="h1", app_config="c1", epoch="e1")
 CLAIM_ID = "w1/fact/e1/memo-v2"
