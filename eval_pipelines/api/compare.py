@@ -74,7 +74,7 @@ def compare_holdout_evals(
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
     from eval_pipelines.core.holdout.report_json import paired_levels_to_json
-    from eval_pipelines.stages.holdout import evaluation_clusters, variant_outcomes
+    from eval_pipelines.stages.holdout_report import evaluation_clusters, variant_outcomes
 
     loaded = {}
     with connect(

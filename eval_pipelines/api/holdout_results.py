@@ -69,7 +69,7 @@ def eval_rows(
     ``errors_only`` keeps the rows that are not right at every target depth (wrong, declined
     or failed).
     """
-    from eval_pipelines.stages.holdout import evaluation_clusters, variant_outcomes
+    from eval_pipelines.stages.holdout_report import evaluation_clusters, variant_outcomes
 
     with connect(
         resolve_warehouse(warehouse), read_only=True, wait_seconds=CLI_WAIT_SECONDS

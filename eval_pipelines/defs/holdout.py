@@ -35,8 +35,11 @@ from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.defs.run_tags import KIND_TAG
-from eval_pipelines.stages import holdout
+from eval_pipelines.stages import holdout_classify
 from eval_pipelines.stages import leave_out as leave_out_stages
+from eval_pipelines.stages.holdout_report import report_stage, scores_stage
+from eval_pipelines.stages.holdout_sample import index_stage, sample_stage
+from eval_pipelines.stages.holdout_spec import load_spec
 from eval_pipelines.stages.leakage_gap import leakage_gap_stage
 from eval_pipelines.storage.warehouse import transaction
 
@@ -64,7 +67,7 @@ def eval_spec(
 ) -> dg.MaterializeResult:
     try:
         with warehouse.connect(read_only=True) as conn:
-            spec = holdout.load_spec(conn, context.partition_key)
+            spec = load_spec(conn, context.partition_key)
     except REFUSALS as error:
         raise refusal(error) from None
     return dg.MaterializeResult(
@@ -95,7 +98,7 @@ def holdout_sample(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     with warehouse.connect() as conn, transaction(conn):
-        meta = holdout.sample_stage(conn, context.partition_key)
+        meta = sample_stage(conn, context.partition_key)
     return dg.MaterializeResult(metadata=meta)
 
 
@@ -111,7 +114,7 @@ def holdout_sample(
 def evidence_index(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    meta = holdout.index_stage(
+    meta = index_stage(
         warehouse.connect,
         context.partition_key,
         index_dir=warehouse.index_dir_path(),
@@ -216,7 +219,7 @@ def classify_tasks(
 ) -> Iterator[dg.DynamicOutput[Any]]:
     """Fan out: one classify step per variant, each carrying everything it needs."""
     with warehouse.connect(read_only=True) as conn:
-        tasks = holdout.classify_tasks(
+        tasks = holdout_classify.classify_tasks(
             conn, context.partition_key, warehouse=warehouse.warehouse_path()
         )
     for task in tasks:
@@ -232,7 +235,7 @@ def classify_variant(context: dg.OpExecutionContext, task: Any) -> Any:
         f"({task.variant.config.classifier}, memo {task.memo_version})"
     )
     try:
-        result = holdout.classify_variant(task, log=context.log.info)
+        result = holdout_classify.classify_variant(task, log=context.log.info)
     except REFUSALS as error:
         raise refusal(error) from None
     except (KeyboardInterrupt, DagsterExecutionInterruptedError):
@@ -263,7 +266,7 @@ def store_predictions(
 ) -> None:
     """Write every variant's predictions, replacing the evaluation's previous ones."""
     with warehouse.connect() as conn, transaction(conn):
-        summary = holdout.store_predictions(conn, context.partition_key, results)
+        summary = holdout_classify.store_predictions(conn, context.partition_key, results)
     discard_run_payloads(context.instance, context.run_id)
     context.log.info(
         f"Stored {summary['rows']} predictions ({summary['failed_rows']} failed rows) for "
@@ -297,7 +300,7 @@ def variant_scores(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     with warehouse.connect() as conn, transaction(conn):
-        levels = holdout.scores_stage(conn, context.partition_key)
+        levels = scores_stage(conn, context.partition_key)
     columns = [column.name for column in VARIANT_LEVEL_SCORES_DISPLAY.columns]
     records = [
         dg.TableRecord(
@@ -414,7 +417,7 @@ def eval_report(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     with warehouse.connect() as conn, transaction(conn):
-        report, markdown = holdout.report_stage(conn, context.partition_key, run_id=context.run_id)
+        report, markdown = report_stage(conn, context.partition_key, run_id=context.run_id)
     rows = []
     for variant in report["variants"]:
         row: dict[str, Any] = {"variant": variant["name"]}

@@ -21,7 +21,8 @@ from eval_pipelines.defs.partitions import (
     partitioned_checks,
 )
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.stages import holdout
+from eval_pipelines.stages.holdout_checks import candidate_shortfall, leakage
+from eval_pipelines.stages.holdout_spec import load_spec
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 
@@ -49,7 +50,7 @@ def no_leakage(
     """No sampled record, nothing on its leave-out list and none of its group members is in its
     own retrieved evidence (group membership recomputed from the records)."""
     with warehouse.connect(read_only=True) as conn:
-        counts = holdout.leakage(conn, _partition(context))
+        counts = leakage(conn, _partition(context))
     metadata = {"on_leave_out_list": counts.on_leave_out_list}
     if counts.sharing_group_field is not None:
         metadata["sharing_group_field"] = counts.sharing_group_field
@@ -76,7 +77,7 @@ class _Verdict:
 
 
 def _grouped(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
-    spec = holdout.load_spec(conn, eval_id)
+    spec = load_spec(conn, eval_id)
     return _Verdict(
         passed=spec.grouping.mode != "none",
         severity=dg.AssetCheckSeverity.WARN,
@@ -88,7 +89,7 @@ def _grouped(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
 
 
 def _candidates_supplied(conn: duckdb.DuckDBPyConnection, eval_id: str) -> _Verdict:
-    short, requested = holdout.candidate_shortfall(conn, eval_id)
+    short, requested = candidate_shortfall(conn, eval_id)
     return _Verdict(
         passed=short == 0,
         severity=dg.AssetCheckSeverity.WARN,

@@ -1,6 +1,6 @@
 """What one variant's classify step needs (:class:`ClassifyTask`): built by the holdout stage
-(:mod:`eval_pipelines.stages.holdout`) and the grouping sweep, read by every classifier, the
-chat one (:mod:`eval_pipelines.stages.chat_classify`) included."""
+(:mod:`eval_pipelines.stages.holdout_classify`) and the grouping sweep, read by every
+classifier, the chat one (:mod:`eval_pipelines.stages.chat_classify`) included."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from eval_pipelines.core.workflows.classify_node import grouping_config
 from eval_pipelines.core.workflows.definition import Workflow, workflow_from_content
 from eval_pipelines.core.workflows.execute import CachedStep, CacheKey, Execution
 from eval_pipelines.core.workflows.nodes import Document
-from eval_pipelines.stages.holdout import evidence_frame
+from eval_pipelines.stages.holdout_classify import evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import memo as memo_store

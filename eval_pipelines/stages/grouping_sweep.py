@@ -33,7 +33,7 @@ from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
 from eval_pipelines.stages.classify_task import ClassifyTask
-from eval_pipelines.stages.holdout import classify_variant, evidence_frame
+from eval_pipelines.stages.holdout_classify import classify_variant, evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import memo as memo_store

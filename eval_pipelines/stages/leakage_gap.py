@@ -14,25 +14,44 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from eval_pipelines.core.holdout.classify import evidence_tree
 from eval_pipelines.core.holdout.compare import compare_outcomes
 from eval_pipelines.core.holdout.grouping_settings import Grouping
 from eval_pipelines.core.holdout.report_json import paired_levels_to_json
 from eval_pipelines.core.holdout.scoring import row_outcomes
-from eval_pipelines.stages.holdout import (
-    OpenWarehouse,
-    _records_and_index,
-    classify_tasks,
-    classify_variant,
-    evaluation_clusters,
-    evidence_frame,
-    load_spec,
-    pinned_tree,
-    variant_outcomes,
-)
+from eval_pipelines.core.holdout.spec import HoldoutSpec
+from eval_pipelines.stages.holdout_classify import classify_tasks, classify_variant, evidence_frame
+from eval_pipelines.stages.holdout_report import evaluation_clusters, variant_outcomes
+from eval_pipelines.stages.holdout_spec import load_spec, pinned_tree
+from eval_pipelines.stages.text_index import IndexHandle, OpenWarehouse, records_index
+from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import transaction
+
+
+def _records_and_index(
+    open_warehouse: OpenWarehouse, eval_id: str, index_dir: Path
+) -> tuple[HoldoutSpec, pl.DataFrame, IndexHandle]:
+    """The spec, the records without their texts (searches read the index instead) and the
+    text index, whose texts are read only if it must be built."""
+    with open_warehouse(read_only=True) as conn:
+        spec = load_spec(conn, eval_id)
+        records = cases_store.load_records(
+            conn,
+            spec.case_id,
+            spec.records_version,
+            columns=("record_key", "label", "label_node", "metadata"),
+        )
+    handle = records_index(
+        open_warehouse,
+        index_dir,
+        spec.case_id,
+        spec.records_version,
+        n_records=records.height,
+    )
+    return spec, records, handle
 
 
 def leakage_gap_stage(

@@ -22,8 +22,8 @@ import polars as pl
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.holdout.retrieval import Retrieval
 from eval_pipelines.core.holdout.spec import HoldoutSpec
-from eval_pipelines.stages.holdout import OpenWarehouse, load_spec
-from eval_pipelines.stages.text_index import IndexHandle, records_index
+from eval_pipelines.stages.holdout_spec import load_spec
+from eval_pipelines.stages.text_index import IndexHandle, OpenWarehouse, records_index
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import transaction

@@ -323,7 +323,7 @@ def _task(warehouse: Path, config: dict[str, Any], texts: list[str], memo: list[
 def test_bad_answers_codes_outside_the_tree_and_failed_calls_are_failed_rows(
     tmp_path: Path,
 ) -> None:
-    from eval_pipelines.stages.holdout import classify_variant
+    from eval_pipelines.stages.holdout_classify import classify_variant
 
     # Malformed answers to four different records (each answer's text differs), then a code
     # outside the tree, then a 500 on both attempts of one call, then a good answer.
@@ -359,7 +359,7 @@ def test_bad_answers_codes_outside_the_tree_and_failed_calls_are_failed_rows(
 
 
 def test_a_429_storm_completes_with_every_row_answered(tmp_path: Path) -> None:
-    from eval_pipelines.stages.holdout import classify_variant
+    from eval_pipelines.stages.holdout_classify import classify_variant
 
     texts = [f"growing cereals {i}" for i in range(12)]
     storm = FaultRule("Record:", Fault("429", retry_after="0"), times=30)
@@ -375,7 +375,7 @@ def test_a_429_storm_completes_with_every_row_answered(tmp_path: Path) -> None:
 def test_an_endpoint_down_fails_every_row_fast_with_the_reason(tmp_path: Path) -> None:
     import socket
 
-    from eval_pipelines.stages.holdout import classify_variant
+    from eval_pipelines.stages.holdout_classify import classify_variant
 
     with socket.socket() as probe:  # a port nothing listens on once closed
         probe.bind(("127.0.0.1", 0))
@@ -396,7 +396,7 @@ def test_an_endpoint_down_fails_every_row_fast_with_the_reason(tmp_path: Path) -
 def test_memo_rules_decide_exclude_and_instruct(tmp_path: Path) -> None:
     from eval_pipelines.core.holdout.memo import parse_memo_entry
     from eval_pipelines.core.tree import tree_from_parent_links
-    from eval_pipelines.stages.holdout import classify_variant
+    from eval_pipelines.stages.holdout_classify import classify_variant
 
     tree = tree_from_parent_links(TREE_NODES)
     memo = [

@@ -17,7 +17,7 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.api.embeddings import embed_case
 from eval_pipelines.stages import embedding_index, text_index
-from eval_pipelines.stages.holdout import index_stage, sample_stage
+from eval_pipelines.stages.holdout_sample import index_stage, sample_stage
 from eval_pipelines.stages.leave_out import (
     leave_out_stage,
     one_row_per_retrieval,
