@@ -13,7 +13,7 @@ advance.
 
 An extraction prompt (a line ``Fields:`` followed by ``- key (type): display name`` lines, a
 table's columns indented under it, and the document after a line ``Document:``: the layout
-:func:`eval_pipelines.core.chat.extract.extraction_prompt` writes) is answered by
+:func:`eval_pipelines.core.workflows.chat_extract.extraction_prompt` writes) is answered by
 :func:`extract`'s documented rule instead: one JSON object with every field's key, each value
 read from the document's text by its display name (null when not found), each table's rows
 read under the line that holds its columns' names.

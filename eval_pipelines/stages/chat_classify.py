@@ -28,17 +28,17 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipelines.core.chat.classify import (
+from eval_pipelines.core.chat.cost import call_cost
+from eval_pipelines.core.chat.request import ChatRequest, build_request
+from eval_pipelines.core.errors import ConflictError
+from eval_pipelines.core.holdout.chat_classify import (
     chat_messages,
     failure_causes,
     offered_candidates,
     prediction_from_answer,
     supplied_evidence,
 )
-from eval_pipelines.core.chat.cost import call_cost
-from eval_pipelines.core.chat.request import ChatRequest, build_request
-from eval_pipelines.core.chat.variant import no_price_reason, variant_settings
-from eval_pipelines.core.errors import ConflictError
+from eval_pipelines.core.holdout.chat_estimate import no_price_reason, variant_settings
 from eval_pipelines.core.holdout.classify import (
     Prediction,
     neighbours_from_frame,

@@ -212,6 +212,27 @@ def test_no_two_layers_import_each_other() -> None:
     assert cycles(layers) == []
 
 
+def feature_of(module: str) -> str:
+    """A module's feature package within its layer (``eval_pipelines.core.chat`` for
+    ``eval_pipelines.core.chat.request``); a module directly in a layer is its own."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_no_two_feature_packages_import_each_other() -> None:
+    """The graph of feature packages (``core.chat``, ``core.workflows``, ...: each module
+    counted in its package) has no cycle either. Before: ``core.chat.extract`` imported
+    ``core.workflows.schema`` while ``core.workflows.chat_node`` imported ``core.chat``'s
+    extract: no module cycle, but two packages each needing the other."""
+    packages: dict[str, set[str]] = {}
+    for module, imports in import_graph().items():
+        packages.setdefault(feature_of(module), set()).update(
+            feature_of(imported)
+            for imported in imports
+            if feature_of(imported) != feature_of(module)
+        )
+    assert cycles(packages) == []
+
+
 def test_every_named_layer_exists() -> None:
     """A layer renamed or moved must be renamed here too, or its modules would count as
     entry points."""

@@ -9,14 +9,14 @@ from pathlib import Path
 import polars as pl
 
 from eval_pipelines.chat_standin.server import Fault, serve_standin
-from eval_pipelines.core.chat.classify import (
+from eval_pipelines.core.chat.request import build_request
+from eval_pipelines.core.chat.settings import parse_chat_settings
+from eval_pipelines.core.holdout.chat_classify import (
     chat_messages,
     offered_candidates,
     prediction_from_answer,
     supplied_evidence,
 )
-from eval_pipelines.core.chat.request import build_request
-from eval_pipelines.core.chat.settings import parse_chat_settings
 from eval_pipelines.core.holdout.classify import Neighbour
 from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.memo import parse_memo_entry

@@ -1,4 +1,4 @@
-"""The pure half of the ``chat`` extract node (core/chat/extract.py): the schema as the
+"""The pure half of the ``chat`` extract node (core/workflows/chat_extract.py): the schema as the
 answer's JSON schema, the prompt, the strict reading of answers; the node's settings
 (parse_node_chat_settings); and the stand-in's documented extraction rule."""
 
@@ -11,15 +11,15 @@ import pytest
 
 from eval_pipelines.chat_standin.answers import extract
 from eval_pipelines.chat_standin.server import Fault, FaultRule, serve_standin
-from eval_pipelines.core.chat.extract import (
+from eval_pipelines.core.chat.settings import NODE_MAX_TOKENS, parse_node_chat_settings
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.workflows.chat_extract import (
     extraction_format,
     extraction_json_schema,
     extraction_messages,
     extraction_prompt,
     parse_extraction,
 )
-from eval_pipelines.core.chat.settings import NODE_MAX_TOKENS, parse_node_chat_settings
-from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.workflows.schema import parse_schema
 
 REPO = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.search_request import SearchRequest, check_request, subset_request
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.search_result import SearchResult
-from eval_pipelines.core.topk_heap import drain_heap, push_largest
+from eval_pipelines.core.text.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()
 

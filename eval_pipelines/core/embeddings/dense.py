@@ -38,7 +38,7 @@ from eval_pipelines.core.text.search_result import (
     brute_force_result,
     ranked_candidates,
 )
-from eval_pipelines.core.topk_heap import drain_heap, push_largest
+from eval_pipelines.core.text.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()
 

@@ -1,7 +1,7 @@
 """The rules ``chat`` variants add to a holdout evaluation: ``trials`` (only with a chat
 variant), no A/A arm or leakage check on a chat baseline, each chat variant's settings checked
 against the environment the calls run in, and its token estimate from the real prompts of
-sampled rows (:mod:`eval_pipelines.core.chat.variant`). The caller reads the rows; nothing
+sampled rows (:mod:`eval_pipelines.core.holdout.chat_estimate`). The caller reads the rows; nothing
 here does I/O.
 """
 
@@ -11,10 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eval_pipelines.core.chat.classify import chat_messages
 from eval_pipelines.core.chat.settings import TRIALS_MAX, ChatSettings
-from eval_pipelines.core.chat.variant import ESTIMATE_ROWS, estimate_variant, variant_settings
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.chat_classify import chat_messages
+from eval_pipelines.core.holdout.chat_estimate import (
+    ESTIMATE_ROWS,
+    estimate_variant,
+    variant_settings,
+)
 from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
 from eval_pipelines.core.holdout.spec import HoldoutSpec
 
@@ -80,7 +84,8 @@ def chat_variants_checked(
 
 @dataclass(frozen=True)
 class _InstructionOnly:
-    """What :func:`~eval_pipelines.core.chat.classify.chat_messages` reads of a memo entry."""
+    """What :func:`~eval_pipelines.core.holdout.chat_classify.chat_messages` reads of a memo
+    entry."""
 
     instruction: str
 

@@ -26,8 +26,9 @@ TOKEN_CONFIRMATION_LIMIT = 400_000
 @dataclass(frozen=True)
 class TokenEstimateVariant(JsonResult):
     """One variant's expected spend: ``records`` x ``tokens_per_record`` = ``tokens``; for a
-    chat variant ``chat`` says how (:class:`~eval_pipelines.core.chat.variant.ChatEstimate`:
-    real prompts of sampled rows, trials, the answer budget, the cost)."""
+    chat variant ``chat`` says how
+    (:class:`~eval_pipelines.core.holdout.chat_estimate.ChatEstimate`: real prompts of sampled
+    rows, trials, the answer budget, the cost)."""
 
     name: str
     classifier: str

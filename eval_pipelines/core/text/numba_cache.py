@@ -10,7 +10,7 @@ use, so loading the Dagster definitions reads no environment and compiles nothin
 
 ``<sources>`` is a hash of every module that defines kernels. numba checks a cached kernel
 against the source of its own file only, not of the kernels it calls: after an upgrade that
-changed :mod:`eval_pipelines.core.topk_heap` alone, the search kernels would keep running the
+changed :mod:`eval_pipelines.core.text.topk_heap` alone, the search kernels would keep running the
 old heap from the cache. A new folder per version of the sources makes that impossible (the
 first process of a new version compiles again; ``make install`` does it).
 """
@@ -25,7 +25,7 @@ from numba.core import config
 
 _CORE = Path(__file__).resolve().parents[1]
 KERNEL_MODULES = (
-    "topk_heap.py",
+    "text/topk_heap.py",
     "text/search_kernels.py",
     "text/pruned_search.py",
     "text/row_scores.py",

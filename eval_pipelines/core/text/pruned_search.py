@@ -10,7 +10,7 @@ import numpy as np
 from eval_pipelines.core.text import numba_cache
 from eval_pipelines.core.text.row_scores import exact_scores
 from eval_pipelines.core.text.search_kernels import posting_span
-from eval_pipelines.core.topk_heap import drain_heap, push_largest, sift_down, sift_up, worse
+from eval_pipelines.core.text.topk_heap import drain_heap, push_largest, sift_down, sift_up, worse
 
 numba_cache.configure()
 

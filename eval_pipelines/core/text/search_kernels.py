@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from eval_pipelines.core.text import numba_cache
-from eval_pipelines.core.topk_heap import drain_heap, push_largest
+from eval_pipelines.core.text.topk_heap import drain_heap, push_largest
 
 numba_cache.configure()
 

@@ -17,7 +17,7 @@ environment; the key itself is never stored). Preparing adds the node's ``schema
 configuration: the prompt and the answer's JSON schema depend on it, so the step's cache key
 covers it.
 
-Running builds one request per document (:mod:`eval_pipelines.core.chat.extract`: the
+Running builds one request per document (:mod:`eval_pipelines.core.workflows.chat_extract`: the
 fields' names and types and the document's text; ``response_format`` the schema's JSON schema)
 and hands it to the run's ``call_chat`` (:class:`~eval_pipelines.core.workflows.nodes.StepContext`),
 which answers from the warehouse's ``chat_calls`` cache or from the endpoint. The step runs
@@ -35,11 +35,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from eval_pipelines.core.chat.extract import (
-    extraction_format,
-    extraction_messages,
-    parse_extraction,
-)
 from eval_pipelines.core.chat.request import build_request
 from eval_pipelines.core.chat.settings import (
     NODE_MAX_TOKENS,
@@ -47,6 +42,11 @@ from eval_pipelines.core.chat.settings import (
     parse_node_chat_settings,
 )
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.workflows.chat_extract import (
+    extraction_format,
+    extraction_messages,
+    parse_extraction,
+)
 from eval_pipelines.core.workflows.nodes import Document, NodeFailed, StepContext, StepUsage
 from eval_pipelines.core.workflows.schema import Schema, parse_schema
 from eval_pipelines.core.workflows.step_worker import StepCanceled, cancel_event

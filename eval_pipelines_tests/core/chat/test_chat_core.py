@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from eval_pipelines.core.chat.answer import failure_cause, parse_answer
-from eval_pipelines.core.chat.classify import failure_causes
 from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import build_request, classification_messages
 from eval_pipelines.core.chat.settings import ModelPrice, api_key, parse_chat_settings
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.holdout.chat_classify import failure_causes
 
 ENV = {"MY_KEY": "sk-secret"}
 
@@ -264,7 +264,7 @@ def test_cost_from_the_price_table_and_none_without_a_price() -> None:
 def test_an_extraction_can_send_its_schema_inside_a_json_object_format() -> None:
     """``json_object_schema`` (llama-cpp-python's server refuses ``json_schema``): the node's
     answer schema is sent as ``{"type": "json_object", "schema": ...}``."""
-    from eval_pipelines.core.chat.extract import extraction_format, extraction_json_schema
+    from eval_pipelines.core.workflows.chat_extract import extraction_format, extraction_json_schema
     from eval_pipelines.core.workflows.schema import parse_schema
 
     schema = parse_schema(
@@ -279,8 +279,8 @@ def test_an_extraction_can_send_its_schema_inside_a_json_object_format() -> None
 
 
 def test_a_chat_variant_takes_its_model_from_the_llm_level_table() -> None:
-    from eval_pipelines.core.chat.variant import estimate_call_tokens, variant_settings
     from eval_pipelines.core.errors import InputError
+    from eval_pipelines.core.holdout.chat_estimate import estimate_call_tokens, variant_settings
     from eval_pipelines.core.holdout.classify_config import parse_config
 
     raw = {

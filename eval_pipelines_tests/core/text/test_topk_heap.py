@@ -1,6 +1,6 @@
 """The shared top-k heap keeps the k best (similarity, id) pairs, ties to the smaller id.
 
-It lives in :mod:`eval_pipelines.core.topk_heap`; its tests sit here, beside the sparse search
+It lives in :mod:`eval_pipelines.core.text.topk_heap`; its tests sit here, beside the sparse search
 that leans on it hardest.
 """
 
@@ -10,7 +10,7 @@ import numba
 import numpy as np
 import pytest
 
-from eval_pipelines.core.topk_heap import drain_heap, sift_down, sift_up, worse
+from eval_pipelines.core.text.topk_heap import drain_heap, sift_down, sift_up, worse
 
 
 @numba.njit
