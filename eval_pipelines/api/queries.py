@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from eval_pipelines.api._shared import (
     EvalFailed,
+    open_warehouse,
     require_run_warehouse,
-    resolve_warehouse,
     step_refusal,
     stored_by_a_succeeded_step,
 )
@@ -36,7 +33,7 @@ from eval_pipelines.stages import queries as stage
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage import query_evaluations as query_evaluations_store
 from eval_pipelines.storage.query_evaluations import StoredQuery, StoredResult
-from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+from eval_pipelines.storage.warehouse import transaction
 
 __all__ = [
     "QueryEvaluation",
@@ -145,12 +142,6 @@ class QueryListing(JsonResult):
     run_id: str | None = None
 
 
-def _open(
-    warehouse: Path | str | None, *, read_only: bool = False
-) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
-    return connect(resolve_warehouse(warehouse), read_only=read_only, wait_seconds=CLI_WAIT_SECONDS)
-
-
 def parse_query_text(
     text: str, *, field: str = "query", value: object = None
 ) -> Mapping[str, object]:
@@ -227,7 +218,7 @@ def run_query(
     require_run_warehouse(warehouse)
     parsed = parse_query(read_query(query))
     folds = stage.validate_folds(folds)
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         pinned = stage.pin_sources(conn, parsed)
         eval_id = stage.evaluation_id(parsed.document, pinned, folds)
         stored = query_evaluations_store.find_query(conn, eval_id)
@@ -255,7 +246,7 @@ def run_query(
             f"{state.reason or 'see the run in the Dagster UI'}",
             state.to_json(),
         )
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         result = query_evaluations_store.find_result(conn, eval_id)
     if result is None or result.run_id != run_id:
         raise EvalFailed(
@@ -289,7 +280,7 @@ def _forget(eval_id: str, warehouse: Path | str | None) -> None:
     from eval_pipelines import runs
     from eval_pipelines.runs.instance import dagster_instance
 
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         query_evaluations_store.delete_query(conn, eval_id)
     instance = dagster_instance()
     partitions = runs.kind_of(KIND).partitions
@@ -305,7 +296,7 @@ def get_query(eval_id: str, *, warehouse: Path | str | None = None) -> StoredQue
     from eval_pipelines import runs
     from eval_pipelines.runs.instance import dagster_instance
 
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         stored = query_evaluations_store.load_query(conn, eval_id)
         result = query_evaluations_store.find_result(conn, eval_id)
     instance = dagster_instance()
@@ -345,7 +336,7 @@ def _status(result: StoredResult | None) -> str:
 def list_queries(*, warehouse: Path | str | None = None) -> tuple[QueryListing, ...]:
     """Every query evaluation, oldest first (the CLI's ``evaluations list``): id, what it
     predicts or estimates and from which tables, its fold count, status and headline."""
-    with _open(warehouse, read_only=True) as conn:
+    with open_warehouse(warehouse, read_only=True) as conn:
         stored = query_evaluations_store.list_queries(conn)
         results = {q.eval_id: query_evaluations_store.find_result(conn, q.eval_id) for q in stored}
     listed = []

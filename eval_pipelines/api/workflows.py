@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from eval_pipelines.api._golden_state import (
     gate_decision,
     sync_workflow_files,
 )
-from eval_pipelines.api._shared import resolve_warehouse
+from eval_pipelines.api._shared import open_warehouse, resolve_warehouse
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.files import read_json
 from eval_pipelines.core.golden.gate import Gate, SetGate
@@ -33,7 +32,7 @@ from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.stages.workflow_chat import step_context
 from eval_pipelines.storage import workflows as workflows_store
-from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+from eval_pipelines.storage.warehouse import transaction
 from eval_pipelines.storage.workflows import StoredDocument
 
 
@@ -192,12 +191,6 @@ class DeletedDocumentResult(JsonResult):
     deleted: bool
 
 
-def _open(
-    warehouse: Path | str | None, *, create: bool = False
-) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
-    return connect(resolve_warehouse(warehouse), create=create, wait_seconds=CLI_WAIT_SECONDS)
-
-
 def save_workflow(
     name: str,
     file: Path | str,
@@ -211,7 +204,7 @@ def save_workflow(
     if saved_by is not None:
         check_name(saved_by, "saved_by", "who saves: a name")
     parsed = load_workflow_file(Path(file), name=name)
-    with _open(warehouse, create=parsed.kind == "extract") as conn, transaction(conn):
+    with open_warehouse(warehouse, create=parsed.kind == "extract") as conn, transaction(conn):
         workflow = pin_workflow(conn, parsed)
         kinds = {r.kind for r in workflows_store.revisions_of(conn, name)}
         if kinds and workflow.kind not in kinds:
@@ -226,7 +219,7 @@ def save_workflow(
 
 def list_workflows(*, warehouse: Path | str | None = None) -> tuple[WorkflowSummaryResult, ...]:
     """Every workflow with its newest and active revision."""
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         listing = []
         for name in workflows_store.workflow_names(conn):
@@ -248,7 +241,7 @@ def show_workflow(
     name: str, *, revision: str | None = None, warehouse: Path | str | None = None
 ) -> WorkflowRevisionResult:
     """A revision's content (the newest unless ``revision`` is given) and its history."""
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         revisions = workflows_store.require_workflow(conn, name)
         chosen = (
@@ -273,7 +266,7 @@ def show_workflow(
 
 def workflow_status(name: str, *, warehouse: Path | str | None = None) -> WorkflowStatusResult:
     """Active revision, newest revision, and the gate's state for the newest with its reason."""
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
         revisions = workflows_store.require_workflow(conn, name)
@@ -310,7 +303,7 @@ def run_workflow(
     anywhere. The document is stored (a golden case can be made from the run once
     reviewed)."""
     content, doc = read_document(Path(document))
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         workflow = _resolve_revision(conn, name, revision)
         if workflow.kind != "extract":
@@ -324,7 +317,7 @@ def run_workflow(
         if node.id in execution.outputs
     }
     test_run_id = f"t-{uuid.uuid4().hex[:12]}"
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         workflows_store.save_document(conn, content, doc)
         workflows_store.cache_steps(conn, [(*k, v) for k, v in execution.new_cache.items()])
         workflows_store.save_test_run(
@@ -383,7 +376,7 @@ def approve_run(
         raise InputError(
             "values", type(corrected).__name__, "must be a JSON object keyed by field id"
         )
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         run = workflows_store.load_test_run(conn, test_run_id)
         workflow = workflows_store.load_revision(conn, run.revision)
         scored = workflow.scored_node(node)
@@ -398,7 +391,7 @@ def activate_workflow(
     """Make ``revision`` the workflow's active revision, only if the gate passes for exactly
     that revision; the ledger records who, when and on which gating runs."""
     check_name(by, "by", "who activates: a name")
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         sync_workflow_files(conn)
         close_abandoned_runs(conn)
         full = workflows_store.revision_of_workflow(conn, name, revision)
@@ -436,7 +429,7 @@ def activation_ledger(
     name: str | None = None, *, warehouse: Path | str | None = None
 ) -> tuple[ActivationResult, ...]:
     """The activation ledger (of one workflow, or all), oldest first."""
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         if name is not None:
             workflows_store.require_workflow(conn, name)
         return tuple(ActivationResult.of(a) for a in workflows_store.activations(conn, name))
@@ -444,7 +437,7 @@ def activation_ledger(
 
 def list_documents(*, warehouse: Path | str | None = None) -> tuple[StoredDocument, ...]:
     """The stored documents, each with how many golden cases use it."""
-    with _open(warehouse) as conn:
+    with open_warehouse(warehouse) as conn:
         return tuple(workflows_store.list_documents(conn))
 
 
@@ -452,6 +445,6 @@ def delete_document(
     document_id: str, *, warehouse: Path | str | None = None
 ) -> DeletedDocumentResult:
     """Delete a stored document; refused while a golden case references it."""
-    with _open(warehouse) as conn, transaction(conn):
+    with open_warehouse(warehouse) as conn, transaction(conn):
         workflows_store.delete_document(conn, document_id)
     return DeletedDocumentResult(document_id, True)
