@@ -145,7 +145,7 @@ def load_vectors(conn: duckdb.DuckDBPyConnection, case_id: str, version: str) ->
         "SELECT vector FROM record_embeddings WHERE case_id = ? AND embeddings_version = ? "
         "ORDER BY record_key",
         [case_id, version],
-    ).to_arrow_table()
+    ).fetch_arrow_table()
     column = table.column("vector").combine_chunks()
     values = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     return values.reshape(info.n_records, info.dim)
