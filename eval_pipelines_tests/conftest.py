@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
 
 from eval_pipelines_tests.helpers.paths import DEMO
+
+if TYPE_CHECKING:
+    from eval_pipelines.postgres_local.server import LocalPostgres
+    from eval_pipelines_tests.helpers.postgres import ScratchDatabase
 
 SMALL_CHAPTERS = ["3", "8", "10", "16"]
 
@@ -67,3 +73,25 @@ def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
         ),
     )
     return "small"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPostgres]:
+    """A real PostgreSQL server on 127.0.0.1 for this test process (each xdist worker has its
+    own), stopped at the end of the session."""
+    from eval_pipelines.postgres_local.server import stop
+    from eval_pipelines_tests.helpers.postgres import start_server
+
+    folder = tmp_path_factory.mktemp("postgres")
+    server = start_server(folder)
+    yield server
+    stop(server.data_dir, mode="immediate")
+
+
+@pytest.fixture
+def postgres_database(postgres_server: LocalPostgres) -> ScratchDatabase:
+    """A fresh database on :func:`postgres_server`, owned by a role of its own."""
+    from eval_pipelines_tests.helpers.postgres import create_database
+
+    name = "t" + secrets.token_hex(6)
+    return create_database(postgres_server, name, own_role=True)
