@@ -21,7 +21,12 @@ from dagster import DagsterInstance
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.defs.pools import DUCKDB_POOL, DUCKDB_POOL_LIMIT, pool_limit
-from eval_pipelines.runs.instance_storage import check_instance_storage, postgres_storages
+from eval_pipelines.runs.instance_storage import (
+    check_instance_storage,
+    check_shared_storage,
+    postgres_storages,
+    shared_storage_key,
+)
 from eval_pipelines.settings import WAREHOUSE_ENV
 
 DEFAULT_DAGSTER_HOME = ".dagster_home"
@@ -79,14 +84,17 @@ telemetry:
 """
 
 
+def configured_home() -> Path:
+    """``$DAGSTER_HOME``, or ``.dagster_home`` in the working directory (nothing exported)."""
+    return Path(os.environ.get("DAGSTER_HOME") or Path(DEFAULT_DAGSTER_HOME).absolute())
+
+
 def dagster_home() -> Path:
-    """``$DAGSTER_HOME``, or ``.dagster_home`` in the working directory (then exported, so
-    processes started from here use the same instance)."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        home = str(Path(DEFAULT_DAGSTER_HOME).absolute())
-        os.environ["DAGSTER_HOME"] = home
-    return Path(home)
+    """:func:`configured_home`, exported as ``DAGSTER_HOME`` when it was unset, so processes
+    started from here use the same instance."""
+    home = configured_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
 
 
 def ensure_instance_config(home: Path) -> bool:
@@ -120,22 +128,21 @@ def set_pool_limit(instance: DagsterInstance) -> int:
     return limit
 
 
-# The PostgreSQL storages this process has checked, by folder and resolved settings.
-_checked: set[tuple[str, tuple[object, ...]]] = set()
+# The shared storages this process has given the pool's limit: settings and limit.
+_limited: set[tuple[object, ...]] = set()
 
 
-def first_use_of_shared_storage(home: Path) -> bool:
-    """Whether ``home/dagster.yaml`` keeps the instance in PostgreSQL and this process had not
-    used it yet; the storage is checked then (raises :class:`InputError`), before Dagster
-    connects to it. The environment is read each time: new settings are checked again."""
-    storages = postgres_storages(home)
-    if not storages:
+def _pool_limit_unset_here(home: Path) -> bool:
+    """Whether ``home`` keeps the instance in PostgreSQL and this process has not set the
+    pool's limit there for its warehouse setting yet (another machine may have set another,
+    or the storage may be new)."""
+    key = shared_storage_key(home)
+    if key is None:
         return False
-    key = (str(home), tuple(storage.key for storage in storages))
-    if key in _checked:
+    limited = (*key, warehouse_pool_limit())
+    if limited in _limited:
         return False
-    check_instance_storage(home)
-    _checked.add(key)
+    _limited.add(limited)
     return True
 
 
@@ -149,11 +156,9 @@ def dagster_instance() -> DagsterInstance:
     home = dagster_home()
     created_here = not home_was_set and (not home.is_dir() or not any(home.iterdir()))
     wrote = ensure_instance_config(home)
-    shared = first_use_of_shared_storage(home)
+    check_shared_storage(home)
     instance = DagsterInstance.get()
-    if wrote or shared:
-        # In a shared storage, on every process's first use: the machines' warehouse setting
-        # decides the limit, and the storage may be new.
+    if wrote or _pool_limit_unset_here(home):
         set_pool_limit(instance)
     if created_here:
         _log.warning(

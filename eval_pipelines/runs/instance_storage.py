@@ -39,8 +39,9 @@ DEFAULT_PORT = 5432
 MIGRATION_TABLE = "alembic_version"
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 PRIVILEGES_RULE = (
-    "needs USAGE and CREATE on the schema Dagster's tables go in (the first start creates "
-    "them): make the role the database's owner, or GRANT USAGE, CREATE ON SCHEMA"
+    "the role needs USAGE and CREATE on the schema Dagster's tables go in (the first start "
+    "creates them): make it the database's owner, or GRANT USAGE, CREATE ON SCHEMA {schema} "
+    "TO {user} with that schema first on its search_path"
 )
 
 
@@ -73,6 +74,29 @@ def check_instance_storage(home: Path) -> list[PostgresStorage]:
         with _connected(storage) as connection:
             _check_rights(storage, connection)
     return storages
+
+
+# The storages this process has checked, by folder and resolved settings.
+_checked: set[tuple[object, ...]] = set()
+
+
+def shared_storage_key(home: Path) -> tuple[object, ...] | None:
+    """The folder and resolved settings of ``home``'s PostgreSQL storage; None for the local
+    default."""
+    storages = postgres_storages(home)
+    if not storages:
+        return None
+    return (str(home), *(storage.key for storage in storages))
+
+
+def check_shared_storage(home: Path) -> None:
+    """:func:`check_instance_storage` once per process and settings (the environment is read
+    each time: changed settings are checked again)."""
+    key = shared_storage_key(home)
+    if key is None or key in _checked:
+        return
+    check_instance_storage(home)
+    _checked.add(key)
 
 
 def postgres_storages(home: Path) -> list[PostgresStorage]:
@@ -222,11 +246,12 @@ def _check_rights(storage: PostgresStorage, connection: Any) -> None:
             raise InputError(
                 f"{storage.setting}.username",
                 user,
-                "the role's search_path names no existing schema; " + PRIVILEGES_RULE,
+                "the role's search_path names no existing schema; "
+                + PRIVILEGES_RULE.format(schema="SCHEMA", user=user),
             )
         if usage and create:
             return
-        where = f"{PRIVILEGES_RULE} {schema} TO {user}"
+        where = PRIVILEGES_RULE.format(schema=schema, user=user)
         if not usage:
             raise InputError(f"{storage.setting}.username", user, where)
         cursor.execute(
@@ -243,7 +268,8 @@ def _check_rights(storage: PostgresStorage, connection: Any) -> None:
                 f"{storage.setting}.username",
                 user,
                 f"without CREATE on schema {schema}, the role must read and write every "
-                f"Dagster table there; it lacks {', '.join(missing[:5])}",
+                f"Dagster table there; it lacks {len(missing)} privileges, first "
+                f"{', '.join(missing[:3])}",
             )
 
 
