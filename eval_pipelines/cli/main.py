@@ -56,7 +56,8 @@ What they read: case (labelled records and their code tree), memo (rules for a c
 classifier), table (data tables for evaluate queries).
 
 Exit codes: 0 ok; 1 evaluation failed or canceled (golden run: a gating set failed); 2 bad
-input or refusal (nothing written); 3 --wait timed out; 4 warehouse busy; 130 interrupted.
+input or refusal (nothing written), a team instance in PostgreSQL that cannot be used included
+(checked before any command); 3 --wait timed out; 4 warehouse busy; 130 interrupted.
 Every command: eval-pipelines GROUP COMMAND --help, or docs/cli.md.
 """
 

@@ -22,6 +22,7 @@ from eval_pipelines.runs.reaping import reap_dead_runs
 from eval_pipelines.runs.shared_locks import run_start_lock
 from eval_pipelines.runs.states import RunState, run_state
 from eval_pipelines.runs.termination import TerminationWatcher
+from eval_pipelines.runs.worker_hosts import host_metadata
 
 
 def create_inline_run(
@@ -89,7 +90,9 @@ def create_inline_run(
     instance.report_engine_event(
         f"Executing the run in the process that created it (pid: {os.getpid()}).",
         run,
-        EngineEventData.in_process(os.getpid()),
+        EngineEventData(
+            metadata={**EngineEventData.in_process(os.getpid()).metadata, **host_metadata()}
+        ),
     )
     return run
 

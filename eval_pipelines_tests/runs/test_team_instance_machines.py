@@ -81,8 +81,11 @@ def test_a_run_submitted_on_one_machine_is_waited_on_by_the_other(
         for name, value in team_environment(postgres_database).items():
             monkeypatch.setenv(name, value)
         from eval_pipelines.runs.instance import dagster_instance
+        from eval_pipelines.runs.worker_hosts import run_worker_host, this_host
 
         instance = dagster_instance()
+        # Launched by the team file's launcher, which records the machine it runs on.
+        assert run_worker_host(instance, started["runId"]) == this_host()
         holder = instance.add_run(dg.DagsterRun(job_name="holdout_eval"))
         storage = instance.event_log_storage
         assert storage.claim_concurrency_slot(DUCKDB_POOL, holder.run_id, "eval_report").is_claimed
@@ -95,3 +98,39 @@ def test_a_run_submitted_on_one_machine_is_waited_on_by_the_other(
     finally:
         for folder in (first, second):
             stop_dispatcher(folder / "dagster_home" / "eval_pipelines_dispatcher.lock")
+
+
+def test_a_run_worker_on_another_host_is_never_judged_dead_here(
+    workdir: Path, postgres_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eval_pipelines.defs.dagster_private import EngineEventData
+    from eval_pipelines.runs import reap_dead_runs
+    from eval_pipelines.runs.instance import dagster_instance
+    from eval_pipelines.runs.worker_hosts import HOST_METADATA, this_host
+
+    install_team_config(Path(os.environ["DAGSTER_HOME"]))
+    for name, value in team_environment(postgres_database).items():
+        monkeypatch.setenv(name, value)
+    instance = dagster_instance()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process id nothing runs under now
+
+    def started_on(host: str) -> dg.DagsterRun:
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name="holdout_eval",
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"eval_pipelines/kind": "holdout"},
+            )
+        )
+        metadata = {
+            "pid": dg.MetadataValue.text(str(gone.pid)),
+            HOST_METADATA: dg.MetadataValue.text(host),
+        }
+        instance.report_engine_event("worker started", run, EngineEventData(metadata=metadata))
+        return run
+
+    elsewhere, here = started_on("another-machine"), started_on(this_host())
+    assert reap_dead_runs(instance) == [here.run_id]
+    status = instance.get_run_by_id(elsewhere.run_id)
+    assert status is not None and status.status == dg.DagsterRunStatus.STARTED
