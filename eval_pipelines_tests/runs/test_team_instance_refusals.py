@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import psycopg2
 import pytest
+import yaml
 
 from eval_pipelines_tests.helpers.cli_calls import cli, refused
 from eval_pipelines_tests.helpers.postgres import (
@@ -232,4 +233,30 @@ def test_least_privilege_roles_pass(
     )
     monkeypatch.setenv("DAGSTER_PG_USER", reader)
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", reader_password)
+    _works(capsys)
+
+
+def test_a_url_setting_is_checked_the_same_way(
+    workdir: Path,
+    postgres_database: ScratchDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    home = _home(workdir, postgres_database, monkeypatch)
+    config = home / "dagster.yaml"
+    team = yaml.safe_load(config.read_text())
+    server, database = postgres_database.server, postgres_database
+    address = f"{database.user}:{database.password}@{server.host}:{server.port}/{database.name}"
+
+    def with_url(url: object) -> None:
+        team["storage"] = {"postgres": {"postgres_url": url}}
+        config.write_text(yaml.safe_dump(team))
+
+    with_url(f"postgresql+psycopg2://{address}")
+    setting = "dagster.yaml: storage.postgres.postgres_url"
+    line = _refused_everywhere(home, capsys, database, setting)
+    assert "a password must come from the environment, never from the file" in line
+    # The same URL read from the environment passes.
+    with_url({"env": "DAGSTER_PG_URL"})
+    monkeypatch.setenv("DAGSTER_PG_URL", f"postgresql+psycopg2://{address}")
     _works(capsys)
