@@ -56,7 +56,8 @@ What they read: case (labelled records and their code tree), memo (rules for a c
 classifier), table (data tables for evaluate queries).
 
 Exit codes: 0 ok; 1 evaluation failed or canceled (golden run: a gating set failed); 2 bad
-input or refusal (nothing written); 3 --wait timed out; 4 warehouse busy; 130 interrupted.
+input or refusal (nothing written), a team instance in PostgreSQL that cannot be used included
+(checked before any command); 3 --wait timed out; 4 warehouse busy; 130 interrupted.
 Every command: eval-pipelines GROUP COMMAND --help, or docs/cli.md.
 """
 
@@ -116,10 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
     from eval_pipelines.cli.progress import command_progress
+    from eval_pipelines.runs.instance import configured_home
+    from eval_pipelines.runs.instance_storage import check_shared_storage
     from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
     try:
         with command_progress(args, sys.argv[1:] if argv is None else argv):
+            # A team's instance in PostgreSQL that cannot work is refused before the command
+            # writes anything (the warehouse included), not half-way when it starts a run.
+            check_shared_storage(configured_home())
             return int(args.func(args))
     except (InputError, ConflictError, NotFoundError, WarehouseUnavailable) as error:
         return _fail(_refusal(error, args), EXIT_REFUSED)

@@ -15,6 +15,7 @@ from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.runs.kinds import KINDS
 from eval_pipelines.runs.pool_slots import free_finished_run_slots
 from eval_pipelines.runs.processes import process_alive
+from eval_pipelines.runs.worker_hosts import run_worker_host, this_host
 
 
 def run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
@@ -31,14 +32,15 @@ def run_worker_pid(instance: DagsterInstance, run_id: str) -> int | None:
 
 
 def reap_dead_runs(instance: DagsterInstance) -> list[str]:
-    """Fail runs of this project whose worker process is gone, and free the pool slots of
-    finished runs; returns the runs it failed.
+    """Fail runs of this project whose worker process on this machine is gone, and free the
+    pool slots of finished runs; returns the runs it failed.
 
     With the daemon running, its run monitoring and the code server do this; without one (a
     CLI-only setup, or a killed code server) every submit and status call does it here. Only
     runs started by the default run launcher (local processes) are checked; a starting run
     is checked once its event log names its process (a run executed by the CLI that created
-    it names it before it starts).
+    it names it before it starts). A run whose worker another machine runs (its event log names
+    that host: :mod:`eval_pipelines.runs.worker_hosts`) is left to that machine.
     """
     failed: list[str] = []
     if isinstance(instance.run_launcher, DefaultRunLauncher):
@@ -52,7 +54,10 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
                 tags={KIND_TAG: list(KINDS)},
             )
         )
+        host = this_host()
         for run in in_progress:
+            if run_worker_host(instance, run.run_id) not in (None, host):
+                continue  # another machine's worker: its pid means nothing here
             pid = run_worker_pid(instance, run.run_id)
             if pid is not None and not process_alive(pid):
                 instance.report_engine_event(
