@@ -39,10 +39,7 @@ class WarehouseResource(dg.ConfigurableResource):
     def index_dir_path(self) -> Path:
         if self.index_dir:
             return Path(self.index_dir).absolute()
-        location = shared_files.configured_location(self.shared_dir)
-        if location is not None:
-            return shared_files.index_dir(location, settings.shared_cache_dir())
-        return settings.index_dir(self.warehouse_path())
+        return shared_files.run_index_dir(self.warehouse_path(), self.shared_dir)
 
     def thread_count(self) -> int:
         return self.threads or settings.thread_count()

@@ -29,7 +29,6 @@ from typing import Any
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.text.index_files import replace_directory
 
 INDEX_FOLDER = "indexes"
 PAYLOAD_FOLDER = "step_payloads"
@@ -183,6 +182,8 @@ class IndexMirror:
         """Make ``path`` this machine's copy of the published file or directory of that name
         (nothing when none is published); a copy whose recorded digest is not the current one
         is replaced whole, so an old copy is never opened for a new version."""
+        from eval_pipelines.core.text.index_files import replace_directory
+
         pointer = self.current_digest(path.name)
         if pointer is None or (path.exists() and _recorded_digest(path) == pointer["digest"]):
             return
@@ -287,6 +288,17 @@ def index_dir(location: SharedLocation, cache_root: Path) -> Path:
         if local not in _mirrors or _mirrors[local].location != location:
             _mirrors[local] = IndexMirror(location, s3_client())
     return local
+
+
+def run_index_dir(warehouse: Path, shared_dir: str | None = None) -> Path:
+    """Where a run opens index files: under the shared location (``shared_dir``, else
+    ``$EVAL_PIPELINES_SHARED_DIR``) when one is set, in this machine's cache
+    (:func:`eval_pipelines.settings.shared_cache_dir`) for a bucket; else the index folder of
+    ``warehouse`` (:func:`eval_pipelines.settings.index_dir`), as on one machine."""
+    location = configured_location(shared_dir)
+    if location is None:
+        return settings.index_dir(warehouse)
+    return index_dir(location, settings.shared_cache_dir())
 
 
 def refresh(path: Path) -> None:
