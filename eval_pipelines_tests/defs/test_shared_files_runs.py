@@ -5,6 +5,7 @@ location runs could not use is refused before anything is written."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from pathlib import Path
 
@@ -74,6 +75,9 @@ def test_a_holdout_on_a_shared_folder_then_on_s3_stores_the_default_report(
 
     monkeypatch.setenv(SHARED_DIR_ENV, f"s3://{s3_bucket}/team")
     monkeypatch.setenv(SHARED_CACHE_ENV, str(workdir / "machine-cache"))
+    # The server accepts any key: a random one shows where it would leak.
+    secret = "secret-" + secrets.token_hex(12)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     clear_index_cache()
     on_s3 = run_holdout(instance, eval_id, {})
 
@@ -104,6 +108,17 @@ def test_a_holdout_on_a_shared_folder_then_on_s3_stores_the_default_report(
     assert_same_report(expected, stored_report(workdir, eval_id))
     assert INDEX_BUILT not in logged_text(instance, on_second.run_id)
     assert (workdir / "second-machine-cache" / s3_bucket / "team" / "indexes" / index_name).is_dir()
+    # The credentials came from the environment and went nowhere else: no event, no file of
+    # the working folder (warehouse, instance, caches), no object of the bucket.
+    for run in (on_s3, on_second):
+        assert secret not in logged_text(instance, run.run_id)
+    assert [
+        p for p in workdir.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()
+    ] == []
+    client = s3_server.client()
+    for key in s3_server.keys(s3_bucket):
+        body = client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
+        assert secret.encode() not in body, key
 
 
 def _evaluation_count(workdir: Path) -> int:

@@ -5,7 +5,11 @@ served once its name points at other content. Bad locations are refused, naming 
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from eval_pipelines.postgres_local.server import free_port
 from eval_pipelines.settings import SHARED_DIR_ENV
 from eval_pipelines.stages import shared_files
 from eval_pipelines.stages import text_index as ti
+from eval_pipelines_tests.helpers.paths import REPO
 from eval_pipelines_tests.helpers.s3 import S3Server
 from eval_pipelines_tests.helpers.text_search import synthetic_texts
 
@@ -62,6 +67,48 @@ def test_a_second_machine_with_an_empty_cache_finds_the_index_on_s3(
     assert found.path == second_dir / "case-v1.tfidf"
     assert shared_files.content_digest(found.path) == digest
     np.testing.assert_array_equal(rt.search(found.index, queries, k=5).neighbours, expected)
+
+
+# A second machine: its own process, working folder and home, the shared location and the
+# S3 server's variables only; it opens the index as a run does.
+SECOND_MACHINE = """
+import json, sys
+from pathlib import Path
+from eval_pipelines.stages import shared_files, text_index
+folder = shared_files.run_index_dir(Path("warehouse.duckdb"))
+found = text_index.open_index(folder, "case", "v1", n_docs=int(sys.argv[1]))
+print(json.dumps({"found": found is not None, "path": str(found.path) if found else None}))
+"""
+
+
+def test_another_process_in_its_own_folder_finds_the_index_in_its_default_cache(
+    s3_server: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    built = ti.load_or_build_index(
+        machine_index_dir(s3_bucket, tmp_path / "first"), "case", "v1", synthetic_texts(200, 2)
+    )
+    shutil.rmtree(tmp_path / "first")
+    home = tmp_path / "second"
+    home.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "HOME": str(home),
+        SHARED_DIR_ENV: f"s3://{s3_bucket}/team",
+        **s3_server.environment(),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", SECOND_MACHINE, "200"],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    opened = json.loads(out.stdout.strip().splitlines()[-1])
+    expected = home / ".cache" / "eval_pipelines" / "shared" / s3_bucket / "team" / "indexes"
+    assert opened == {"found": True, "path": str(expected / built.path.name)}
 
 
 def test_a_cached_copy_is_never_served_once_its_name_points_at_new_content(
