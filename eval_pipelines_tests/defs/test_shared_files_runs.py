@@ -8,16 +8,22 @@ from __future__ import annotations
 import secrets
 import shutil
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
 import pytest
 
 from eval_pipelines import api
+from eval_pipelines.api.embeddings import embed_case
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.defs.embeddings import embedding_ann_index
+from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.defs.step_payloads import StepPayloadIOManager
 from eval_pipelines.postgres_local.server import free_port
 from eval_pipelines.settings import SHARED_CACHE_ENV, SHARED_DIR_ENV
 from eval_pipelines.stages import shared_files
+from eval_pipelines.stages.embedding_index import clear_embedding_cache
 from eval_pipelines.stages.text_index import clear_index_cache
 from eval_pipelines_tests.helpers.holdout_runs import (
     assert_same_report,
@@ -119,6 +125,45 @@ def test_a_holdout_on_a_shared_folder_then_on_s3_stores_the_default_report(
     for key in s3_server.keys(s3_bucket):
         body = client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
         assert secret.encode() not in body, key
+
+
+def materialize_ann_index(case: str) -> dict[str, Any]:
+    result = dg.materialize(
+        [embedding_ann_index],
+        instance=dg.DagsterInstance.get(),
+        partition_key=case,
+        resources={"warehouse": WarehouseResource(), "io_manager": StepPayloadIOManager()},
+    )
+    metadata = result.asset_materializations_for_node("embedding_ann_index")[0].metadata
+    return {name: value.value for name, value in metadata.items()}
+
+
+def test_the_approximate_index_built_on_one_machine_is_loaded_from_s3_on_another(
+    small_case: str,
+    workdir: Path,
+    s3_server: S3Server,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(SHARED_DIR_ENV, f"s3://{s3_bucket}/team")
+    monkeypatch.setenv(SHARED_CACHE_ENV, str(workdir / "first-cache"))
+    embed_case(small_case, method="lsa", dim=16, seed=0)
+    built = materialize_ann_index(small_case)
+    assert built["built"] is True
+    name = f"{small_case}-{built['embeddings_version']}"
+    keys = s3_server.keys(s3_bucket, "team/indexes/")
+    for file_name in (f"{name}.emb.npy", f"{name}.nndescent.pkl"):
+        assert f"team/indexes/{file_name}/{shared_files.POINTER_NAME}" in keys
+
+    shutil.rmtree(workdir / "first-cache")
+    monkeypatch.setenv(SHARED_CACHE_ENV, str(workdir / "second-cache"))
+    clear_embedding_cache()
+    clear_index_cache()
+    loaded = materialize_ann_index(small_case)
+
+    assert loaded["built"] is False
+    assert loaded["recall_at_20"] == built["recall_at_20"]
+    assert str(loaded["path"]).startswith(str(workdir / "second-cache"))
 
 
 def _evaluation_count(workdir: Path) -> int:
