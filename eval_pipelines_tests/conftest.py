@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,13 +36,23 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     return paths
 
 
+# Set to "postgres" to run every test that uses `workdir` against a PostgreSQL warehouse (a
+# fresh database of the session's server per test) instead of a DuckDB file.
+TESTS_WAREHOUSE_ENV = "EVAL_PIPELINES_TESTS_WAREHOUSE"
+
+
 @pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
     """A fresh warehouse, index cache and Dagster home for one test; a run dispatcher the test
     started is stopped afterwards instead of idling for a minute."""
     from eval_pipelines.runs.dispatcher import stop_dispatcher
 
-    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
+    if os.environ.get(TESTS_WAREHOUSE_ENV) == "postgres":
+        point_warehouse_at(request.getfixturevalue("postgres_database"), monkeypatch)
+    else:
+        monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
     monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(tmp_path / "indexes"))
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -49,6 +60,21 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.chdir(tmp_path)
     yield tmp_path
     stop_dispatcher(home / "eval_pipelines_dispatcher.lock")
+
+
+def point_warehouse_at(database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``database`` the warehouse (its URL in the setting, its password in the variable)."""
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", database.url)
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE_PASSWORD", database.password)
+
+
+@pytest.fixture
+def postgres_workdir(
+    workdir: Path, postgres_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """``workdir`` with its warehouse in a fresh PostgreSQL database (:func:`postgres_database`)."""
+    point_warehouse_at(postgres_database, monkeypatch)
+    return workdir
 
 
 @pytest.fixture

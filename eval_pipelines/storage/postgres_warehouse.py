@@ -165,7 +165,9 @@ def connect_postgres(
                     pass  # upgrades the database in place
             else:
                 try:
-                    migrate(conn, dialect="postgres", exclusive=migration_lock(warehouse, conn))
+                    migrate(
+                        conn, postgres_catalog=CATALOG, exclusive=migration_lock(warehouse, conn)
+                    )
                 except duckdb.Error as error:
                     raise refusal(warehouse, error) from None
         yield conn

@@ -2,9 +2,10 @@
 either backend.
 
 The ``schema_version`` table records which have been applied; each missing one runs in its own
-transaction. The files are written in DuckDB's SQL; :func:`postgres_dialect` is the one step that
-rewrites a statement for a PostgreSQL warehouse (through DuckDB's ``postgres`` extension a column
-type is passed to PostgreSQL verbatim).
+transaction. The files are written in DuckDB's SQL and run on a PostgreSQL warehouse through
+DuckDB's ``postgres`` extension (tables, primary keys and unique constraints are created in
+PostgreSQL as declared); :func:`postgres_dialect` is the one step that rewrites a statement
+for it.
 """
 
 from __future__ import annotations
@@ -53,13 +54,22 @@ def _statements(sql: str) -> list[str]:
 
 
 # DuckDB's DOUBLE is PostgreSQL's DOUBLE PRECISION: CREATE TABLE through the extension maps
-# it, but ALTER TABLE ... ADD COLUMN hands the type name to PostgreSQL as written.
-_ADDED_DOUBLE = re.compile(r"(ADD\s+COLUMN\s+\w+\s+)DOUBLE\b(?!\s+PRECISION)", re.IGNORECASE)
+# it, but ALTER TABLE ... ADD COLUMN hands DuckDB's type name to PostgreSQL, which has no
+# DOUBLE (writing DOUBLE PRECISION does not help: DuckDB parses it back to DOUBLE).
+_ADDED_DOUBLE = re.compile(
+    r"^\s*(ALTER\s+TABLE\s+\w+\s+ADD\s+COLUMN\s+\w+\s+)DOUBLE\s*;?\s*$", re.IGNORECASE
+)
 
 
-def postgres_dialect(statement: str) -> str:
-    """``statement`` as PostgreSQL takes it through DuckDB's ``postgres`` extension."""
-    return _ADDED_DOUBLE.sub(r"\1DOUBLE PRECISION", statement)
+def postgres_dialect(statement: str, catalog: str) -> str:
+    """``statement`` as it runs on the PostgreSQL database attached as ``catalog``: adding a
+    DOUBLE column is sent to PostgreSQL itself (``postgres_execute``, inside the migration's
+    transaction) as DOUBLE PRECISION; every other statement runs as written."""
+    found = _ADDED_DOUBLE.match(statement)
+    if found is None:
+        return statement
+    native = f"{found.group(1)}DOUBLE PRECISION".replace("'", "''")
+    return f"CALL postgres_execute('{catalog}', '{native}')"
 
 
 def _has_table(conn: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -84,10 +94,13 @@ def schema_version(conn: duckdb.DuckDBPyConnection) -> int:
 def migrate(
     conn: duckdb.DuckDBPyConnection,
     *,
-    dialect: str = "duckdb",
+    postgres_catalog: str | None = None,
     exclusive: AbstractContextManager[object] | None = None,
 ) -> list[int]:
     """Apply the migrations the warehouse lacks, each in one transaction; returns their versions.
+
+    ``postgres_catalog`` names the attached PostgreSQL database ``conn`` uses, if it is one
+    (:func:`postgres_dialect` applies).
 
     ``exclusive`` is held while the version is read and the migrations applied, so that two
     processes opening a fresh shared warehouse at once apply each migration once (a DuckDB
@@ -104,7 +117,7 @@ def migrate(
         for version, name, sql in migrations:
             if version <= current:
                 continue
-            _apply(conn, version, name, sql, legacy=current == 1, dialect=dialect)
+            _apply(conn, version, name, sql, legacy=current == 1, postgres_catalog=postgres_catalog)
             applied.append(version)
         return applied
 
@@ -116,7 +129,7 @@ def _apply(
     sql: str,
     *,
     legacy: bool,
-    dialect: str,
+    postgres_catalog: str | None,
 ) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
@@ -129,12 +142,16 @@ def _apply(
                 "INSERT INTO schema_version VALUES (1, 'initial', ?)", [_now()]
             )  # a file from before versioning: its tables are migration 1's
         for statement in _statements(sql):
-            conn.execute(postgres_dialect(statement) if dialect == "postgres" else statement)
+            if postgres_catalog is not None:
+                statement = postgres_dialect(statement, postgres_catalog)
+            conn.execute(statement)
         conn.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, name, _now()])
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+    if postgres_catalog is not None:
+        conn.execute("CALL pg_clear_cache()")  # see the columns postgres_execute added
 
 
 def _recorded(conn: duckdb.DuckDBPyConnection, version: int) -> bool:
