@@ -11,12 +11,14 @@ message, a log line or a stored value.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import psycopg2
+import psycopg2.extensions
 
 from eval_pipelines.settings import WAREHOUSE_ENV, WAREHOUSE_PASSWORD_ENV, PostgresWarehouse
 from eval_pipelines.storage.schema import (
@@ -30,8 +32,13 @@ CATALOG = "wh"
 SCHEMA = "public"
 CONNECT_TIMEOUT_SECONDS = 10
 EMPTY_DATABASE = "the database holds no warehouse yet"
-# Any constant key: every process migrating this database takes the same session lock.
-MIGRATION_LOCK_KEY = 0x6576616C5F706970  # "eval_pip"
+# The first key of every advisory lock this project takes (any constant of its own); the
+# second names what is serialised: 0 the migrations, else a CRC of a writer's name.
+LOCK_NAMESPACE = 0x6576616C  # "eval"
+MIGRATION_LOCK = 0
+# The PostgreSQL warehouse of each open connection, by id(): a writer that must take turns
+# (writers_take_turns) opens its lock session to the same database.
+_OPEN: dict[int, PostgresWarehouse] = {}
 
 
 def _extension_directory() -> Path:
@@ -117,10 +124,9 @@ def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPy
 
 
 @contextmanager
-def migration_lock(warehouse: PostgresWarehouse, conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """PostgreSQL's session advisory lock on its own connection: a second process migrating
-    the same database waits until the first has committed, then finds nothing left to apply
-    (``conn`` forgets the tables it had cached, so it sees the other's)."""
+def _lock_session(warehouse: PostgresWarehouse) -> Iterator[psycopg2.extensions.cursor]:
+    """A connection of its own (autocommit) to hold session advisory locks: closing it ends
+    the session, which releases them, whatever happened meanwhile."""
     try:
         session = psycopg2.connect(
             host=warehouse.host,
@@ -135,15 +141,40 @@ def migration_lock(warehouse: PostgresWarehouse, conn: duckdb.DuckDBPyConnection
     try:
         session.autocommit = True
         with session.cursor() as cursor:
-            cursor.execute("SELECT has_schema_privilege(current_user, %s, 'CREATE')", [SCHEMA])
-            row = cursor.fetchone()
-            if not (row and row[0]):
-                raise refusal(warehouse, PermissionError("permission denied"))
-            cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])
+            yield cursor
+    finally:
+        session.close()
+
+
+@contextmanager
+def migration_lock(warehouse: PostgresWarehouse, conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The migrations' advisory lock: a second process migrating the same database waits
+    until the first has committed, then finds nothing left to apply (``conn`` forgets the
+    tables it had cached, so it sees the other's)."""
+    with _lock_session(warehouse) as cursor:
+        cursor.execute("SELECT has_schema_privilege(current_user, %s, 'CREATE')", [SCHEMA])
+        row = cursor.fetchone()
+        if not (row and row[0]):
+            raise refusal(warehouse, PermissionError("permission denied"))
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, MIGRATION_LOCK])
         conn.execute("CALL pg_clear_cache()")
         yield
-    finally:
-        session.close()  # ends the session, which releases its advisory lock
+
+
+@contextmanager
+def writers_take_turns(conn: duckdb.DuckDBPyConnection, name: str) -> Iterator[None]:
+    """Hold the advisory lock ``name`` while the block runs, when ``conn`` is a PostgreSQL
+    warehouse's. Enter it before the block's transaction: PostgreSQL (REPEATABLE READ, as
+    DuckDB's extension opens it) takes the transaction's snapshot at its first statement, so
+    a writer that waited then sees everything the previous one committed."""
+    warehouse = _OPEN.get(id(conn))
+    if warehouse is None:
+        yield  # a DuckDB file has one writer at a time already
+        return
+    key = zlib.crc32(name.encode()) - 2**31  # PostgreSQL's int4
+    with _lock_session(warehouse) as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
+        yield
 
 
 @contextmanager
@@ -152,6 +183,7 @@ def connect_postgres(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """The PostgreSQL warehouse (see :func:`eval_pipelines.storage.warehouse.connect`)."""
     conn = _attach(warehouse, read_only=read_only)
+    _OPEN[id(conn)] = warehouse
     try:
         found = schema_version(conn)
         if found == 0 and not create:
@@ -172,4 +204,5 @@ def connect_postgres(
                     raise refusal(warehouse, error) from None
         yield conn
     finally:
+        _OPEN.pop(id(conn), None)
         conn.close()

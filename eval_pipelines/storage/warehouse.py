@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from eval_pipelines.core.errors import EvalPipelinesError
 from eval_pipelines.settings import PostgresWarehouse, WarehouseLocation, parse_warehouse
 from eval_pipelines.storage.duckdb_file import (
     COMPANION_SUFFIXES as COMPANION_SUFFIXES,
@@ -30,6 +31,7 @@ from eval_pipelines.storage.duckdb_file import (
 )
 from eval_pipelines.storage.duckdb_file import connect_file
 from eval_pipelines.storage.postgres_warehouse import EMPTY_DATABASE, connect_postgres
+from eval_pipelines.storage.postgres_warehouse import writers_take_turns as writers_take_turns
 from eval_pipelines.storage.schema import (
     WarehouseUnavailable as WarehouseUnavailable,
 )
@@ -97,13 +99,46 @@ def exists(warehouse: WarehouseLocation) -> bool:
         raise
 
 
+class WarehouseConflict(EvalPipelinesError, RuntimeError):
+    """Another writer changed the same rows at the same moment (a shared warehouse): this
+    transaction was rolled back, nothing of it was written, and running it again is safe."""
+
+
+# PostgreSQL's words for a transaction that lost a race with another writer.
+_CONFLICT_MARKERS = (
+    "could not serialize access",
+    "duplicate key value violates unique constraint",
+    "deadlock detected",
+)
+
+
+def is_conflict(error: BaseException) -> bool:
+    return isinstance(error, duckdb.Error) and any(m in str(error) for m in _CONFLICT_MARKERS)
+
+
 @contextmanager
 def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """All-or-nothing: a failure rolls back, so bad input or a crash never leaves half a write."""
+    """All-or-nothing: a failure rolls back, so bad input or a crash never leaves half a write.
+    A write that lost a race with another machine's is refused as :class:`WarehouseConflict`."""
     conn.execute("BEGIN TRANSACTION")
     try:
         yield conn
-    except BaseException:
+    except BaseException as error:
         conn.execute("ROLLBACK")
+        if is_conflict(error):
+            raise _conflict(error) from None
         raise
-    conn.execute("COMMIT")
+    try:
+        conn.execute("COMMIT")
+    except duckdb.Error as error:
+        if is_conflict(error):
+            raise _conflict(error) from None
+        raise
+
+
+def _conflict(error: BaseException) -> WarehouseConflict:
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return WarehouseConflict(
+        "another writer changed the same rows at the same time; nothing of this write was "
+        f"kept, run it again ({first})"
+    )
