@@ -16,7 +16,6 @@ import gc
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 from eval_pipelines.cli import cases, golden, holdout, lift, memo, queries, tables, workflows
@@ -69,9 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--warehouse",
-        type=Path,
+        type=str,  # a path or a URL: Path("postgresql://...") would fold its "//"
         default=None,
-        help="DuckDB file (default $EVAL_PIPELINES_WAREHOUSE or data/warehouse.duckdb)",
+        help=(
+            "DuckDB file or postgresql://user@host:port/db URL (default "
+            "$EVAL_PIPELINES_WAREHOUSE or data/warehouse.duckdb)"
+        ),
     )
     groups = parser.add_subparsers(dest="group", required=True, parser_class=OneLineParser)
     cases.add_commands(groups)
