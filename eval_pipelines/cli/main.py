@@ -18,7 +18,17 @@ import os
 import sys
 from typing import NoReturn
 
-from eval_pipelines.cli import cases, golden, holdout, lift, memo, queries, tables, workflows
+from eval_pipelines.cli import (
+    cases,
+    golden,
+    holdout,
+    lift,
+    memo,
+    queries,
+    tables,
+    warehouse,
+    workflows,
+)
 from eval_pipelines.cli.flags import FLAGS_DEFAULT, record_flags
 from eval_pipelines.core.errors import (
     ConflictError,
@@ -84,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_commands(groups)
     lift.add_commands(groups)
     queries.add_commands(groups)
+    warehouse.add_commands(groups)
     record_flags(parser)
     return parser
 
