@@ -25,7 +25,7 @@ EVENTS = (
 
 def _machines(tmp_path: Path, *commands: list[str]) -> list[object]:
     """Run each command as its own machine (own folder and Dagster home), all released at
-    once; returns what each printed."""
+    once; returns what each printed last (all it printed is kept in its folder)."""
     go = tmp_path / "go"
     started = []
     for number, command in enumerate(commands):
@@ -50,6 +50,8 @@ def _machines(tmp_path: Path, *commands: list[str]) -> list[object]:
         )
     go.touch()
     outputs = [process.communicate(timeout=600) for process in started]
+    for number, (out, err) in enumerate(outputs):  # kept in its folder, searched for secrets
+        (tmp_path / f"machine{number}" / "output.txt").write_text(out + err)
     assert [p.returncode for p in started] == [0] * len(started), outputs
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
 
@@ -112,8 +114,9 @@ def test_the_password_is_in_nothing_the_machines_wrote(
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """Ingests and evaluations registered by two machines: the password is in no table of
-    the warehouse, no file of their folders or Dagster homes, and nothing they printed."""
+    """Lift ingests run as Dagster runs by two machines: the password is in no table of the
+    warehouse, no file of their folders or Dagster homes (event logs, compute logs), nothing
+    they printed (kept in their folders) and nothing this process printed."""
     first, second = _overlapping_logs(tmp_path)
     _machines(tmp_path, ["ingest", str(first)], ["ingest", str(second)])
     secret = postgres_database.password
