@@ -16,10 +16,19 @@ import gc
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import NoReturn
 
-from eval_pipelines.cli import cases, golden, holdout, lift, memo, queries, tables, workflows
+from eval_pipelines.cli import (
+    cases,
+    golden,
+    holdout,
+    lift,
+    memo,
+    queries,
+    tables,
+    warehouse,
+    workflows,
+)
 from eval_pipelines.cli.flags import FLAGS_DEFAULT, record_flags
 from eval_pipelines.core.errors import (
     ConflictError,
@@ -70,9 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--warehouse",
-        type=Path,
+        type=str,  # a path or a URL: Path("postgresql://...") would fold its "//"
         default=None,
-        help="DuckDB file (default $EVAL_PIPELINES_WAREHOUSE or data/warehouse.duckdb)",
+        help=(
+            "DuckDB file or postgresql://user@host:port/db URL (default "
+            "$EVAL_PIPELINES_WAREHOUSE or data/warehouse.duckdb)"
+        ),
     )
     groups = parser.add_subparsers(dest="group", required=True, parser_class=OneLineParser)
     cases.add_commands(groups)
@@ -83,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_commands(groups)
     lift.add_commands(groups)
     queries.add_commands(groups)
+    warehouse.add_commands(groups)
     record_flags(parser)
     return parser
 
@@ -119,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     from eval_pipelines.cli.progress import command_progress
     from eval_pipelines.runs.instance import configured_home
     from eval_pipelines.runs.instance_storage import check_shared_storage
+    from eval_pipelines.settings import SettingError
     from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
     try:
@@ -127,7 +141,13 @@ def main(argv: list[str] | None = None) -> int:
             # writes anything (the warehouse included), not half-way when it starts a run.
             check_shared_storage(configured_home())
             return int(args.func(args))
-    except (InputError, ConflictError, NotFoundError, WarehouseUnavailable) as error:
+    except (
+        InputError,
+        ConflictError,
+        NotFoundError,
+        SettingError,
+        WarehouseUnavailable,
+    ) as error:
         return _fail(_refusal(error, args), EXIT_REFUSED)
     except EvalFailed as error:
         return _fail(_refusal(error, args), EXIT_FAILED)

@@ -27,7 +27,7 @@ from eval_pipelines.runs.instance_storage import (
     postgres_storages,
     shared_storage_key,
 )
-from eval_pipelines.settings import WAREHOUSE_ENV
+from eval_pipelines.settings import SettingError, warehouse_location
 
 DEFAULT_DAGSTER_HOME = ".dagster_home"
 # Two cores: two runs at once keep both busy (one classifies while the other waits for the
@@ -113,7 +113,7 @@ def ensure_instance_config(home: Path) -> bool:
 def warehouse_pool_limit() -> int:
     """The ``duckdb`` pool's limit for this process's warehouse setting: one writer for a DuckDB
     file, more for a warehouse in PostgreSQL (:func:`eval_pipelines.defs.pools.pool_limit`)."""
-    return pool_limit(os.environ.get(WAREHOUSE_ENV, ""))
+    return pool_limit(warehouse_location())
 
 
 def set_pool_limit(instance: DagsterInstance) -> int:
@@ -177,7 +177,8 @@ def main() -> int:
     home = dagster_home()
     try:
         check_instance_storage(home)
-    except InputError as error:
+        warehouse_location()  # a malformed warehouse setting is refused before anything is written
+    except (InputError, SettingError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_REFUSED
     wrote = ensure_instance_config(home)

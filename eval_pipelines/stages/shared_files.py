@@ -290,7 +290,7 @@ def index_dir(location: SharedLocation, cache_root: Path) -> Path:
     return local
 
 
-def run_index_dir(warehouse: Path, shared_dir: str | None = None) -> Path:
+def run_index_dir(warehouse: settings.WarehouseLocation, shared_dir: str | None = None) -> Path:
     """Where a run opens index files: under the shared location (``shared_dir``, else
     ``$EVAL_PIPELINES_SHARED_DIR``) when one is set, in this machine's cache
     (:func:`eval_pipelines.settings.shared_cache_dir`) for a bucket; else the index folder of

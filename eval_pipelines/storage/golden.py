@@ -113,10 +113,13 @@ def _case(row: tuple[Any, ...]) -> GoldenCase:
 
 def next_case_id(conn: duckdb.DuckDBPyConnection, set_name: str) -> str:
     """``case-0001``, ``case-0002``, ...: never reused, even after a case is deleted."""
+    # UPDATE then SELECT, not UPDATE ... RETURNING: DuckDB's postgres extension has no
+    # RETURNING for a PostgreSQL table (a shared warehouse).
+    conn.execute(
+        "UPDATE golden_sets SET cases_created = cases_created + 1 WHERE set_name = ?", [set_name]
+    )
     row = conn.execute(
-        "UPDATE golden_sets SET cases_created = cases_created + 1 WHERE set_name = ? "
-        "RETURNING cases_created",
-        [set_name],
+        "SELECT cases_created FROM golden_sets WHERE set_name = ?", [set_name]
     ).fetchone()
     if row is None:
         raise NotFoundError(f"set={set_name!r}: no such golden set")
@@ -350,10 +353,10 @@ def close_abandoned_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str, rea
     kept); False when it was closed meanwhile."""
     row = conn.execute(
         "UPDATE golden_runs SET status = 'failed', finished_at = ?, reason = ? "
-        "WHERE golden_run_id = ? AND status = 'running' RETURNING golden_run_id",
+        "WHERE golden_run_id = ? AND status = 'running'",
         [_now(), reason, golden_run_id],
     ).fetchone()
-    return row is not None
+    return bool(row and row[0])  # the count of rows updated (no RETURNING on PostgreSQL)
 
 
 def runs_of_dagster_run(conn: duckdb.DuckDBPyConnection, dagster_run_id: str) -> list[GoldenRun]:

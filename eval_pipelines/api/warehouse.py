@@ -1,0 +1,20 @@
+"""The warehouse itself: moving a DuckDB file into a PostgreSQL warehouse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval_pipelines import settings
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.storage.warehouse_copy import copy_to_postgres
+
+
+def copy_warehouse(source: Path | str, *, to: str) -> dict[str, int]:
+    """Copy every table of the DuckDB warehouse file ``source`` into the empty PostgreSQL
+    warehouse ``to`` (a ``postgresql://user@host:port/db`` URL, its password in
+    ``$EVAL_PIPELINES_WAREHOUSE_PASSWORD``); returns the rows copied per table. Nothing is
+    kept unless every table's rows compare equal."""
+    target = settings.parse_warehouse(to, "to")
+    if not isinstance(target, settings.PostgresWarehouse):
+        raise InputError("to", to, "must be a postgresql://user@host:port/db URL")
+    return copy_to_postgres(Path(source).absolute(), target)
