@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,11 @@ def local_server(folder: Path) -> Iterator[tuple[Callable[[str], str], dict[str,
         local_postgres.stop(data_dir)
 
 
+def replay(candidate: Any, conn: Any, transactions: list[Transaction]) -> None:
+    for txn in transactions:
+        candidate.write(conn, txn)
+
+
 def measure(
     candidates: list[Any],
     plan: list[tuple[str, list[Transaction]]],
@@ -145,29 +151,33 @@ def measure(
     keys: Keys,
     repeat: int,
 ) -> dict[str, dict[str, list[float]]]:
-    """Seconds per candidate and workload (a step's transactions, or one read), ``repeat``
-    times on a fresh warehouse. Refuses a replay whose row counts or read sizes differ from
-    the capture's."""
+    """Seconds per candidate and workload (a step's transactions on one connection, opening a
+    connection, or one read), ``repeat`` times on a fresh warehouse. Refuses a replay whose row
+    counts or read sizes differ from the capture's."""
     seconds: dict[str, dict[str, list[float]]] = {c.name: {} for c in candidates}
     read_rows: dict[str, int] = {}
+
+    def timed(candidate: Any, workload: str, work: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        result = work()
+        seconds[candidate.name].setdefault(workload, []).append(time.perf_counter() - started)
+        return result
+
     for rep in range(repeat):
         for candidate in candidates:
             candidate.prepare(str(rep))
             for step, transactions in plan:
-                started = time.perf_counter()
-                for txn in transactions:
-                    candidate.write(txn)
-                seconds[candidate.name].setdefault(step, []).append(time.perf_counter() - started)
+                with candidate.connect() as conn:
+                    timed(candidate, step, partial(replay, candidate, conn, transactions))
             for table, rows in expected.items():
                 stored = candidate.scalar(f"SELECT count(*) FROM {table}")
                 if stored != rows:
                     raise SystemExit(f"{candidate.name}: {table} holds {stored}, expected {rows}")
-            for read, once in candidate.reads(keys).items():
-                started = time.perf_counter()
-                rows = once()
-                seconds[candidate.name].setdefault(f"read_{read}", []).append(
-                    time.perf_counter() - started
-                )
+            timed(candidate, "connect", candidate.open_once)
+            with candidate.connect() as conn:
+                reads = candidate.reads(conn, keys)
+                got = {read: timed(candidate, f"read_{read}", once) for read, once in reads.items()}
+            for read, rows in got.items():
                 if read_rows.setdefault(read, rows) != rows:
                     raise SystemExit(
                         f"{candidate.name}: read {read} gave {rows} rows, "
