@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import io
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ class Write:
 
 @dataclass(frozen=True)
 class Transaction:
+    """What one of a stage's transactions writes, table by table."""
+
     writes: tuple[Write, ...]
     # The lift ingest reads the file's requests back and recounts each day from the stored
     # rows inside its transaction: the idempotence check and the day cells it replaces.
@@ -123,19 +126,18 @@ def _days(txn: Transaction) -> list[Any]:
     return sorted(_distinct(events, "day"))
 
 
-class DuckDBCandidate:
+class DuckDBCandidate(ABC):
     """A candidate reached through DuckDB: ``connect`` yields a connection whose default
     catalog is the warehouse."""
 
     name: str
 
-    def prepare(self, rep: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def prepare(self, rep: str) -> None:
+        """Make a fresh, empty warehouse with every table (``rep`` names it)."""
 
-    @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        raise NotImplementedError
-        yield
+    @abstractmethod
+    def connect(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]: ...
 
     def open_once(self) -> None:
         """Open a connection and read one table (ATTACH reads the catalog lazily)."""
@@ -198,7 +200,7 @@ class DuckDBFile(DuckDBCandidate):
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def prepare(self, rep: int) -> None:
+    def prepare(self, rep: str) -> None:
         self.path = self.folder / f"warehouse-{rep}.duckdb"
         self.path.unlink(missing_ok=True)
         conn = duckdb.connect(str(self.path))
@@ -220,7 +222,7 @@ class PostgresAttach(DuckDBCandidate):
     def __init__(self, new_database: Callable[[str], str]) -> None:
         self.new_database = new_database
 
-    def prepare(self, rep: int) -> None:
+    def prepare(self, rep: str) -> None:
         self.conninfo = self.new_database(f"attach_{rep}")
         with self.connect() as conn:
             migrate_through_attach(conn)
@@ -247,7 +249,7 @@ class DuckLake(DuckDBCandidate):
         self.new_database = new_database
         self.folder = folder
 
-    def prepare(self, rep: int) -> None:
+    def prepare(self, rep: str) -> None:
         self.conninfo = self.new_database(f"lake_{rep}")
         self.data_path = self.folder / f"lake-{rep}"
         self.data_path.mkdir(parents=True, exist_ok=True)
@@ -306,7 +308,7 @@ class PostgresDriver:
         self.new_database = new_database
         self.connect_kwargs = connect_kwargs
 
-    def prepare(self, rep: int) -> None:
+    def prepare(self, rep: str) -> None:
         self.conninfo = self.new_database(f"driver_{rep}")
         conn = duckdb.connect()
         load_extensions(conn)

@@ -286,6 +286,6 @@ def capture(work: Path) -> Path:
             _snapshot(warehouse, snapshots, name)
         manifest[name] = _written(previous, snapshot, out / name)
         previous = snapshot
-    final = _table_counts(previous)
+    final = _table_counts(snapshot)
     (out / "workload.json").write_text(json.dumps({"steps": manifest, "final": final}, indent=1))
     return out
