@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,13 +38,23 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     return paths
 
 
+# Set to "postgres" to run every test that uses `workdir` against a PostgreSQL warehouse (a
+# fresh database of the session's server per test) instead of a DuckDB file.
+TESTS_WAREHOUSE_ENV = "EVAL_PIPELINES_TESTS_WAREHOUSE"
+
+
 @pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
     """A fresh warehouse, index cache and Dagster home for one test; a run dispatcher the test
     started is stopped afterwards instead of idling for a minute."""
     from eval_pipelines.runs.dispatcher import stop_dispatcher
 
-    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
+    if os.environ.get(TESTS_WAREHOUSE_ENV) == "postgres":
+        point_warehouse_at(request.getfixturevalue("postgres_database"), monkeypatch)
+    else:
+        monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
     monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(tmp_path / "indexes"))
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -49,6 +62,21 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.chdir(tmp_path)
     yield tmp_path
     stop_dispatcher(home / "eval_pipelines_dispatcher.lock")
+
+
+def point_warehouse_at(database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``database`` the warehouse (its URL in the setting, its password in the variable)."""
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", database.url)
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE_PASSWORD", database.password)
+
+
+@pytest.fixture
+def postgres_workdir(
+    workdir: Path, postgres_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """``workdir`` with its warehouse in a fresh PostgreSQL database (:func:`postgres_database`)."""
+    point_warehouse_at(postgres_database, monkeypatch)
+    return workdir
 
 
 @pytest.fixture
@@ -76,16 +104,21 @@ def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPostgres]:
+def postgres_server() -> Iterator[LocalPostgres]:
     """A real PostgreSQL server on 127.0.0.1 for this test process (each xdist worker has its
-    own), stopped at the end of the session."""
+    own), stopped at the end of the session. Its folder is not under pytest's: every pytest
+    session that starts on the machine makes ``/tmp/pytest-of-<user>`` private again, which
+    would lock the server's own system user out of its data folder."""
     from eval_pipelines.postgres_local.server import stop
     from eval_pipelines_tests.helpers.postgres import start_server
 
-    folder = tmp_path_factory.mktemp("postgres")
+    folder = Path(tempfile.mkdtemp(prefix="eval-pipelines-postgres-"))
     server = start_server(folder)
-    yield server
-    stop(server.data_dir, mode="immediate")
+    try:
+        yield server
+    finally:
+        stop(server.data_dir, mode="immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

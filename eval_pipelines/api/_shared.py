@@ -32,9 +32,18 @@ class EvalInterrupted(KeyboardInterrupt):
     was canceled. The message says which run and how to start it again."""
 
 
-def resolve_warehouse(warehouse: Path | str | None) -> Path:
-    """An explicit warehouse path, else ``$EVAL_PIPELINES_WAREHOUSE`` or the default."""
-    return Path(warehouse).absolute() if warehouse else settings.warehouse_path()
+def resolve_warehouse(
+    warehouse: settings.WarehouseLocation | str | None,
+) -> settings.WarehouseLocation:
+    """An explicit warehouse (a DuckDB file's path or a PostgreSQL URL), else
+    ``$EVAL_PIPELINES_WAREHOUSE`` or the default."""
+    if isinstance(warehouse, settings.PostgresWarehouse):
+        return warehouse
+    return (
+        settings.parse_warehouse(warehouse, "warehouse")
+        if warehouse
+        else settings.warehouse_location()
+    )
 
 
 def open_warehouse(
@@ -53,13 +62,17 @@ def open_warehouse(
 def require_run_warehouse(warehouse: Path | str | None) -> None:
     """Runs read the warehouse the definitions' resource names (``$EVAL_PIPELINES_WAREHOUSE``
     or the default): refuse another one rather than store where the run cannot see it."""
-    given, run_reads = resolve_warehouse(warehouse), settings.warehouse_path()
-    if given.resolve() != run_reads.resolve():
+    given, run_reads = resolve_warehouse(warehouse), settings.warehouse_location()
+    if _identity(given) != _identity(run_reads):
         raise InputError(
             "warehouse",
             str(given),
-            f"the run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at this file instead",
+            f"the run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at this warehouse instead",
         )
+
+
+def _identity(warehouse: settings.WarehouseLocation) -> object:
+    return warehouse.resolve() if isinstance(warehouse, Path) else warehouse
 
 
 def step_refusal(run_id: str, marker: str) -> str | None:

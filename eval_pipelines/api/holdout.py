@@ -46,7 +46,12 @@ from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import memo as memo_store
-from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+from eval_pipelines.storage.warehouse import (
+    CLI_WAIT_SECONDS,
+    connect,
+    transaction,
+    writers_take_turns,
+)
 
 
 @dataclass(frozen=True)
@@ -212,8 +217,9 @@ def start_holdout_eval(
     run_id = str(uuid.uuid4()) if not register_only else None
     with connect(resolve_warehouse(warehouse)) as conn:
         # Any validation error below rolls the transaction back: no sequence number is used
-        # and nothing is written.
-        with transaction(conn):
+        # and nothing is written. Machines sharing a warehouse number a case's evaluations
+        # one at a time: one evaluation id, one answer.
+        with writers_take_turns(conn, f"evaluations:{case_id}"), transaction(conn):
             context = _case_context(conn, case_id)
             sequence = cases_store.next_eval_sequence(conn, case_id)
             spec = parse_holdout_request(variants, options, case=context, sequence=sequence)

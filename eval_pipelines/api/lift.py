@@ -37,6 +37,7 @@ from eval_pipelines.runs.states import RunState
 from eval_pipelines.stages.lift_audit import AuditIngested
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import lift as lift_store
+from eval_pipelines.storage.warehouse import exists as warehouse_exists
 from eval_pipelines.storage.warehouse import transaction
 
 DEFAULT_EPOCH = "e1"
@@ -152,7 +153,7 @@ def _stored_settings(workspace_id: str, warehouse: Path | str | None) -> lift_st
     beside the warehouse: assignment never opens the DuckDB file, so it does not wait on a
     process writing it. A warehouse from before that copy existed is read (and may wait)."""
     path = resolve_warehouse(warehouse)
-    if not path.exists():
+    if not warehouse_exists(path):
         return None  # a copy left beside a removed warehouse is not its settings
     published = lift_store.published_settings(path)
     if published is not None:
@@ -307,7 +308,7 @@ def _save_settings(
 
 
 def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:
-    if not resolve_warehouse(warehouse).exists():
+    if not warehouse_exists(resolve_warehouse(warehouse)):
         return False
     with open_warehouse(warehouse, read_only=True) as conn:
         return cases_store.case_exists(conn, case_id)
@@ -414,7 +415,7 @@ def ledger(*, warehouse: Path | str | None = None) -> tuple[LedgerClaim, ...]:
     """Every claim with its scope, interval, n, status, and the offline difference beside it."""
     from eval_pipelines.core.lift.ledger import ledger_claim
 
-    if not resolve_warehouse(warehouse).exists():
+    if not warehouse_exists(resolve_warehouse(warehouse)):
         return ()
     with open_warehouse(warehouse, read_only=True) as conn:
         return tuple(ledger_claim(c) for c in lift_store.claims(conn))
@@ -436,7 +437,7 @@ def audit_sample(
 
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise InputError("size", size, "must be a whole number of requests per arm, >= 1")
-    if not resolve_warehouse(warehouse).exists():
+    if not warehouse_exists(resolve_warehouse(warehouse)):
         raise InputError(
             "workspace_id", workspace_id, "no request of this workspace is stored (no warehouse)"
         )
@@ -459,7 +460,7 @@ def audit(path: Path | str, *, warehouse: Path | str | None = None) -> AuditInge
 
     source = Path(path).absolute()
     read = read_audit_file(source)  # checked whole before the warehouse is opened
-    if read.rows.height and not resolve_warehouse(warehouse).exists():
+    if read.rows.height and not warehouse_exists(resolve_warehouse(warehouse)):
         first = read.rows.row(0, named=True)
         label = "row" if read.kind == "csv" else "line"
         raise InputError(

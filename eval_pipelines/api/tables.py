@@ -17,6 +17,7 @@ from eval_pipelines.core.queries.table_schema import read_table_file, validate_t
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.storage import data_tables as data_tables_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
+from eval_pipelines.storage.warehouse import exists as warehouse_exists
 
 __all__ = [
     "LoadedTable",
@@ -113,7 +114,7 @@ def load_table(
             raise InputError("links", f"{column}={target}", data_tables_store.TABLE_NAME_RULE)
     frame = validate_table(read_table_file(Path(path)), key=key, links=links)
     warehouse_path = resolve_warehouse(warehouse)
-    if not warehouse_path.exists():  # no warehouse, no tables: refuse before creating one
+    if not warehouse_exists(warehouse_path):  # no warehouse, no tables: refuse before creating one
         for column, target in links.items():
             if target != name:
                 raise data_tables_store.missing_link_target(column, target)
@@ -138,7 +139,7 @@ def load_table(
 def list_tables(*, warehouse: Path | str | None = None) -> tuple[ListedTable, ...]:
     """Every table at its current version, by name (none before the warehouse exists)."""
     path = resolve_warehouse(warehouse)
-    if not path.exists():
+    if not warehouse_exists(path):
         return ()
     with connect(path, read_only=True, wait_seconds=CLI_WAIT_SECONDS) as conn:
         return tuple(
@@ -168,7 +169,7 @@ def show_table(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise InputError("limit", limit, "must be a whole number >= 0")
     path = resolve_warehouse(warehouse)
-    if not path.exists():
+    if not warehouse_exists(path):
         raise NotFoundError(
             f"no table named {name!r}: the warehouse {path} does not exist yet "
             "(load one with `eval-pipelines table load NAME --file PATH`)"

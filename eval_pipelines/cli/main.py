@@ -116,12 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
     from eval_pipelines.cli.progress import command_progress
+    from eval_pipelines.settings import SettingError
     from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
     try:
         with command_progress(args, sys.argv[1:] if argv is None else argv):
             return int(args.func(args))
-    except (InputError, ConflictError, NotFoundError, WarehouseUnavailable) as error:
+    except (
+        InputError,
+        ConflictError,
+        NotFoundError,
+        SettingError,
+        WarehouseUnavailable,
+    ) as error:
         return _fail(_refusal(error, args), EXIT_REFUSED)
     except EvalFailed as error:
         return _fail(_refusal(error, args), EXIT_FAILED)

@@ -93,7 +93,7 @@ def golden_run(
         log=context.log.info,
         index_dir=warehouse.index_dir_path(),
         threads=warehouse.thread_count(),
-        warehouse_path=warehouse.warehouse_path(),
+        warehouse_path=warehouse.warehouse_location(),
     )
     # What this Dagster run charged: a document two sets share ran once (each set's own
     # golden run reports the steps of its own documents).

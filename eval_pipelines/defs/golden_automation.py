@@ -19,6 +19,7 @@ from eval_pipelines.stages.golden_classify import pin_workflow
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage import workflows as workflows_store
 from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable, connect
+from eval_pipelines.storage.warehouse import exists as warehouse_exists
 
 SENSOR_INTERVAL_SECONDS = 15
 # Bounds on one tick: how many stored revisions and files are looked at, and how many
@@ -44,7 +45,7 @@ class _Candidate:
 
 def _candidates(warehouse: WarehouseResource) -> list[_Candidate]:
     """Stored revisions (newest first), then committed files whose revision is not stored."""
-    path = warehouse.warehouse_path()
+    path = warehouse.warehouse_location()
     files = [
         (f.workflow, f.path)
         for f in scan_workflow_files(settings.workflows_dir(), limit=FILES_PER_TICK)
@@ -52,7 +53,7 @@ def _candidates(warehouse: WarehouseResource) -> list[_Candidate]:
     ]
     found: list[_Candidate] = []
     file_revisions: list[tuple[str, str, Path]] = []
-    if path.exists():
+    if warehouse_exists(path):
         with connect(path, read_only=True, wait_seconds=SENSOR_LOCK_WAIT_SECONDS) as conn:
             stored = workflows_store.newest_revisions(conn, REVISIONS_PER_TICK)
             for workflow, file in files:
@@ -223,8 +224,8 @@ def _retries(
 def nightly_gating_runs(
     context: dg.ScheduleEvaluationContext, warehouse: WarehouseResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    path = warehouse.warehouse_path()
-    if not path.exists():
+    path = warehouse.warehouse_location()
+    if not warehouse_exists(path):
         return dg.SkipReason("no warehouse yet")
     try:
         with connect(path, read_only=True, wait_seconds=SENSOR_LOCK_WAIT_SECONDS) as conn:

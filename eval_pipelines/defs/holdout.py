@@ -220,7 +220,7 @@ def classify_tasks(
     """Fan out: one classify step per variant, each carrying everything it needs."""
     with warehouse.connect(read_only=True) as conn:
         tasks = holdout_classify.classify_tasks(
-            conn, context.partition_key, warehouse=warehouse.warehouse_path()
+            conn, context.partition_key, warehouse=warehouse.warehouse_location()
         )
     for task in tasks:
         yield dg.DynamicOutput(task, mapping_key=task.variant.step_key)

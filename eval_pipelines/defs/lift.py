@@ -92,7 +92,7 @@ def lift_report(
             lift_store.save_report(conn, context.run_id, context.run_id, report, markdown)
         # Assignment reads the settings from this copy (never waiting on a writer); a
         # warehouse whose settings predate it gets one here.
-        lift_store.publish_settings(conn, warehouse.warehouse_path())
+        lift_store.publish_settings(conn, warehouse.warehouse_location())
     plotted: dict[str, Any] = {}
     for claim in claims:
         # Keyed by claim (workspace/claim type/epoch/candidate): a plot never pools scopes.

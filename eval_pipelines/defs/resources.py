@@ -17,7 +17,7 @@ RUN_LOCK_WAIT_SECONDS = 1800.0
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB file every stage reads and writes.
+    """The warehouse every stage reads and writes (a DuckDB file or a PostgreSQL database).
 
     Unset fields fall back, at run time, to ``$EVAL_PIPELINES_WAREHOUSE`` (default
     ``data/warehouse.duckdb``), ``$EVAL_PIPELINES_INDEX_DIR`` (default ``indexes/`` beside the
@@ -28,13 +28,17 @@ class WarehouseResource(dg.ConfigurableResource):
     index_dir: str | None = None
     threads: int | None = None
 
-    def warehouse_path(self) -> Path:
-        return Path(self.path).absolute() if self.path else settings.warehouse_path()
+    def warehouse_location(self) -> settings.WarehouseLocation:
+        """``path`` (a DuckDB file's path or a ``postgresql://user@host:port/db`` URL), else
+        the setting."""
+        if self.path:
+            return settings.parse_warehouse(self.path, "WarehouseResource.path")
+        return settings.warehouse_location()
 
     def index_dir_path(self) -> Path:
         if self.index_dir:
             return Path(self.index_dir).absolute()
-        return settings.index_dir(self.warehouse_path())
+        return settings.index_dir(self.warehouse_location())
 
     def thread_count(self) -> int:
         return self.threads or settings.thread_count()
@@ -47,7 +51,7 @@ class WarehouseResource(dg.ConfigurableResource):
         it, for up to :data:`RUN_LOCK_WAIT_SECONDS`; ``create`` makes it (and its schema)
         when it does not exist yet."""
         log = dg.get_dagster_logger()
-        path = self.warehouse_path()
+        path = self.warehouse_location()
 
         def waiting(seconds: float) -> None:
             log.info(f"waiting {seconds:.0f} s for the warehouse lock on {path}")

@@ -45,6 +45,7 @@ from eval_pipelines.core.chat.cost import call_cost
 from eval_pipelines.core.chat.request import ChatRequest
 from eval_pipelines.core.chat.settings import ChatSettings, api_key
 from eval_pipelines.core.results import JsonResult
+from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.stages.chat_journal import ChatJournal, load_left_journals
 from eval_pipelines.stages.endpoint_slots import EndpointSlots
 from eval_pipelines.storage.chat_cache import CachedCall, cached_calls, store_calls
@@ -149,7 +150,7 @@ class _CacheWriter:
     (the next batch on the warehouse loads it) and raises what the write raised.
     """
 
-    def __init__(self, warehouse: Path) -> None:
+    def __init__(self, warehouse: WarehouseLocation) -> None:
         self._warehouse = warehouse
         self._journal = ChatJournal(warehouse)
         self._handed: queue.SimpleQueue[CachedCall | None] = queue.SimpleQueue()
@@ -315,7 +316,7 @@ def _call_one(
 
 
 def run_chat_calls(
-    warehouse: Path,
+    warehouse: WarehouseLocation,
     settings: ChatSettings,
     requests: Sequence[ChatRequest],
     *,

@@ -32,8 +32,8 @@ from typing import Any
 
 import duckdb
 
+from eval_pipelines.settings import WarehouseLocation, chat_journal_dir
 from eval_pipelines.storage.chat_cache import CachedCall, store_calls
-from eval_pipelines.storage.warehouse import CHAT_JOURNAL_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +48,11 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def journal_directory(warehouse: Path) -> Path:
-    """Where the journals of ``warehouse``'s chat calls are: a folder beside the file (beside
-    the file itself, whichever path or link names it)."""
-    resolved = warehouse.resolve()
-    return resolved.with_name(resolved.name + CHAT_JOURNAL_SUFFIX)
+def journal_directory(warehouse: WarehouseLocation) -> Path:
+    """Where the journals of ``warehouse``'s chat calls are (:func:`settings.chat_journal_dir`:
+    beside a DuckDB file itself, whichever path or link names it; a local folder of this
+    machine for a PostgreSQL warehouse)."""
+    return chat_journal_dir(warehouse)
 
 
 def _still_at(fd: int, path: Path) -> bool:
@@ -71,7 +71,7 @@ class ChatJournal:
     :meth:`remove` once every answer is in the warehouse, or :meth:`leave` it for the next
     batch to load."""
 
-    def __init__(self, warehouse: Path) -> None:
+    def __init__(self, warehouse: WarehouseLocation) -> None:
         directory = journal_directory(warehouse)
         directory.mkdir(parents=True, exist_ok=True)
         while True:
@@ -146,7 +146,7 @@ def read_journal(data: bytes, path: Path) -> list[CachedCall]:
     return calls
 
 
-def load_left_journals(conn: duckdb.DuckDBPyConnection, warehouse: Path) -> int:
+def load_left_journals(conn: duckdb.DuckDBPyConnection, warehouse: WarehouseLocation) -> int:
     """Store in ``conn`` (``warehouse``'s) the answers of every journal its batch left behind
     (killed), deleting each once stored; journals of batches still running are not touched.
     Returns how many answers were read."""

@@ -116,7 +116,7 @@ def run_golden_sets(
     log: Callable[[str], None] = lambda _: None,
     index_dir: Path | None = None,
     threads: int = 1,
-    warehouse_path: Path | None = None,
+    warehouse_path: settings.WarehouseLocation | None = None,
 ) -> list[RunOutcome]:
     """Run the workflow's golden sets (all of them, or ``set_names``) against ``revision``.
 
@@ -175,11 +175,11 @@ def run_golden_sets(
             workflow,
             documents,
             cache,
-            index_dir=index_dir or settings.index_dir(settings.warehouse_path()),
+            index_dir=index_dir or settings.index_dir(settings.warehouse_location()),
             threads=threads,
         )
     else:
-        context = step_context(warehouse_path or settings.warehouse_path())
+        context = step_context(warehouse_path or settings.warehouse_location())
         executions, interrupted = _execute_all(
             workflow, documents, cache, until, should_stop, log, context
         )

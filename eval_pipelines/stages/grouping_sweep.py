@@ -32,6 +32,7 @@ from eval_pipelines.core.holdout.scoring import VariantScore, row_outcomes, scor
 from eval_pipelines.core.holdout.variants import Variant
 from eval_pipelines.core.plugins import PluginError, resolve_classifier
 from eval_pipelines.core.tree import CodeTree
+from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.stages.classify_task import ClassifyTask
 from eval_pipelines.stages.holdout_classify import classify_variant, evidence_frame
 from eval_pipelines.stages.text_index import load_or_build_index
@@ -105,7 +106,7 @@ def baseline_config(raw: Any, max_depth: int, case_target_depth: tuple[int, ...]
 
 
 def grouping_sweep_stage(
-    warehouse: Path,
+    warehouse: WarehouseLocation,
     case_id: str,
     *,
     thresholds: Sequence[float],

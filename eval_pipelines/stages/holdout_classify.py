@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -27,6 +26,7 @@ from eval_pipelines.core.holdout.memo import MemoEntry, memo_version, parse_memo
 from eval_pipelines.core.holdout.spec import HoldoutSpec
 from eval_pipelines.core.plugins import check_pinned
 from eval_pipelines.core.tree import CodeTree
+from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.stages.classify_task import ClassifyTask
 from eval_pipelines.stages.holdout_spec import load_spec, pinned_tree
 from eval_pipelines.storage import cases as cases_store
@@ -73,7 +73,7 @@ def _variant_memo(
 
 
 def classify_tasks(
-    conn: duckdb.DuckDBPyConnection, eval_id: str, *, warehouse: Path | None = None
+    conn: duckdb.DuckDBPyConnection, eval_id: str, *, warehouse: WarehouseLocation | None = None
 ) -> list[ClassifyTask]:
     """One task per variant; ``warehouse`` (the file ``conn`` is open on) is handed to chat
     variants for their call cache."""

@@ -25,7 +25,7 @@ from eval_pipelines.core.lift.logs import (
 )
 from eval_pipelines.core.lift.rollup import CELL_KEYS, rollup
 from eval_pipelines.storage import lift as lift_store
-from eval_pipelines.storage.warehouse import transaction
+from eval_pipelines.storage.warehouse import transaction, writers_take_turns
 
 ARM_ORDER = ("treated", "lever_holdout", "holdout", "pre_lever", "imported")
 
@@ -148,7 +148,9 @@ def ingest_file(
     events, superseded = resolved_in_file(read.events)
     days = tuple(sorted(set(events.get_column("day").to_list())))
     mixed = mixed_artifacts(events).height
-    with transaction(conn):
+    # Machines sharing a warehouse ingest one file at a time, so a request logged in two files
+    # ingested at once is stored once (lift_events has no key that would refuse the second).
+    with writers_take_turns(conn, "lift-ingest"), transaction(conn):
         stored = lift_store.stored_requests(conn, events.select(REQUEST_KEY))
         matched = match_stored(events, _stored_content(stored))
         if matched.conflicts.height:

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from eval_pipelines.core.chat.request import ChatRequest
 from eval_pipelines.core.chat.settings import ChatSettings
 from eval_pipelines.core.workflows.nodes import StepContext
 from eval_pipelines.core.workflows.step_worker import StepCanceled
+from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.stages.chat_calls import ChatCallsResult, run_chat_calls
 
 STOP_POLL_SECONDS = 0.1
@@ -39,7 +39,7 @@ STOP_POLL_SECONDS = 0.1
 class WorkflowChat:
     """``call_chat`` of a run over ``warehouse``."""
 
-    def __init__(self, warehouse: Path) -> None:
+    def __init__(self, warehouse: WarehouseLocation) -> None:
         self.warehouse = warehouse
 
     def __call__(
@@ -80,6 +80,6 @@ def _sleeper(stop: threading.Event | None) -> Any:
     return lambda seconds: stop.wait(seconds)
 
 
-def step_context(warehouse: Path) -> StepContext:
+def step_context(warehouse: WarehouseLocation) -> StepContext:
     """The context of a run's steps over ``warehouse``."""
     return StepContext(call_chat=WorkflowChat(warehouse))

@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 
 from eval_pipelines.core.lift.ledger import Claim
+from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
 from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 
@@ -198,10 +199,14 @@ def settings_file(warehouse: Path) -> Path:
     return warehouse.with_name(warehouse.name + COMPANION_SUFFIXES[0])
 
 
-def publish_settings(conn: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+def publish_settings(conn: duckdb.DuckDBPyConnection, warehouse: WarehouseLocation) -> None:
     """Write every workspace's committed settings to :func:`settings_file`, atomically (a
     reader sees the old file or the new one, never half of one). Call after the settings'
-    transaction committed, with the connection still open, so two writers cannot interleave."""
+    transaction committed, with the connection still open, so two writers cannot interleave.
+    A PostgreSQL warehouse publishes nothing: readers never wait on it, so assignment reads
+    the settings from the database every machine shares."""
+    if not isinstance(warehouse, Path):
+        return
     rows = conn.execute(
         "SELECT workspace_id, holdout_fraction, epoch, lever, lever_holdout_share "
         "FROM lift_settings ORDER BY workspace_id"
@@ -220,9 +225,12 @@ def publish_settings(conn: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
         raise
 
 
-def published_settings(warehouse: Path) -> dict[str, Settings] | None:
+def published_settings(warehouse: WarehouseLocation) -> dict[str, Settings] | None:
     """The settings :func:`publish_settings` wrote, by workspace; None when the file is not
-    there (a warehouse from before it was published: read :func:`settings` instead)."""
+    there (a warehouse from before it was published, or a PostgreSQL one: read
+    :func:`settings` instead)."""
+    if not isinstance(warehouse, Path):
+        return None
     path = settings_file(warehouse)
     try:
         content = json.loads(path.read_text(encoding="utf-8"))

@@ -17,7 +17,7 @@ def _counts() -> dict[str, int]:
     from eval_pipelines import settings
     from eval_pipelines.storage.warehouse import connect
 
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         return {
             table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
             for table in ("lift_files", "lift_events", "lift_claims")
@@ -429,7 +429,7 @@ def _stored_rows() -> tuple[int, int]:
     from eval_pipelines import settings
     from eval_pipelines.storage.warehouse import connect
 
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         row = conn.execute("SELECT count(*), count(DISTINCT request_id) FROM lift_events")
         counts = row.fetchone()
     assert counts is not None
@@ -518,7 +518,7 @@ def test_rows_stored_twice_before_ingest_was_idempotent_are_read_once(workdir: P
         (events.get_column("exposure_arm") == "treated")
         & events.get_column("outcome").is_not_null()
     ).head(1)
-    with connect(settings.warehouse_path()) as conn:
+    with connect(settings.warehouse_location()) as conn:
         lift_store.insert_file(conn, "legacy-copy", str(log), events)
         flipped = treated.with_columns(outcome=~treated.get_column("outcome"))
         lift_store.insert_file(conn, "legacy-flip", str(log), flipped)
@@ -541,7 +541,7 @@ def test_a_new_warehouse_does_not_inherit_the_settings_copy_of_a_removed_one(
     for path in workdir.glob("warehouse.duckdb*"):
         if not path.name.endswith(".json"):
             path.unlink()  # the warehouse removed (make clean), its copy left behind
-    with connect(settings.warehouse_path(), create=True):
+    with connect(settings.warehouse_location(), create=True):
         pass  # e.g. `case create` makes a new one
     config = lift.config_for("ws")
     assert (config.epoch, config.holdout_fraction) == ("e1", 0.10)  # the new one has none

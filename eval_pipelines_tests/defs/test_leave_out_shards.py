@@ -34,7 +34,7 @@ def _run(eval_id: str, shards: int) -> dg.ExecuteInProcessResult:
 
 
 def _stored(eval_id: str) -> tuple[list[tuple], list[tuple], str]:
-    with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
+    with duckdb.connect(str(warehouse_location()), read_only=True) as conn:
         candidates = conn.execute(
             "SELECT sample_key, rank, evidence_key, similarity, retrieval FROM candidates "
             "WHERE eval_id = ? ORDER BY ALL",
@@ -110,7 +110,7 @@ def test_a_space_searched_for_groups_and_evidence_has_one_retrieval_row(small_ca
     unsharded = _stored(eval_id)
     _run(eval_id, 3)
     assert _stored(eval_id) == unsharded
-    with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
+    with duckdb.connect(str(warehouse_location()), read_only=True) as conn:
         rows = conn.execute(
             "SELECT retrieval, purpose, json_extract(payload, '$.queries')::INT "
             "FROM eval_retrievals WHERE eval_id = ? ORDER BY retrieval",

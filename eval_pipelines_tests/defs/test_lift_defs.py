@@ -59,7 +59,7 @@ def test_a_day_of_logs_materialises_with_rows_per_arm(ingested: Path) -> None:
         assert result.success
         (event,) = result.get_asset_materialization_events()
         meta = event.materialization.metadata
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         day = lift_store.events(conn, day=date(2026, 11, 24))
     assert meta["rows"].value == day.height
     for arm in ("treated", "lever_holdout", "holdout"):
@@ -99,7 +99,7 @@ def test_the_ingest_job_refuses_a_bad_file_and_stores_nothing(workdir: Path) -> 
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     assert "line 1: source='guessed'" in str(failure.step_failure_data.error.message)  # type: ignore[union-attr]
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         files = conn.execute("SELECT count(*) FROM lift_files").fetchone()
     assert files == (1,)
 
@@ -203,7 +203,7 @@ def test_the_sensor_ingests_into_a_lift_only_set_up_with_no_warehouse_yet(
     bad = inbox / "a-bad.jsonl"
     bad.write_text('{"timestamp": "2026-11-23T10:00:00Z"}\n')
     log = write_log(inbox / "day.jsonl", LEVER, true_lift=0.0, days=1)
-    assert not settings.warehouse_path().exists()
+    assert not settings.warehouse_location().exists()
     with dg.instance_for_test() as instance:
         with dg.build_sensor_context(instance=instance) as context:
             result = lift_log_sensor(context)
@@ -219,9 +219,9 @@ def test_the_sensor_ingests_into_a_lift_only_set_up_with_no_warehouse_yet(
             outcomes[Path(request.run_config["ops"]["ingest_lift_log"]["config"]["path"])] = run
             if request.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(bad):
                 # A refused file creates nothing, not even an empty warehouse.
-                assert not run.success and not settings.warehouse_path().exists()
+                assert not run.success and not settings.warehouse_location().exists()
     assert outcomes[log].success and not outcomes[bad].success
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         rows = conn.execute("SELECT count(*) FROM lift_events").fetchone()
     assert rows == (len(log.read_text().splitlines()),)
     # The daily report runs on a lift-only set-up too.
@@ -233,7 +233,7 @@ def test_the_daily_report_runs_before_any_warehouse_exists(workdir: Path) -> Non
     with dg.instance_for_test() as instance:
         result = dg.materialize([lift_report], instance=instance, resources=RESOURCES)
     assert result.success
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM lift_claims").fetchone() == (0,)
 
 
@@ -242,13 +242,13 @@ def test_the_report_publishes_settings_stored_before_assignment_read_a_copy(
 ) -> None:
     """A warehouse whose settings were saved before `lift settings` published them for
     assignment gets the copy at its next report, so `lift assign` stops opening the file."""
-    with connect(settings.warehouse_path(), create=True) as conn:
+    with connect(settings.warehouse_location(), create=True) as conn:
         lift_store.save_settings(conn, lift_store.Settings("ws", 0.2, "e4", "memo-v2", 0.5))
-    copy = lift_store.settings_file(settings.warehouse_path())
+    copy = lift_store.settings_file(settings.warehouse_location())
     assert not copy.exists()
     with dg.instance_for_test() as instance:
         assert dg.materialize([lift_report], instance=instance, resources=RESOURCES).success
-    assert lift_store.published_settings(settings.warehouse_path()) == {
+    assert lift_store.published_settings(settings.warehouse_location()) == {
         "ws": lift_store.Settings("ws", 0.2, "e4", "memo-v2", 0.5)
     }
 
@@ -286,7 +286,7 @@ def test_a_log_growing_in_the_inbox_is_stored_row_by_row_once(
     assert [o["storedRows"] for o in outputs] == [n // 3, 2 * n // 3 - n // 3, n - 2 * n // 3]
     assert [o["skippedRows"] for o in outputs] == [0, n // 3, 2 * n // 3]
     assert [o["pendingLine"] for o in outputs] == [None, 2 * n // 3 + 1, None]
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         counts = conn.execute(
             "SELECT count(*), count(DISTINCT request_id) FROM lift_events"
         ).fetchone()

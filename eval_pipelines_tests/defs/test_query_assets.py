@@ -67,7 +67,7 @@ def check_of(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
 
 
 def stored_rows(eval_id: str) -> list[tuple[Any, ...]]:
-    conn = duckdb.connect(str(settings.warehouse_path()), read_only=True)
+    conn = duckdb.connect(str(settings.warehouse_location()), read_only=True)
     try:
         return conn.execute(
             "SELECT eval_id, run_id FROM query_results WHERE eval_id = ?", [eval_id]
@@ -121,7 +121,7 @@ def test_a_query_partition_materialises_its_result_with_plotted_metrics(workdir:
         assert check.passed and check.severity == dg.AssetCheckSeverity.WARN
         (row,) = stored_rows(eval_id)
         assert row == (eval_id, result.run_id)
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         stored = query_evaluations_store.find_result(conn, eval_id)
     assert stored is not None and stored.result == oracle.result
 

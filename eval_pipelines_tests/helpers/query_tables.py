@@ -103,7 +103,7 @@ def engine_answer(query: dict[str, Any], *, folds: int | None = None) -> Any:
     from eval_pipelines.storage import data_tables as data_tables_store
     from eval_pipelines.storage.warehouse import connect
 
-    with connect(settings.warehouse_path(), read_only=True) as conn:
+    with connect(settings.warehouse_location(), read_only=True) as conn:
         sources = {"products": data_tables_store.read_source(conn, "products")}
 
     def resolve(name: str) -> Any:
@@ -125,7 +125,7 @@ def without_evaluation(result: QueryResult | StoredQueryResult) -> dict[str, Any
 def stored_counts() -> dict[str, int]:
     from eval_pipelines import settings
 
-    conn = duckdb.connect(str(settings.warehouse_path()), read_only=True)
+    conn = duckdb.connect(str(settings.warehouse_location()), read_only=True)
     try:
         counts = {}
         for table in ("query_evaluations", "query_results"):
@@ -186,7 +186,7 @@ def load_linked(folder: Path, *, constant: bool = False) -> str:
 def register(query: dict[str, Any], folds: int | None = None) -> str:
     """Store the query and return its evaluation id, as the API does before its run."""
     parsed = parse_query(query)
-    with connect(settings.warehouse_path()) as conn, transaction(conn):
+    with connect(settings.warehouse_location()) as conn, transaction(conn):
         pinned = stage.pin_sources(conn, parsed)
         eval_id = stage.evaluation_id(parsed.document, pinned, folds)
         query_evaluations_store.insert_query(

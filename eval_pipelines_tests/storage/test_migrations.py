@@ -132,7 +132,7 @@ def test_audits_of_a_warehouse_before_per_workspace_audits_are_kept(workdir: Pat
     """Migration 15 keys an outcome audit on (workspace_id, request_id) (issue 28 item 13): a
     warehouse at version 13 (audits keyed on the request id alone) opens with every audit kept,
     and then takes the same request id audited in another workspace."""
-    from eval_pipelines.storage.warehouse import _migration_files, _statements
+    from eval_pipelines.storage.schema import _migration_files, _statements
 
     path = workdir / "warehouse.duckdb"
     audit = ("1001", "wa", "e2", True, "checked", "/audits/a.jsonl", 2)
