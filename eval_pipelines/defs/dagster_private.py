@@ -68,6 +68,17 @@ def queued_run_coordinator_daemon(interval_seconds: float) -> Any:
     return QueuedRunCoordinatorDaemon(interval_seconds)
 
 
+def instance_storage_tables() -> frozenset[str]:
+    """The tables Dagster's SQL storages (runs, event logs, schedules) create in their database,
+    for the check of a role's rights on a PostgreSQL instance."""
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+    from dagster._core.storage.runs.schema import RunStorageSqlMetadata
+    from dagster._core.storage.schedules.schema import ScheduleStorageSqlMetadata
+
+    metadata = (RunStorageSqlMetadata, SqlEventLogStorageMetadata, ScheduleStorageSqlMetadata)
+    return frozenset(name for tables in metadata for name in tables.tables)
+
+
 __all__ = [
     "ACTIVE_RUN_STATUSES",
     "IN_PROC_CONFIG",
@@ -100,6 +111,7 @@ __all__ = [
     "deserialize_value",
     "execute_run_iterator",
     "execute_step_command_body",
+    "instance_storage_tables",
     "multiple_process_executor_requirements",
     "queued_run_coordinator_daemon",
     "serialize_value",

@@ -7,7 +7,8 @@ started by the Dagster daemon (``make dev``) or, without one, by this process, w
 starts in the background whenever it leaves a run in the queue. It runs Dagster's own queued-run
 coordinator (same limits: ``max_concurrent_runs``, the pools), fails runs whose process died
 and frees their pool slots, and exits once the queue has been empty for a while or a real
-daemon shows up. One dispatcher at a time (a lock file in ``$DAGSTER_HOME``).
+daemon shows up. One dispatcher at a time (a lock file in ``$DAGSTER_HOME``; on a team's
+shared instance, also an advisory lock in its database: one for every machine).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from dagster import DagsterInstance
 from eval_pipelines.defs.dagster_private import queued_run_coordinator_daemon
 from eval_pipelines.runs.instance import dagster_instance
 from eval_pipelines.runs.locations import workspace
-from eval_pipelines.runs.locks import dispatcher_alive, exclusive, stop_dispatcher
+from eval_pipelines.runs.locks import dispatcher_alive, stop_dispatcher
 from eval_pipelines.runs.queue import daemon_running, dispatcher_lock_path, queued_runs
 from eval_pipelines.runs.reaping import reap_dead_runs
+from eval_pipelines.runs.shared_locks import dispatcher_lock
 
 __all__ = ["dispatch", "dispatcher_alive", "main", "stop_dispatcher"]
 
@@ -63,7 +65,7 @@ def main() -> None:
     instance = dagster_instance()
     lock = dispatcher_lock_path(instance)
     while True:
-        with exclusive(lock) as taken:
+        with dispatcher_lock(lock) as taken:
             if not taken:
                 return  # another dispatcher is at work
             log.info("started (pid %s)", os.getpid())

@@ -16,10 +16,10 @@ from eval_pipelines.defs.families import QUIET_CONSOLE
 from eval_pipelines.runs.creation import create_run
 from eval_pipelines.runs.kinds import EvaluationKind, register_partition
 from eval_pipelines.runs.locations import reconstructable_job, served_job_origin, served_location
-from eval_pipelines.runs.locks import start_lock
 from eval_pipelines.runs.progress import follow
 from eval_pipelines.runs.queue import run_slot_free
 from eval_pipelines.runs.reaping import reap_dead_runs
+from eval_pipelines.runs.shared_locks import run_start_lock
 from eval_pipelines.runs.states import RunState, run_state
 from eval_pipelines.runs.termination import TerminationWatcher
 
@@ -72,7 +72,7 @@ def create_inline_run(
     config = {**QUIET_CONSOLE, **(run_config or {})}
     # Loading the definitions is slow: before the lock, not under it.
     with served_location(instance) as location:
-        with start_lock(instance.root_directory):
+        with run_start_lock(instance.root_directory):
             if only_if_slot_free and not run_slot_free(instance):
                 return None
             run = create_run(

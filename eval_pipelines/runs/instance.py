@@ -3,7 +3,10 @@ configured once with a run queue, the ``duckdb`` pool and run monitoring.
 
 ``python -m eval_pipelines.runs.instance`` (run by ``make install``) writes ``dagster.yaml``
 when the folder has none and sets the pool's limit; the CLI does the same on first use, so a
-user who never ran ``make`` gets the same instance.
+user who never ran ``make`` gets the same instance. A ``dagster.yaml`` the user wrote (a
+team's, its storage in PostgreSQL: ``deploy/team/``) is never overwritten: its storage is
+checked first (:mod:`eval_pipelines.runs.instance_storage`), and the pool's limit is set in
+that storage, shared by every machine.
 """
 
 from __future__ import annotations
@@ -11,11 +14,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 from pathlib import Path
 
 from dagster import DagsterInstance
 
-from eval_pipelines.defs.pools import DUCKDB_POOL, DUCKDB_POOL_LIMIT
+from eval_pipelines.core.errors import InputError
+from eval_pipelines.defs.pools import DUCKDB_POOL, DUCKDB_POOL_LIMIT, pool_limit
+from eval_pipelines.runs.instance_storage import (
+    check_instance_storage,
+    check_shared_storage,
+    postgres_storages,
+    shared_storage_key,
+)
+from eval_pipelines.settings import WAREHOUSE_ENV
 
 DEFAULT_DAGSTER_HOME = ".dagster_home"
 # Two cores: two runs at once keep both busy (one classifies while the other waits for the
@@ -23,6 +35,8 @@ DEFAULT_DAGSTER_HOME = ".dagster_home"
 MAX_CONCURRENT_RUNS = 2
 CONFIG_MARKER = "# Written by eval_pipelines"
 _log = logging.getLogger(__name__)
+# The CLI's exit code for bad input (eval_pipelines.cli.main, a layer above this one).
+EXIT_REFUSED = 2
 
 # Dagster's run queue, which also gives the runs the UI launches the project's kind tag.
 RUN_COORDINATOR = """  module: eval_pipelines.runs.coordinator
@@ -70,14 +84,17 @@ telemetry:
 """
 
 
+def configured_home() -> Path:
+    """``$DAGSTER_HOME``, or ``.dagster_home`` in the working directory (nothing exported)."""
+    return Path(os.environ.get("DAGSTER_HOME") or Path(DEFAULT_DAGSTER_HOME).absolute())
+
+
 def dagster_home() -> Path:
-    """``$DAGSTER_HOME``, or ``.dagster_home`` in the working directory (then exported, so
-    processes started from here use the same instance)."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        home = str(Path(DEFAULT_DAGSTER_HOME).absolute())
-        os.environ["DAGSTER_HOME"] = home
-    return Path(home)
+    """:func:`configured_home`, exported as ``DAGSTER_HOME`` when it was unset, so processes
+    started from here use the same instance."""
+    home = configured_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
 
 
 def ensure_instance_config(home: Path) -> bool:
@@ -93,14 +110,40 @@ def ensure_instance_config(home: Path) -> bool:
     return True
 
 
-def set_pool_limit(instance: DagsterInstance) -> None:
-    """Give the ``duckdb`` pool its limit explicitly (the default-limit path alone let
-    conflicting writers through when measured)."""
+def warehouse_pool_limit() -> int:
+    """The ``duckdb`` pool's limit for this process's warehouse setting: one writer for a DuckDB
+    file, more for a warehouse in PostgreSQL (:func:`eval_pipelines.defs.pools.pool_limit`)."""
+    return pool_limit(os.environ.get(WAREHOUSE_ENV, ""))
+
+
+def set_pool_limit(instance: DagsterInstance) -> int:
+    """Give the ``duckdb`` pool its limit explicitly, in the instance's storage (the
+    default-limit path alone let conflicting writers through when measured); returns it."""
+    limit = warehouse_pool_limit()
     storage = instance.event_log_storage
     if storage.supports_global_concurrency_limits:
         info = storage.get_concurrency_info(DUCKDB_POOL)
-        if info.slot_count != DUCKDB_POOL_LIMIT:
-            storage.set_concurrency_slots(DUCKDB_POOL, DUCKDB_POOL_LIMIT)
+        if info.slot_count != limit:
+            storage.set_concurrency_slots(DUCKDB_POOL, limit)
+    return limit
+
+
+# The shared storages this process has given the pool's limit: settings and limit.
+_limited: set[tuple[object, ...]] = set()
+
+
+def _pool_limit_unset_here(home: Path) -> bool:
+    """Whether ``home`` keeps the instance in PostgreSQL and this process has not set the
+    pool's limit there for its warehouse setting yet (another machine may have set another,
+    or the storage may be new)."""
+    key = shared_storage_key(home)
+    if key is None:
+        return False
+    limited = (*key, warehouse_pool_limit())
+    if limited in _limited:
+        return False
+    _limited.add(limited)
+    return True
 
 
 def dagster_instance() -> DagsterInstance:
@@ -113,8 +156,9 @@ def dagster_instance() -> DagsterInstance:
     home = dagster_home()
     created_here = not home_was_set and (not home.is_dir() or not any(home.iterdir()))
     wrote = ensure_instance_config(home)
+    check_shared_storage(home)
     instance = DagsterInstance.get()
-    if wrote:
+    if wrote or _pool_limit_unset_here(home):
         set_pool_limit(instance)
     if created_here:
         _log.warning(
@@ -127,17 +171,26 @@ def dagster_instance() -> DagsterInstance:
     return instance
 
 
-def main() -> None:
+def main() -> int:
+    """Set up the instance; a refused storage is one line on stderr and exit code 2 (the
+    CLI's for bad input), with nothing written."""
     home = dagster_home()
+    try:
+        check_instance_storage(home)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_REFUSED
     wrote = ensure_instance_config(home)
     with DagsterInstance.get() as instance:
-        set_pool_limit(instance)
+        limit = set_pool_limit(instance)
     state = "wrote" if wrote else "kept"
+    storage = "PostgreSQL" if postgres_storages(home) else "local"
     print(
-        f"Dagster instance {home}: {state} dagster.yaml; pool {DUCKDB_POOL} "
-        f"limit {DUCKDB_POOL_LIMIT}"
+        f"Dagster instance {home} ({storage} storage): {state} dagster.yaml; "
+        f"pool {DUCKDB_POOL} limit {limit}"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

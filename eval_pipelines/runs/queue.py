@@ -13,7 +13,7 @@ from pathlib import Path
 from dagster import DagsterInstance, DagsterRunStatus, QueuedRunCoordinator, RunsFilter
 
 from eval_pipelines.defs.dagster_private import ACTIVE_RUN_STATUSES
-from eval_pipelines.runs.locks import dispatcher_alive
+from eval_pipelines.runs.shared_locks import dispatcher_alive_anywhere
 
 
 def uses_run_queue(instance: DagsterInstance) -> bool:
@@ -57,7 +57,7 @@ def ensure_dispatcher(instance: DagsterInstance) -> None:
     """Start the dispatcher in the background unless one is already running."""
     # Collect dispatchers this process started that have exited (no zombies while waiting).
     _spawned[:] = [process for process in _spawned if process.poll() is None]
-    if dispatcher_alive(dispatcher_lock_path(instance)):
+    if dispatcher_alive_anywhere(dispatcher_lock_path(instance)):
         return
     log = Path(instance.root_directory) / "eval_pipelines_dispatcher.log"
     if log.exists() and log.stat().st_size > DISPATCHER_LOG_BYTES:

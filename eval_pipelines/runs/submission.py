@@ -12,7 +12,6 @@ from eval_pipelines.defs.run_tags import LOCATION_NAME
 from eval_pipelines.runs.creation import create_run
 from eval_pipelines.runs.kinds import EvaluationKind, register_partition
 from eval_pipelines.runs.locations import served_job_origin, served_location, workspace
-from eval_pipelines.runs.locks import start_lock
 from eval_pipelines.runs.progress import follow
 from eval_pipelines.runs.queue import (
     daemon_running,
@@ -21,6 +20,7 @@ from eval_pipelines.runs.queue import (
     uses_run_queue,
 )
 from eval_pipelines.runs.reaping import reap_dead_runs
+from eval_pipelines.runs.shared_locks import run_start_lock
 from eval_pipelines.runs.states import RunState, run_state
 
 
@@ -58,7 +58,7 @@ def submit(
                 tags or {},
                 run_config or {},
             )
-        with start_lock(instance.root_directory):
+        with run_start_lock(instance.root_directory):
             # The queued-run coordinator records the run as queued and uses no workspace.
             submitted = instance.submit_run(run.run_id, None)  # type: ignore[arg-type]
         dispatch_if_needed(instance)  # in case a dispatcher was just leaving
