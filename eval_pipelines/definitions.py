@@ -9,7 +9,6 @@ from eval_pipelines.defs.golden import golden_assets, golden_checks, golden_gate
 from eval_pipelines.defs.golden_automation import nightly_gating_runs, workflow_revision_sensor
 from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
 from eval_pipelines.defs.holdout_checks import holdout_checks
-from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.lift import (
     daily_lift_report,
     lift_assets,
@@ -20,6 +19,7 @@ from eval_pipelines.defs.lift import (
 )
 from eval_pipelines.defs.queries import evaluate_query_job, query_assets, query_checks
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.defs.step_payloads import StepPayloadIOManager
 
 # The engine is run configuration (see eval_pipelines.defs.executors and docs/operations.md):
 # in process unless a run asks otherwise. A process per step costs several times the steps'
@@ -41,6 +41,7 @@ defs = dg.Definitions(
     ],
     sensors=[workflow_revision_sensor, lift_log_sensor],
     schedules=[nightly_gating_runs, daily_lift_report],
-    resources={"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()},
+    # Both read the shared location ($EVAL_PIPELINES_SHARED_DIR) when a run starts, never here.
+    resources={"warehouse": WarehouseResource(), "io_manager": StepPayloadIOManager()},
     executor=EXECUTOR,
 )

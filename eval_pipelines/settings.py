@@ -145,3 +145,24 @@ def lift_inbox() -> Path:
     """The folder the lift sensor watches for log files: ``$EVAL_PIPELINES_LIFT_INBOX`` or
     ``data/lift/inbox``."""
     return Path(os.environ.get(LIFT_INBOX_ENV) or DEFAULT_LIFT_INBOX).absolute()
+
+
+SHARED_DIR_ENV = "EVAL_PIPELINES_SHARED_DIR"
+SHARED_CACHE_ENV = "EVAL_PIPELINES_SHARED_CACHE"
+
+
+def shared_dir() -> str | None:
+    """Where runs on every machine find the index files and step payloads:
+    ``$EVAL_PIPELINES_SHARED_DIR``, a folder or ``s3://bucket/prefix``; None (the default):
+    indexes beside the warehouse and payloads in the instance's folder, as on one machine."""
+    return os.environ.get(SHARED_DIR_ENV) or None
+
+
+def shared_cache_dir() -> Path:
+    """This machine's copies of index files kept on S3: ``$EVAL_PIPELINES_SHARED_CACHE`` or
+    ``eval_pipelines/shared`` in the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    configured = os.environ.get(SHARED_CACHE_ENV)
+    if configured:
+        return Path(configured).absolute()
+    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache_home).absolute() / "eval_pipelines" / "shared"

@@ -18,6 +18,7 @@ from eval_pipelines_tests.helpers.paths import DEMO
 if TYPE_CHECKING:
     from eval_pipelines.postgres_local.server import LocalPostgres
     from eval_pipelines_tests.helpers.postgres import ScratchDatabase
+    from eval_pipelines_tests.helpers.s3 import S3Server
 
 SMALL_CHAPTERS = ["3", "8", "10", "16"]
 
@@ -128,3 +129,21 @@ def postgres_database(postgres_server: LocalPostgres) -> ScratchDatabase:
 
     name = "t" + secrets.token_hex(6)
     return create_database(postgres_server, name, own_role=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto's) over HTTP on 127.0.0.1 for this test process."""
+    from eval_pipelines_tests.helpers.s3 import running_s3_server
+
+    with running_s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket on :func:`s3_server`, with the standard AWS variables of this process
+    pointing every client at that server."""
+    for name, value in s3_server.environment().items():
+        monkeypatch.setenv(name, value)
+    return s3_server.new_bucket()

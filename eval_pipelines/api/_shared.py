@@ -15,6 +15,7 @@ from eval_pipelines.core.results import JsonResult
 from eval_pipelines.defs.step_success import (
     stored_by_a_succeeded_step as stored_by_a_succeeded_step,
 )
+from eval_pipelines.stages import shared_files
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect
 
 
@@ -69,6 +70,16 @@ def require_run_warehouse(warehouse: Path | str | None) -> None:
             str(given),
             f"the run reads {run_reads}; point $EVAL_PIPELINES_WAREHOUSE at this warehouse instead",
         )
+    require_shared_location()
+
+
+def require_shared_location() -> None:
+    """Runs keep index files and step payloads in ``$EVAL_PIPELINES_SHARED_DIR`` when it is
+    set: refuse, before anything is written, a location they could not use (a folder missing
+    or read-only; a bucket missing, forbidden or behind an unreachable endpoint)."""
+    location = shared_files.configured_location()
+    if location is not None:
+        shared_files.check_location(location, settings.SHARED_DIR_ENV)
 
 
 def _identity(warehouse: settings.WarehouseLocation) -> object:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from eval_pipelines import settings
 from eval_pipelines.api._shared import resolve_warehouse
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.spec import validate_case_id
 from eval_pipelines.core.progress import report
 from eval_pipelines.core.results import JsonResult
+from eval_pipelines.stages.shared_files import run_index_dir
 from eval_pipelines.storage import cases as cases_store
 from eval_pipelines.storage import embeddings as embeddings_store
 from eval_pipelines.storage.warehouse import CLI_WAIT_SECONDS, connect, transaction
@@ -148,7 +148,7 @@ def embed_case(
     texts = records.get_column("text").to_list()
     report("text index", detail=f"{len(keys):,} records")
     handle = open_or_build_index(
-        settings.index_dir(path),
+        run_index_dir(path),
         case_id,
         info.records_version,
         n_docs=len(texts),

@@ -25,6 +25,7 @@ from eval_pipelines.core.holdout.spec import (
 )
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.core.stats.proportion import Proportion
+from eval_pipelines.stages.shared_files import run_index_dir
 
 if TYPE_CHECKING:
     from eval_pipelines.stages.grouping_sweep import Sweep, SweepRow
@@ -271,7 +272,7 @@ def grouping_sweep(
         sample_size=sample_size,
         seed=seed,
         config=config,
-        index_dir=settings.index_dir(path),
+        index_dir=run_index_dir(path),
         threads=settings.thread_count(),
     )
     return _result(sweep)

@@ -30,7 +30,6 @@ from eval_pipelines.defs.holdout_tables import (
     VARIANT_LEVEL_SCORES_SCHEMA,
     table_metadata,
 )
-from eval_pipelines.defs.io_managers import discard_run_payloads
 from eval_pipelines.defs.partitions import holdout_evaluations
 from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.defs.resources import WarehouseResource
@@ -262,12 +261,16 @@ def classify_variant(context: dg.OpExecutionContext, task: Any) -> Any:
 
 @dg.op(pool=DUCKDB_POOL, out=dg.Out(dg.Nothing))
 def store_predictions(
-    context: dg.OpExecutionContext, warehouse: WarehouseResource, results: list[Any]
+    context: dg.OpExecutionContext,
+    warehouse: WarehouseResource,
+    io_manager: dg.ResourceParam[Any],
+    results: list[Any],
 ) -> None:
     """Write every variant's predictions, replacing the evaluation's previous ones."""
     with warehouse.connect() as conn, transaction(conn):
         summary = holdout_classify.store_predictions(conn, context.partition_key, results)
-    discard_run_payloads(context.instance, context.run_id)
+    # The manager that carried the payloads removes them: nothing reads them again.
+    io_manager.discard_run(context.run_id, context.instance)
     context.log.info(
         f"Stored {summary['rows']} predictions ({summary['failed_rows']} failed rows) for "
         f"variants {summary['variants']}"

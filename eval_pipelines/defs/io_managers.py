@@ -37,6 +37,10 @@ class TransientPickleIOManager(dg.ConfigurableIOManager):
     base_dir: str | None = None
     retention_hours: float = 168.0
 
+    def discard_run(self, run_id: str, instance: dg.DagsterInstance) -> None:
+        """Remove the run's payloads (its predictions are stored)."""
+        discard_run_payloads(instance, run_id, self.base_dir)
+
     def _path(self, root: Path, context: dg.OutputContext) -> Path:
         parts = [p.replace("/", "_") for p in context.get_identifier()]
         return root.joinpath(*parts).with_suffix(".pickle")

@@ -8,6 +8,7 @@ import dagster as dg
 import duckdb
 
 from eval_pipelines import settings
+from eval_pipelines.stages import shared_files
 from eval_pipelines.storage.warehouse import connect
 
 # A run waits this long for another process's lock before its step fails (and is retried):
@@ -20,12 +21,16 @@ class WarehouseResource(dg.ConfigurableResource):
     """The warehouse every stage reads and writes (a DuckDB file or a PostgreSQL database).
 
     Unset fields fall back, at run time, to ``$EVAL_PIPELINES_WAREHOUSE`` (default
-    ``data/warehouse.duckdb``), ``$EVAL_PIPELINES_INDEX_DIR`` (default ``indexes/`` beside the
-    warehouse) and ``$EVAL_PIPELINES_THREADS`` (default: all cores).
+    ``data/warehouse.duckdb``), ``$EVAL_PIPELINES_SHARED_DIR`` (default: none),
+    ``$EVAL_PIPELINES_INDEX_DIR`` (default ``indexes/`` beside the warehouse) and
+    ``$EVAL_PIPELINES_THREADS`` (default: all cores). Index files live in ``index_dir`` when it
+    is configured here, else under the shared location when there is one (see
+    :func:`eval_pipelines.stages.shared_files.index_dir`), else in the index folder.
     """
 
     path: str | None = None
     index_dir: str | None = None
+    shared_dir: str | None = None
     threads: int | None = None
 
     def warehouse_location(self) -> settings.WarehouseLocation:
@@ -38,7 +43,7 @@ class WarehouseResource(dg.ConfigurableResource):
     def index_dir_path(self) -> Path:
         if self.index_dir:
             return Path(self.index_dir).absolute()
-        return settings.index_dir(self.warehouse_location())
+        return shared_files.run_index_dir(self.warehouse_location(), self.shared_dir)
 
     def thread_count(self) -> int:
         return self.threads or settings.thread_count()

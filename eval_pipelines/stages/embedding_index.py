@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eval_pipelines.stages import shared_files
 from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.stages.text_index import OpenWarehouse
 from eval_pipelines.storage import embeddings as embeddings_store
@@ -46,7 +47,8 @@ def ann_path(index_dir: Path, case_id: str, embeddings_version: str) -> Path:
 
 
 def _write_npy(path: Path, vectors: np.ndarray) -> None:
-    """Write atomically: a crash leaves the old file or the new one, never half a file."""
+    """Write atomically (a crash leaves the old file or the new one, never half a file), then
+    publish it to the shared bucket when the folder mirrors one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = tempfile.NamedTemporaryFile(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
@@ -60,6 +62,7 @@ def _write_npy(path: Path, vectors: np.ndarray) -> None:
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+    shared_files.publish(path)
 
 
 def load_vectors(
@@ -68,6 +71,7 @@ def load_vectors(
     """The set's L2-normalised vectors in ``record_key`` order, memory-mapped read-only
     (checked against the warehouse once per process and file)."""
     path = vectors_path(index_dir, case_id, embeddings_version)
+    shared_files.refresh(path)
     cached = _vectors.get(path)
     if cached is not None:
         return cached
@@ -108,6 +112,7 @@ def load_or_build_ann(
 
     path = ann_path(index_dir, case_id, embeddings_version)
     started = time.perf_counter()
+    shared_files.refresh(path)
     opened = _ann.get(path)
     if opened is not None and opened[0] is vectors:
         return AnnHandle(opened[1], path, built=False, seconds=time.perf_counter() - started)
@@ -122,6 +127,7 @@ def load_or_build_ann(
     index = build_ann_index(vectors, seed=ANN_SEED, n_threads=n_threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_ann_index(index, path)
+    shared_files.publish(path)
     _ann.put(path, file_identity(path), (vectors, index))
     return AnnHandle(index, path, built=True, seconds=time.perf_counter() - started)
 

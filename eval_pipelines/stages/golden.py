@@ -42,6 +42,7 @@ from eval_pipelines.core.workflows.execute import (
 from eval_pipelines.core.workflows.nodes import StepContext, StepUsage
 from eval_pipelines.core.workflows.output import map_output
 from eval_pipelines.core.workflows.step_worker import cancel_on
+from eval_pipelines.stages.shared_files import run_index_dir
 from eval_pipelines.stages.workflow_chat import step_context
 from eval_pipelines.storage import golden as golden_store
 from eval_pipelines.storage import workflows as workflows_store
@@ -175,7 +176,7 @@ def run_golden_sets(
             workflow,
             documents,
             cache,
-            index_dir=index_dir or settings.index_dir(settings.warehouse_location()),
+            index_dir=index_dir or run_index_dir(settings.warehouse_location()),
             threads=threads,
         )
     else:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from eval_pipelines.stages import shared_files
 from eval_pipelines.stages.file_cache import OpenedFiles, file_identity
 from eval_pipelines.storage import cases as cases_store
 
@@ -79,9 +80,11 @@ def open_index(
     index_dir: Path, case_id: str, records_version: str, *, n_docs: int
 ) -> IndexHandle | None:
     """The cached index of this records version if it is there and covers ``n_docs``
-    records, from this process's cache or memory-mapped from disk; None otherwise."""
+    records, from this process's cache or memory-mapped from disk (first brought up to date
+    from the shared bucket, when the folder mirrors one); None otherwise."""
     path = index_path(index_dir, case_id, records_version)
     started = time.perf_counter()
+    shared_files.refresh(path)
     index = _open_cached(path)
     if index is None or index.n_docs != n_docs:
         return None
@@ -121,6 +124,7 @@ def open_or_build_index(
     # The same version's index in the format before memory-mapped segments is never read
     # again: removed, or it would hold its disk space (0.3 GB at 130k records) for good.
     legacy_index_path(index_dir, case_id, records_version).unlink(missing_ok=True)
+    shared_files.publish(path)
     return IndexHandle(_reopen(path), path, built=True, seconds=time.perf_counter() - started)
 
 
