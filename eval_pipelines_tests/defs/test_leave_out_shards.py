@@ -13,7 +13,7 @@ from eval_pipelines.defs.holdout import holdout_assets, holdout_eval_job
 from eval_pipelines.defs.holdout_checks import holdout_checks
 from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.resources import WarehouseResource
-from eval_pipelines.settings import warehouse_path
+from eval_pipelines.settings import warehouse_location
 
 DEFS = dg.Definitions(
     assets=holdout_assets,
