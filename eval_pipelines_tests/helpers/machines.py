@@ -42,6 +42,16 @@ with connect(warehouse_location(), read_only=True) as conn:
 print(json.dumps(None if stored is None else {"report": stored.report, "markdown": stored.markdown,
                                                "runId": stored.run_id}))
 """
+# Printed by a machine asked for its warehouse's row counts: {table: rows}.
+_ROW_COUNTS = """
+import json
+from eval_pipelines.settings import warehouse_location
+from eval_pipelines.storage.warehouse import connect
+with connect(warehouse_location(), read_only=True) as conn:
+    tables = [row[0] for row in conn.execute("SHOW TABLES").fetchall()]
+    counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+print(json.dumps(counts))
+"""
 _OPEN_INSTANCE = (
     "from eval_pipelines.runs.instance import dagster_instance\n"
     "dagster_instance().get_runs(limit=1)"
@@ -87,6 +97,13 @@ class Machine:
         assert done.returncode == 0, done.stderr
         stored: dict[str, Any] | None = json.loads(done.stdout)
         return stored
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows of every table of this machine's warehouse."""
+        done = self.run(sys.executable, "-c", _ROW_COUNTS)
+        assert done.returncode == 0, done.stderr
+        counts: dict[str, int] = json.loads(done.stdout)
+        return counts
 
     def create_instance_tables(self) -> None:
         """Open the Dagster instance once, so its PostgreSQL tables exist before machines use
