@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from figures import line
 
@@ -51,10 +52,13 @@ from eval_pipelines_tests.helpers.machines import (  # noqa: E402
 )
 from eval_pipelines_tests.helpers.postgres import create_database, start_server  # noqa: E402
 
-PLAIN_VARIANTS = [{"name": "baseline"}, {"name": "k-5.fewer", "config": {"candidates": 5}}]
+PLAIN_VARIANTS: list[dict[str, Any]] = [
+    {"name": "baseline"},
+    {"name": "k-5.fewer", "config": {"candidates": 5}},
+]
 
 
-def holdout(machine: Machine, variants: list[dict[str, object]], seed: int, size: int) -> list[str]:
+def holdout(machine: Machine, variants: list[dict[str, Any]], seed: int, size: int) -> list[str]:
     variants_file = machine.folder / f"variants_{seed}.json"
     variants_file.write_text(json.dumps(variants))
     return [
@@ -112,7 +116,7 @@ def main() -> None:
             line("shared / embedded (goal <= 1.5)", one["shared"] / one["embedded"])
 
             with serve_standin(latency_ms=args.latency_ms) as standin:
-                chat = [
+                chat: list[dict[str, Any]] = [
                     {"name": "baseline"},
                     {"name": "chat", "config": {**chat_config(standin.base_url), "concurrency": 4}},
                 ]

@@ -91,7 +91,7 @@ def killed_and_rerun(
     try:
         first.create_instance_tables()
         with serve_standin(latency_ms=200) as standin:
-            variants = [
+            variants: list[dict[str, Any]] = [
                 {"name": "baseline"},
                 {"name": "chat", "config": {**chat_config(standin.base_url), "concurrency": 4}},
             ]
