@@ -112,11 +112,14 @@ def _case(row: tuple[Any, ...]) -> GoldenCase:
 
 
 def next_case_id(conn: duckdb.DuckDBPyConnection, set_name: str) -> str:
-    """``case-0001``, ``case-0002``, ...: never reused, even after a case is deleted."""
+    """``case-0001``, ``case-0002``, ...: never reused, even after a case is deleted. Called in
+    the caller's transaction: the update holds the set's row until it commits. No ``RETURNING``:
+    DuckDB's postgres extension refuses it on an update."""
+    conn.execute(
+        "UPDATE golden_sets SET cases_created = cases_created + 1 WHERE set_name = ?", [set_name]
+    )
     row = conn.execute(
-        "UPDATE golden_sets SET cases_created = cases_created + 1 WHERE set_name = ? "
-        "RETURNING cases_created",
-        [set_name],
+        "SELECT cases_created FROM golden_sets WHERE set_name = ?", [set_name]
     ).fetchone()
     if row is None:
         raise NotFoundError(f"set={set_name!r}: no such golden set")
@@ -348,12 +351,13 @@ def running_runs(conn: duckdb.DuckDBPyConnection) -> list[GoldenRun]:
 def close_abandoned_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str, reason: str) -> bool:
     """Close a run left ``running`` as ``failed`` with ``reason`` (its results, if any, are
     kept); False when it was closed meanwhile."""
+    # The count of updated rows, not RETURNING: DuckDB's postgres extension refuses that.
     row = conn.execute(
         "UPDATE golden_runs SET status = 'failed', finished_at = ?, reason = ? "
-        "WHERE golden_run_id = ? AND status = 'running' RETURNING golden_run_id",
+        "WHERE golden_run_id = ? AND status = 'running'",
         [_now(), reason, golden_run_id],
     ).fetchone()
-    return row is not None
+    return row is not None and int(row[0]) > 0
 
 
 def runs_of_dagster_run(conn: duckdb.DuckDBPyConnection, dagster_run_id: str) -> list[GoldenRun]:
