@@ -23,6 +23,7 @@ from eval_pipelines.settings import (
     SHARED_DIR_ENV,
     WAREHOUSE_ENV,
     WAREHOUSE_PASSWORD_ENV,
+    WORKFLOWS_DIR_ENV,
 )
 from eval_pipelines_tests.helpers.postgres import ScratchDatabase
 from eval_pipelines_tests.helpers.team_instance import install_team_config, team_environment
@@ -113,6 +114,11 @@ class Machine:
         done = self.run(sys.executable, "-c", _OPEN_INSTANCE)
         assert done.returncode == 0, done.stderr
 
+    def python(self, code: str) -> None:
+        """Run Python ``code`` as a process of this machine."""
+        done = self.run(sys.executable, "-c", code)
+        assert done.returncode == 0, done.stderr
+
     def stop_dispatcher(self) -> None:
         from eval_pipelines.runs.dispatcher import stop_dispatcher
 
@@ -130,6 +136,18 @@ def _folders(root: Path, name: str) -> tuple[Path, Path]:
     return folder, home
 
 
+def _own_settings(folder: Path, home: Path) -> dict[str, str]:
+    """Settings every machine keeps in its own folder; its committed-workflows folder is empty
+    (the repository's ``data/workflows`` is not this machine's to sync)."""
+    workflows = folder / "committed_workflows"
+    workflows.mkdir()
+    return {
+        "DAGSTER_HOME": str(home),
+        INDEX_DIR_ENV: str(folder / "indexes"),
+        WORKFLOWS_DIR_ENV: str(workflows),
+    }
+
+
 def team_machine(
     root: Path,
     name: str,
@@ -144,11 +162,9 @@ def team_machine(
     folder, home = _folders(root, name)
     install_team_config(home)
     environ = _bare_environment() | team_environment(instance)
-    environ |= {
-        "DAGSTER_HOME": str(home),
+    environ |= _own_settings(folder, home) | {
         WAREHOUSE_ENV: warehouse.url,
         WAREHOUSE_PASSWORD_ENV: warehouse.password,
-        INDEX_DIR_ENV: str(folder / "indexes"),
         SHARED_DIR_ENV: str(shared_dir),
     }
     return Machine(name, folder, environ)
@@ -158,11 +174,8 @@ def embedded_machine(root: Path, name: str) -> Machine:
     """A single user's machine on the embedded default: a DuckDB file in its folder and the
     local instance in its home."""
     folder, home = _folders(root, name)
-    environ = _bare_environment() | {
-        "DAGSTER_HOME": str(home),
-        WAREHOUSE_ENV: str(folder / "warehouse.duckdb"),
-        INDEX_DIR_ENV: str(folder / "indexes"),
-    }
+    environ = _bare_environment() | _own_settings(folder, home)
+    environ[WAREHOUSE_ENV] = str(folder / "warehouse.duckdb")
     return Machine(name, folder, environ)
 
 
