@@ -1,9 +1,9 @@
 """PostgreSQL restarted under load (``stop(mode="immediate")``, then started again on the same
 port) while two machines each run an evaluation with a ``chat`` variant: each run either
 completes with its report stored or fails with a reason the other machine reads, with no report
-stored; re-running a failed one completes. (Measured: both complete, dagster-postgres retrying
-its connections while the server recovers, "Retrying failed database connection ... the
-database system is starting up" on stderr.)"""
+stored; re-running a failed one completes. (Measured: in one run both completed, dagster-postgres
+retrying its connections while the server recovered; in another one failed and its rerun on the
+other machine completed.)"""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_runs_in_flight_when_postgres_restarts_complete_or_fail_clearly_and_reru
                 read = other.run(*CLI, "eval", "status", UNSEEN_CASE, eval_id, "--json")
                 status = json.loads(read.stdout)
                 assert status["status"] == "failed", status
-                assert status.get("reason") or status.get("error"), status
+                assert status["run"]["reason"], status
                 assert other.stored_report(eval_id) is None
                 rerun = other.cli("eval", "rerun", UNSEEN_CASE, eval_id, "--wait", "--json")
                 assert json.loads(rerun.stdout)["status"] == "complete", rerun.stdout
