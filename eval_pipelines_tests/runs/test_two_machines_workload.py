@@ -52,8 +52,14 @@ def _holdout(machine: Machine, label: str, variants: list[dict[str, Any]], seed:
 
 def _workload(machine: Machine, base_url: str, log: Path) -> dict[str, list[str]]:
     """The six runs, by label."""
-    plain = [{"name": "baseline"}, {"name": "k-5.fewer", "config": {"candidates": 5}}]
-    chat = [{"name": "baseline"}, {"name": "chat", "config": chat_config(base_url)}]
+    plain: list[dict[str, Any]] = [
+        {"name": "baseline"},
+        {"name": "k-5.fewer", "config": {"candidates": 5}},
+    ]
+    chat: list[dict[str, Any]] = [
+        {"name": "baseline"},
+        {"name": "chat", "config": chat_config(base_url)},
+    ]
     return {
         "plain-1": _holdout(machine, "plain-1", plain, 11),
         "plain-2": _holdout(machine, "plain-2", plain, 12),
