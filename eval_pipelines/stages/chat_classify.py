@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -46,6 +45,7 @@ from eval_pipelines.core.holdout.classify import (
 )
 from eval_pipelines.core.holdout.memo import MemoEntry
 from eval_pipelines.core.tree import CodeTree
+from eval_pipelines.settings import parse_warehouse
 from eval_pipelines.stages.chat_calls import ChatProgress, run_chat_calls
 from eval_pipelines.stages.classify_task import ClassifyTask
 from eval_pipelines.storage.holdout import TRIALS_SCHEMA
@@ -151,7 +151,7 @@ def classify_chat(
 
     all_requests = [request for *_, requests in asked for request in requests]
     result = run_chat_calls(
-        Path(task.warehouse),
+        parse_warehouse(task.warehouse),
         settings,
         all_requests,
         environ=environment,

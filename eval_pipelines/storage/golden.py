@@ -351,6 +351,7 @@ def running_runs(conn: duckdb.DuckDBPyConnection) -> list[GoldenRun]:
 def close_abandoned_run(conn: duckdb.DuckDBPyConnection, golden_run_id: str, reason: str) -> bool:
     """Close a run left ``running`` as ``failed`` with ``reason`` (its results, if any, are
     kept); False when it was closed meanwhile."""
+    # The count of updated rows, not RETURNING: DuckDB's postgres extension refuses that.
     row = conn.execute(
         "UPDATE golden_runs SET status = 'failed', finished_at = ?, reason = ? "
         "WHERE golden_run_id = ? AND status = 'running'",
