@@ -53,6 +53,8 @@ def workdir(
     from eval_pipelines.runs.dispatcher import stop_dispatcher
 
     if os.environ.get(TESTS_WAREHOUSE_ENV) == "postgres":
+        from eval_pipelines_tests.helpers.postgres import point_warehouse_at
+
         point_warehouse_at(request.getfixturevalue("postgres_database"), monkeypatch)
     else:
         monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
@@ -65,17 +67,13 @@ def workdir(
     stop_dispatcher(home / "eval_pipelines_dispatcher.lock")
 
 
-def point_warehouse_at(database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``database`` the warehouse (its URL in the setting, its password in the variable)."""
-    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", database.url)
-    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE_PASSWORD", database.password)
-
-
 @pytest.fixture
 def postgres_workdir(
     workdir: Path, postgres_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """``workdir`` with its warehouse in a fresh PostgreSQL database (:func:`postgres_database`)."""
+    from eval_pipelines_tests.helpers.postgres import point_warehouse_at
+
     point_warehouse_at(postgres_database, monkeypatch)
     return workdir
 

@@ -372,3 +372,11 @@ def test_steps_executed_counts_steps_not_cases(golden_home: Path) -> None:
     assert first.charged.to_json() == {"executedSteps": 3, "cachedSteps": 0, "costUnits": 3.0}
     second = golden.run_and_report("inv")
     assert second.charged.to_json() == {"executedSteps": 0, "cachedSteps": 3, "costUnits": 0.0}
+
+
+def test_a_golden_run_on_postgresql_decides_its_gate_once(
+    postgres_workdir: Path, golden_home: Path
+) -> None:
+    """The same two runs of a gating set on a PostgreSQL warehouse: the gate passed from the
+    newest, the activation ledgered."""
+    test_first_run_pays_rerun_is_cached_and_activation_is_ledgered(golden_home)

@@ -545,3 +545,9 @@ def test_a_new_warehouse_does_not_inherit_the_settings_copy_of_a_removed_one(
         pass  # e.g. `case create` makes a new one
     config = lift.config_for("ws")
     assert (config.epoch, config.holdout_fraction) == ("e1", 0.10)  # the new one has none
+
+
+def test_a_lift_ingest_on_postgresql_is_idempotent_per_request_id(postgres_workdir: Path) -> None:
+    """The same requests as Parquet, CRLF, another offset, a subset, on a PostgreSQL
+    warehouse: each stored once."""
+    test_ingest_is_idempotent_per_request_id_whatever_the_file(postgres_workdir)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg2
 import psycopg2.extensions
+import pytest
 
 from eval_pipelines.postgres_local import server as local_postgres
 
@@ -73,3 +74,9 @@ def create_database(
             return ScratchDatabase(server, name, name, password)
         cursor.execute(f'CREATE DATABASE "{name}"')
     return ScratchDatabase(server, name, local_postgres.SUPERUSER, SUPERUSER_PASSWORD)
+
+
+def point_warehouse_at(database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``database`` the warehouse (its URL in the setting, its password in the variable)."""
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", database.url)
+    monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE_PASSWORD", database.password)

@@ -1,6 +1,6 @@
 """End to end with the warehouse in PostgreSQL: a holdout evaluation materialized through
-Dagster stores the report the same evaluation stores in a DuckDB file, field by field; the
-golden API's and the lift API's own end-to-end tests pass unchanged on it."""
+Dagster stores the report the same evaluation stores in a DuckDB file, field by field (the
+golden and lift APIs' own PostgreSQL runs sit in api/test_golden.py and api/test_lift.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import pytest
 from eval_pipelines import api, settings
 from eval_pipelines.storage.holdout_evaluations import StoredReport, load_report
 from eval_pipelines.storage.warehouse import connect
-from eval_pipelines_tests.api import test_golden as golden_api
-from eval_pipelines_tests.api import test_lift as lift_api
-from eval_pipelines_tests.conftest import point_warehouse_at
 from eval_pipelines_tests.helpers.holdout_runs import assert_same_report
-from eval_pipelines_tests.helpers.postgres import ScratchDatabase
+from eval_pipelines_tests.helpers.postgres import ScratchDatabase, point_warehouse_at
 
 VARIANTS = [{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}]
 
@@ -46,15 +43,3 @@ def test_a_holdout_report_on_postgresql_equals_the_duckdb_files(
     monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(workdir / "indexes-postgres"))
     on_postgres = _evaluate(small_case_files)
     assert_same_report(on_file, on_postgres)
-
-
-def test_a_golden_run_on_postgresql_decides_its_gate_once(
-    postgres_workdir: Path, golden_home: Path
-) -> None:
-    """Two runs of a gating set, the gate passed from the newest, the activation ledgered."""
-    golden_api.test_first_run_pays_rerun_is_cached_and_activation_is_ledgered(golden_home)
-
-
-def test_a_lift_ingest_on_postgresql_is_idempotent_per_request_id(postgres_workdir: Path) -> None:
-    """The same requests as Parquet, CRLF, another offset, a subset: each stored once."""
-    lift_api.test_ingest_is_idempotent_per_request_id_whatever_the_file(postgres_workdir)

@@ -25,8 +25,7 @@ from eval_pipelines.storage.warehouse import (
     latest_schema_version,
     schema_version,
 )
-from eval_pipelines_tests.conftest import point_warehouse_at
-from eval_pipelines_tests.helpers.postgres import ScratchDatabase, superuser
+from eval_pipelines_tests.helpers.postgres import ScratchDatabase, point_warehouse_at, superuser
 
 
 def _tables(database: ScratchDatabase) -> list[str]:
