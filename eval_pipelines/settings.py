@@ -119,12 +119,21 @@ def index_dir(warehouse: WarehouseLocation) -> Path:
 
 
 def chat_journal_dir(warehouse: WarehouseLocation) -> Path:
-    """This machine's folder of chat answers not yet stored: beside a DuckDB file; for a
-    PostgreSQL warehouse ``$EVAL_PIPELINES_CHAT_JOURNAL_DIR`` or ``data/chat-journal`` (a crash
-    journal is replayed by the next batch on the same machine, so it stays local)."""
+    """The folder of chat answers received but not yet stored: beside a DuckDB file; for a
+    PostgreSQL warehouse ``$EVAL_PIPELINES_CHAT_JOURNAL_DIR``, else ``chat-journal/`` in the
+    shared folder (``$EVAL_PIPELINES_SHARED_DIR``, when it is a folder), else
+    ``data/chat-journal``. In the shared folder, a run re-executed on another machine stores
+    the answers a killed worker had received instead of paying for them again; a bucket holds
+    no journal (appends and locks need a file system), so it stays on each machine."""
     if isinstance(warehouse, PostgresWarehouse):
         configured = os.environ.get(CHAT_JOURNAL_DIR_ENV)
-        folder = Path(configured) if configured else Path("data") / "chat-journal"
+        shared = shared_dir()
+        if configured:
+            folder = Path(configured)
+        elif shared and "://" not in shared:
+            folder = Path(shared) / "chat-journal"
+        else:
+            folder = Path("data") / "chat-journal"
         return folder.absolute() / f"{warehouse.host}-{warehouse.port}-{warehouse.database}"
     resolved = warehouse.resolve()
     return resolved.with_name(resolved.name + CHAT_JOURNAL_SUFFIX)

@@ -1,9 +1,9 @@
 """``kill -9`` of one machine's run worker half-way through an evaluation with a ``chat``
 variant (the stand-in at 200 ms): the other machine reads the run failed, no report of it is
 visible, and re-running it there completes with the report the same evaluation gets alone on
-the embedded default. Not yet: paying again for no model call beyond those in flight when it
-died (xfail below: the answers the killed worker had received but not yet stored are in its
-machine's own chat journal only, which the other machine never reads)."""
+the embedded default, paying again for no model call beyond those in flight when it died (the
+answers the killed worker had received but not yet stored are in the chat journal in the
+shared folder, which the rerun's batch stores first)."""
 
 from __future__ import annotations
 
@@ -146,14 +146,6 @@ def test_the_rerun_on_the_other_machine_stores_the_report_of_the_evaluation_alon
     # The markdown is not compared: it says how many answers came from the cache.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured: the killed worker had 60 of 120 answers, 39 of them were in the "
-    "warehouse's call cache after the kill and the rerun paid for 21 again: answers received but "
-    "not yet stored (the writer stores every 0.25 s, after its PostgreSQL connection opens) are "
-    "only in machine A's own chat journal (settings.chat_journal_dir: data/chat-journal under "
-    "the working folder for a PostgreSQL warehouse), which machine B never replays",
-)
 def test_the_rerun_pays_again_only_for_the_calls_in_flight_at_the_kill(
     killed_and_rerun: KilledAndRerun,
 ) -> None:

@@ -261,3 +261,25 @@ def test_the_cli_exits_2_for_an_unavailable_postgresql_warehouse(
         f"error: EVAL_PIPELINES_WAREHOUSE={postgres_database.url}: PostgreSQL refused the password"
     ), done.stderr
     assert "wrong-password-77" not in done.stderr + done.stdout
+
+
+def test_the_chat_journal_of_a_postgresql_warehouse_is_in_the_shared_folder_when_there_is_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun on another machine must find a killed worker's answers: a shared folder holds the
+    journal; a bucket cannot (appends, locks), so the journal stays on the machine; the
+    setting of its own wins over both."""
+    warehouse = parse_warehouse("postgresql://evals@db.internal:5433/evals", "test")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVAL_PIPELINES_CHAT_JOURNAL_DIR", raising=False)
+    monkeypatch.setenv("EVAL_PIPELINES_SHARED_DIR", str(tmp_path / "shared"))
+    expected = tmp_path / "shared" / "chat-journal" / "db.internal-5433-evals"
+    assert settings.chat_journal_dir(warehouse) == expected
+    monkeypatch.setenv("EVAL_PIPELINES_SHARED_DIR", "s3://bucket/prefix")
+    expected = tmp_path / "data" / "chat-journal" / "db.internal-5433-evals"
+    assert settings.chat_journal_dir(warehouse) == expected
+    monkeypatch.setenv("EVAL_PIPELINES_CHAT_JOURNAL_DIR", str(tmp_path / "own"))
+    expected = tmp_path / "own" / "db.internal-5433-evals"
+    assert settings.chat_journal_dir(warehouse) == expected
+    file_warehouse = tmp_path / "w.duckdb"
+    assert settings.chat_journal_dir(file_warehouse) == tmp_path / "w.duckdb.chat-journal"
