@@ -47,7 +47,8 @@ from eval_pipelines.core.plugins import PluginError
 from eval_pipelines.core.workflows.nodes import NodeFailed
 from eval_pipelines.core.workflows.step_worker import StepCanceled, StepTimedOut
 from eval_pipelines.runs import RunInterrupted
-from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
+from eval_pipelines.settings import SettingError
+from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseConflict, WarehouseUnavailable
 
 __all__ = [
     "ActivationRefused",
@@ -69,6 +70,7 @@ __all__ = [
     "NodeFailed",
     "NotFoundError",
     "PluginError",
+    "SettingError",
     "QueryRefused",
     "RunInterrupted",
     "RunRefusal",
@@ -77,6 +79,7 @@ __all__ = [
     "TokenConfirmationNeeded",
     "WeakerEvidenceError",
     "WarehouseBusy",
+    "WarehouseConflict",
     "WarehouseUnavailable",
     "embeddings",
     "golden",

@@ -20,12 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval_pipelines.core.errors import EvalPipelinesError
+
 SERVER_USER_UNDER_ROOT = "embedded_postgres"
 SUPERUSER = "postgres"
 START_TIMEOUT_SECONDS = 60.0
 
 
-class PostgresServerError(RuntimeError):
+class PostgresServerError(EvalPipelinesError, RuntimeError):
     """The server could not be initialised, started or stopped; the message quotes its log."""
 
 

@@ -31,6 +31,9 @@ def _defined_errors() -> dict[str, type[BaseException]]:
     return errors
 
 
+ENTRY_PACKAGES = {"postgres_local", "chat_standin", "demo"}
+
+
 def test_every_error_the_package_defines_has_the_common_base() -> None:
     errors = _defined_errors()
     assert len(errors) >= 15  # the 15 of issue 20, at least
@@ -39,7 +42,10 @@ def test_every_error_the_package_defines_has_the_common_base() -> None:
         for name, error in errors.items()
         if not issubclass(error, EvalPipelinesError | KeyboardInterrupt)
     }
-    assert outside == set()
+    # settings.py is the lowest layer and imports nothing of the project, core.errors included:
+    # its one error is a ValueError (which callers caught before it existed), exported by the API.
+    assert outside == {"eval_pipelines.settings.SettingError"}
+    assert issubclass(errors["eval_pipelines.settings.SettingError"], ValueError)
     interrupts = {name for name, error in errors.items() if issubclass(error, KeyboardInterrupt)}
     assert interrupts == {
         "eval_pipelines.api._shared.EvalInterrupted",
@@ -66,10 +72,13 @@ def test_the_api_exports_the_errors_a_caller_catches_and_every_feature() -> None
     assert raised_at_the_boundary <= exported
     # Every public error the package defines can reach a caller of some API function, so each
     # is exported, under its own name: a new error that is not fails here.
+    # An entry package (postgres_local, chat_standin, demo) sits above the API, which cannot
+    # import it: its errors reach the callers of its own command only.
     unexported = sorted(
         name
         for name, error in _defined_errors().items()
-        if not error.__name__.startswith("_")
+        if name.split(".")[1] not in ENTRY_PACKAGES
+        and not error.__name__.startswith("_")
         and (error.__name__ not in exported or getattr(api, error.__name__) is not error)
     )
     assert unexported == []
