@@ -10,7 +10,7 @@ from eval_pipelines.cli.output import print_json
 def cmd_copy(args: argparse.Namespace) -> int:
     from eval_pipelines.api.warehouse import copy_warehouse
 
-    print_json({"copiedRows": copy_warehouse(args.source, to=args.to)})
+    print_json(copy_warehouse(args.source, to=args.to).to_json())
     return 0
 
 

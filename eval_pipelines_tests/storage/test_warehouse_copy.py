@@ -3,6 +3,7 @@ warehouse without loss, and refused (nothing written) into one that holds rows."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +65,9 @@ def test_a_file_is_copied_whole_and_a_filled_target_is_refused(
     done = _copy(file, postgres_database, workdir)
     assert done.returncode == 0, done.stderr
     expected = _contents(file)
+    printed = json.loads(done.stdout)
+    assert printed["target"] == postgres_database.url
+    assert printed["copiedRows"] == {table: len(rows) for table, rows in expected.items()}
     monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE_PASSWORD", postgres_database.password)
     copied = _contents(postgres_database.url)
     assert sum(map(len, expected.values())) > 3000
