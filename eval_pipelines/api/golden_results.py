@@ -159,7 +159,9 @@ class GoldenCaseScoreResult(CaseScore):
 @dataclass(frozen=True, kw_only=True)
 class GoldenReportResult(JsonResult):
     """A golden run scored: ``score`` is the run's figures (the 001 score document in JSON),
-    ``cases`` each golden case's score by case id."""
+    ``cases`` each golden case's score by case id. ``counts`` is False for a run stored as
+    completed by a ``golden_run`` step that did not succeed (canceled or interrupted after
+    storing): the gate and the trend leave it out, and ``reason`` says so."""
 
     golden_run_id: str
     set_name: str = json_field("set")
@@ -176,12 +178,15 @@ class GoldenReportResult(JsonResult):
     mixed_revisions: tuple[str, ...]
     schema_drift: tuple[str, ...]
     cases: Mapping[str, GoldenCaseScoreResult]
+    counts: bool = True
 
     @staticmethod
-    def of(scored: ScoredRun) -> GoldenReportResult:
+    def of(scored: ScoredRun, *, step_succeeded: bool = True) -> GoldenReportResult:
         """The report of a run read back and scored
-        (:func:`~eval_pipelines.stages.golden.score_run`)."""
+        (:func:`~eval_pipelines.stages.golden.score_run`); ``step_succeeded`` whether the
+        ``golden_run`` step that stored it succeeded."""
         run = scored.run
+        counts = run.status != "completed" or step_succeeded
         return GoldenReportResult(
             golden_run_id=run.golden_run_id,
             set_name=run.set_name,
@@ -189,7 +194,14 @@ class GoldenReportResult(JsonResult):
             revision=run.revision,
             dagster_run_id=run.dagster_run_id,
             status=run.status,
-            reason=run.reason or None,
+            reason=(run.reason or None)
+            if counts
+            else (
+                f"its golden_run step in Dagster run {run.dagster_run_id} did not succeed "
+                "(canceled or interrupted after storing), so it does not count: the gate and "
+                "the trend leave it out"
+            ),
+            counts=counts,
             started_at=run.started_at.isoformat(timespec="seconds"),
             finished_at=run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
             threshold=run.threshold,

@@ -4,6 +4,7 @@ its report and the activation gate's decision, two runs compared, a set's trend.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -85,12 +86,18 @@ def golden_runs_of(
     dagster_run_id: str, *, warehouse: Path | str | None = None
 ) -> tuple[GoldenReportResult, ...]:
     """The scored golden runs a Dagster run made (its reports)."""
+    succeeded = golden_run_step_succeeded()
     with open_warehouse(warehouse) as conn:
         close_abandoned_runs(conn)
         return tuple(
-            GoldenReportResult.of(golden_stage.score_run(conn, r.golden_run_id))
+            _report(golden_stage.score_run(conn, r.golden_run_id), succeeded)
             for r in golden_store.runs_of_dagster_run(conn, dagster_run_id)
         )
+
+
+def _report(scored: ScoredRun, step_succeeded: Callable[[str | None], bool]) -> GoldenReportResult:
+    """The run's report, saying whether it counts (its ``golden_run`` step succeeded)."""
+    return GoldenReportResult.of(scored, step_succeeded=step_succeeded(scored.run.dagster_run_id))
 
 
 def run_and_report(
@@ -112,11 +119,7 @@ def run_and_report(
         r for r in golden_runs_of(started.run_id, warehouse=warehouse) if r.set_name == set_name
     ]
     instance = dagster_instance()
-    uncounted = (
-        reports
-        and reports[0].status == "completed"
-        and not golden_run_step_succeeded()(started.run_id)
-    )
+    uncounted = bool(reports) and not reports[0].counts
     if (started.state != "succeeded" and not reports) or uncounted:
         run = instance.get_run_by_id(started.run_id)
         assert run is not None
@@ -160,7 +163,8 @@ def run_report(golden_run_id: str, *, warehouse: Path | str | None = None) -> Go
     """A stored golden run's report, scored on its golden cases as they are now."""
     with open_warehouse(warehouse) as conn:
         close_abandoned_runs(conn)
-        return GoldenReportResult.of(golden_stage.score_run(conn, golden_run_id))
+        scored = golden_stage.score_run(conn, golden_run_id)
+    return _report(scored, golden_run_step_succeeded())
 
 
 def compare_golden_runs(

@@ -116,7 +116,7 @@ def _report_lines(report: GoldenReportResult) -> list[str]:
     charged = report.charged
     lines = [
         f"golden run {report.golden_run_id}: set {report.set_name} on revision "
-        f"{report.revision} ({report.status})",
+        f"{report.revision} ({report.status}{'' if report.counts else ', does not count'})",
         *([f"  {report.reason}"] if report.reason else []),
         f"  field accuracy {counted_share(score.field_correct, score.field_scored)}, "
         f"threshold {report.threshold}",

@@ -18,6 +18,7 @@ from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
 from eval_pipelines.defs.pools import DUCKDB_POOL
+from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.stages import lift_ingest
 from eval_pipelines.stages.lift_report import build_report
@@ -196,7 +197,12 @@ def ingest_lift_log(
     return dg.Output(summary, metadata={INGESTED: dg.MetadataValue.json(summary)})
 
 
-@dg.job(description="Ingest one exposure/outcome log file (`lift ingest`, or the inbox sensor).")
+# The kind tag on the job, so the inbox sensor's and the schedule's runs carry it as the CLI's
+# do: without it a dead run of theirs was never failed by the dispatcher (runs/reaping.py).
+@dg.job(
+    description="Ingest one exposure/outcome log file (`lift ingest`, or the inbox sensor).",
+    tags={KIND_TAG: "lift_ingest"},
+)
 def lift_ingest_job() -> None:
     ingest_lift_log()
 
@@ -206,6 +212,7 @@ lift_report_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(lift_report),
     config=QUIET_CONSOLE,
     description="The live-lift report, its ledger and its A/A gate check.",
+    tags={KIND_TAG: "lift_report"},
 )
 
 

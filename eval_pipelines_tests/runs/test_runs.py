@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from eval_pipelines import api, runs
+from eval_pipelines.cli.main import main
 from eval_pipelines.defs.pools import DUCKDB_POOL
 from eval_pipelines.runs.dispatcher import stop_dispatcher
 from eval_pipelines.runs.instance import (
@@ -277,7 +278,7 @@ def test_a_report_written_by_a_run_interrupted_before_its_step_succeeded_does_no
 
 
 def test_a_golden_run_stored_by_a_step_interrupted_before_it_succeeded_never_opens_the_gate(
-    golden_home: Path, instance: dg.DagsterInstance
+    golden_home: Path, instance: dg.DagsterInstance, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # golden_run stores the set's golden run as completed before the step ends; an interrupt
     # in between leaves a canceled Dagster run whose golden run read completed and, before,
@@ -309,10 +310,21 @@ def test_a_golden_run_stored_by_a_step_interrupted_before_it_succeeded_never_ope
         workflows.activate_workflow(WORKFLOW, revision, by="ana")
     assert str(refused.value).endswith(why)
     assert golden.trend("inv").points == ()  # no point from a run that does not count
+    # Its report says so, read by golden run or by Dagster run, in JSON and in the CLI's lines.
+    report = golden.run_report(stored.golden_run_id)
+    assert (report.status, report.counts) == ("completed", False)
+    assert report.reason is not None and "does not count" in report.reason
+    assert report.to_json()["counts"] is False
+    assert golden.golden_runs_of(run.run_id) == (report,)
+    assert main(["golden", "report", stored.golden_run_id]) == 0
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert first.endswith(f"revision {revision} (completed, does not count)")
+    assert second.strip() == report.reason
 
     # A run whose step succeeds counts: the gate opens.
     again = golden.run_and_report("inv")
     assert again.gate is not None and again.gate.passed
+    assert again.counts and golden.run_report(again.golden_run_id).counts
     assert [p.golden_run_id for p in golden.trend("inv").points] == [again.golden_run_id]
     assert workflows.activate_workflow(WORKFLOW, revision, by="ana").revision == revision
 

@@ -238,14 +238,14 @@ def read_audit_file(path: Path | str) -> AuditFile:
     InputError
         Naming the line, field, value and rule: a file that is not one, a missing
         ``request_id``, an ``audited_outcome`` not true or false, an unknown column, the
-        same request twice with different content.
+        same request twice with different content or another ``exposure_epoch``.
     """
     path = Path(path)
     kind, records = _records(path, read_text(path, "path", max_bytes=AUDIT_FILE_MAX_BYTES))
     label = "row" if kind == "csv" else "line"
     allowed = set(AUDIT_COLUMNS) | set(_CONTEXT)
     # By workspace and request id: another workspace's request of the same id is another one.
-    seen: dict[tuple[str | None, str], tuple[int, bool, str | None]] = {}
+    seen: dict[tuple[str | None, str], tuple[int, bool, str | None, str | None]] = {}
     rows: list[dict[str, Any]] = []
     unfilled = 0
     for number, record in records:
@@ -288,7 +288,15 @@ def read_audit_file(path: Path | str) -> AuditFile:
         context = {k: (None if v in (None, "") else str(v)) for k, v in context.items()}
         key = (context["workspace_id"], request_id)
         if key in seen:
-            first, first_outcome, first_note = seen[key]
+            first, first_outcome, first_note, first_epoch = seen[key]
+            if first_epoch != context["exposure_epoch"]:
+                # Read once, the repeat would never reach check_audit's epoch rule.
+                raise InputError(
+                    f"{label} {number}: exposure_epoch",
+                    context["exposure_epoch"],
+                    f"request_id {request_id!r} is repeated with another exposure_epoch "
+                    f"({label} {first} has {first_epoch!r}): a request has one epoch",
+                )
             if (first_outcome, first_note) != (outcome, note):
                 raise InputError(
                     f"{label} {number}: audited_outcome",
@@ -298,7 +306,7 @@ def read_audit_file(path: Path | str) -> AuditFile:
                     f"note={first_note!r}): a request has one audited outcome",
                 )
             continue
-        seen[key] = (number, outcome, note)
+        seen[key] = (number, outcome, note, context["exposure_epoch"])
         rows.append(
             {
                 "line": number,

@@ -168,9 +168,11 @@ def test_an_audit_file_is_read_whole_or_refused_naming_line_field_value_and_rule
         '{"request_id": "r1", "audited_outcome": true}\n'
         '{"request_id": "r2", "audited_outcome": null}\n'
         '{"request_id": "r1", "audited_outcome": true}\n'
+        '{"request_id": "r3", "audited_outcome": false, "exposure_epoch": "e1"}\n'
+        '{"request_id": "r3", "audited_outcome": false, "exposure_epoch": "e1"}\n'
     )
     read = read_audit_file(good)
-    assert read.rows.get_column("request_id").to_list() == ["r1"] and read.unfilled == 1
+    assert read.rows.get_column("request_id").to_list() == ["r1", "r3"] and read.unfilled == 1
     csv = tmp_path / "audit.csv"
     csv.write_text("request_id,audited_outcome,note\nr1,false,seen\nr2,,\n")
     read = read_audit_file(csv)
@@ -182,6 +184,12 @@ def test_an_audit_file_is_read_whole_or_refused_naming_line_field_value_and_rule
             '{"request_id": "r1", "audited_outcome": true}\n'
             '{"request_id": "r1", "audited_outcome": false}\n',
             r"line 2: audited_outcome=False: request_id 'r1' is audited twice",
+        ),
+        (
+            '{"request_id": "r1", "audited_outcome": true, "exposure_epoch": "e1"}\n'
+            '{"request_id": "r1", "audited_outcome": true, "exposure_epoch": "e2"}\n',
+            r"line 2: exposure_epoch='e2': request_id 'r1' is repeated with another "
+            r"exposure_epoch \(line 1 has 'e1'\)",
         ),
         ('{"audited_outcome": true}\n', r"line 1: request_id=None: must be a non-empty"),
         ('{"request_id": "r1", "outcome": true}\n', r"line 1: outcome=True: unknown column"),
