@@ -178,3 +178,14 @@ def test_a_duckdb_file_is_reachable_when_its_writers_are_pinned_to_this_machine(
     assert remote_worker_refusal(ADDRESS, [pinned_here, ELSEWHERE], LOCAL, **team_but_file) is None  # type: ignore[arg-type]
     refusal = remote_worker_refusal(ADDRESS, [HERE, pinned_elsewhere], LOCAL, **team_but_file)  # type: ignore[arg-type]
     assert refusal is not None and "DuckDB file warehouse" in str(refusal)
+
+
+def test_a_rerun_refuses_a_malformed_address_before_recording_a_run(
+    capsys: pytest.CaptureFixture[str], small_case: str
+) -> None:
+    registered = api.start_holdout_eval(small_case, [{"name": "baseline"}], register_only=True)
+    line = refused(
+        capsys, "eval", "rerun", small_case, registered.eval_id, "--dask-scheduler", "tcp://h"
+    )
+    assert line.startswith("--dask-scheduler='tcp://h': give a Dask scheduler address")
+    assert api.get_holdout_eval(small_case, registered.eval_id).run_id is None
