@@ -106,10 +106,12 @@ def _launch(
     stored: StoredEvaluation,
     progress: Callable[[HoldoutStatus], None] | None,
     timeout: float | None,
+    run_config: dict[str, Any] | None = None,
 ) -> LaunchedEval:
-    """Start run ``run_id`` of the evaluation's partition (:func:`eval_pipelines.runs.launch`).
-    With ``wait``, ``progress`` is told about the run as it goes and the answer is the ended
-    run's; Ctrl-C cancels the run and raises :class:`EvalInterrupted`."""
+    """Start run ``run_id`` of the evaluation's partition (:func:`eval_pipelines.runs.launch`)
+    with ``run_config`` (the engine's, from :func:`_dask_run_config`). With ``wait``,
+    ``progress`` is told about the run as it goes and the answer is the ended run's; Ctrl-C
+    cancels the run and raises :class:`EvalInterrupted`."""
     from eval_pipelines import runs
     from eval_pipelines.runs.instance import dagster_instance
 
@@ -128,6 +130,7 @@ def _launch(
             on_event=on_event,
             timeout=timeout,
             instance=instance,
+            run_config=run_config,
         )
     except runs.RunInterrupted as interrupted:
         ended = interrupted.state
@@ -136,6 +139,19 @@ def _launch(
             f"it again with 'eval-pipelines eval rerun {stored.row.case_id} {stored.row.eval_id}'"
         ) from interrupted
     return LaunchedEval(eval_id, state.run_id, _LAUNCH_STATUS.get(state.state, state.state))
+
+
+def _dask_run_config(dask_scheduler: str | None) -> dict[str, Any] | None:
+    """The run config of a run on the Dask cluster at ``dask_scheduler`` (None: the default
+    engine), once the cluster is checked (:func:`eval_pipelines.runs.check_dask_cluster`):
+    called before anything is written."""
+    if dask_scheduler is None:
+        return None
+    from eval_pipelines import runs
+    from eval_pipelines.defs.executors import executor_run_config
+
+    runs.check_dask_cluster(dask_scheduler)
+    return executor_run_config("dask", address=dask_scheduler)
 
 
 # What a launch returns for a run that ended while it waited.
@@ -168,6 +184,7 @@ def start_holdout_eval(
     register_only: bool = False,
     timeout: float | None = None,
     progress: Callable[[HoldoutStatus], None] | None = None,
+    dask_scheduler: str | None = None,
 ) -> LaunchedEval:
     """Register an evaluation (a dynamic partition keyed by its id) and launch its run.
 
@@ -200,18 +217,28 @@ def start_holdout_eval(
     asset materialize``). While waiting, ``progress`` is called with the status document (see
     :func:`~eval_pipelines.api.holdout_status.get_holdout_eval`) at the run's first event and
     whenever its state or a variant step's changes; Ctrl-C cancels a run executing here and raises
-    :class:`EvalInterrupted`. Returns a :class:`LaunchedEval` (``eval_id``, ``run_id``,
-    ``status``, ``estimated_tokens``); ``status`` is ``queued`` (or ``running``) for a
-    submitted run and ``complete``, ``failed`` or ``canceled`` for one waited for.
+    :class:`EvalInterrupted`. ``dask_scheduler`` (``tcp://host:port``) runs the steps as tasks
+    on that existing Dask cluster (the engine's ``dask: {address: ...}`` run config); a
+    malformed address, a scheduler that does not answer or has no worker, and a worker on
+    another machine that cannot reach the instance, the warehouse or the step payloads are
+    refused before anything is written (:mod:`eval_pipelines.runs.dask_cluster`). Returns a
+    :class:`LaunchedEval` (``eval_id``, ``run_id``, ``status``, ``estimated_tokens``);
+    ``status`` is ``queued`` (or ``running``) for a submitted run and ``complete``, ``failed``
+    or ``canceled`` for one waited for.
     """
     options = options if options is not None else HoldoutOptions()
     _check_flag("wait", wait)
     _check_flag("register_only", register_only)
     if wait and register_only:
         raise InputError("wait", wait, "cannot wait for an evaluation registered without a run")
+    if register_only and dask_scheduler is not None:
+        raise InputError(
+            "dask_scheduler", dask_scheduler, "an evaluation registered without a run has no run"
+        )
     if not register_only:
         # The run reads $EVAL_PIPELINES_WAREHOUSE: its report would land there, not here.
         require_run_warehouse(warehouse)
+    run_config = _dask_run_config(dask_scheduler)
     # The run id is written before the run exists: a warehouse that cannot take the write
     # refuses the evaluation before anything runs.
     run_id = str(uuid.uuid4()) if not register_only else None
@@ -250,6 +277,7 @@ def start_holdout_eval(
         stored=stored,
         progress=progress,
         timeout=timeout,
+        run_config=run_config,
     )
     return replace(launched, estimated_tokens=estimate.total_tokens)
 
@@ -262,13 +290,16 @@ def rerun_holdout_eval(
     wait: bool = False,
     timeout: float | None = None,
     progress: Callable[[HoldoutStatus], None] | None = None,
+    dask_scheduler: str | None = None,
 ) -> LaunchedEval:
     """Run an existing evaluation again from its stored spec (same sample, same pinned
     versions and memo): the report it writes is identical unless a classifier changed.
-    ``wait``, ``timeout`` and ``progress`` as for :func:`start_holdout_eval`."""
+    ``wait``, ``timeout``, ``progress`` and ``dask_scheduler`` as for
+    :func:`start_holdout_eval`."""
     _check_flag("wait", wait)
     run_id = str(uuid.uuid4())
     require_run_warehouse(warehouse)
+    run_config = _dask_run_config(dask_scheduler)
     with connect(resolve_warehouse(warehouse)) as conn, transaction(conn):
         row = own_evaluation(conn, case_id, eval_id)
         holdout_evaluations_store.set_run_id(conn, eval_id, run_id)
@@ -285,6 +316,7 @@ def rerun_holdout_eval(
         stored=stored,
         progress=progress,
         timeout=timeout,
+        run_config=run_config,
     )
 
 

@@ -177,7 +177,8 @@ def cmd_holdout(args: argparse.Namespace) -> int:
     variants = read_json(args.variants_file, "--variants-file")
     if args.no_launch and args.wait:
         raise InputError("--wait", True, "cannot wait for an evaluation --no-launch registers")
-    return start_and_maybe_wait(args, partial(api.start_holdout_eval, args.case, variants))
+    start = partial(api.start_holdout_eval, args.case, variants, dask_scheduler=args.dask_scheduler)
+    return start_and_maybe_wait(args, start)
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
@@ -185,7 +186,9 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
     started, said = _start(
         args,
-        partial(api.rerun_holdout_eval, args.case, args.eval_id),
+        partial(
+            api.rerun_holdout_eval, args.case, args.eval_id, dask_scheduler=args.dask_scheduler
+        ),
         warehouse=args.warehouse,
     )
     return _follow(args, started, said)
@@ -272,6 +275,16 @@ def _add_follow_flags(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_engine_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--dask-scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="run the steps as tasks on this existing Dask cluster (checked first: it must "
+        "answer and have workers that reach the instance, warehouse and step payloads)",
+    )
+
+
 def add_eval_flags(command: argparse.ArgumentParser) -> None:
     """Flags shared by ``eval holdout`` and ``memo evaluate``."""
     command.add_argument(
@@ -355,6 +368,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="ask each record N times (1..20) of every chat variant (sets their config "
         "`trials`); refused on an evaluation without a chat variant",
     )
+    _add_engine_flag(holdout)
     holdout.add_argument(
         "--no-launch",
         action="store_true",
@@ -367,6 +381,7 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     rerun.add_argument("case", help="case name")
     rerun.add_argument("eval_id", help="evaluation id (eval-pipelines eval list CASE)")
     _add_follow_flags(rerun)
+    _add_engine_flag(rerun)
     rerun.set_defaults(func=cmd_rerun)
     status = evals.add_parser(
         "status", help="status, the newest run and, once complete, the report"

@@ -44,6 +44,7 @@ from dagster._core.remote_origin import (
     RemoteRepositoryOrigin,
 )
 from dagster._core.storage.dagster_run import ACTIVE_RUN_STATUSES
+from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
@@ -96,6 +97,7 @@ __all__ = [
     "ExecutorRequirement",
     "InProcessCodeLocationOrigin",
     "InitExecutorContext",
+    "LocalComputeLogManager",
     "ModuleTarget",
     "PlanOrchestrationContext",
     "ReconstructableRepository",

@@ -23,7 +23,8 @@ location's name and the private-Dagster names live below, in
 - :mod:`~eval_pipelines.runs.instance`: the Dagster instance and its ``dagster.yaml``;
 - :mod:`~eval_pipelines.runs.locks`: the lock files that order the processes starting runs;
 - :mod:`~eval_pipelines.runs.coordinator`: the instance's run coordinator (the queue, and the
-  kind tag on the runs the UI launches).
+  kind tag on the runs the UI launches);
+- :mod:`~eval_pipelines.runs.dask_cluster`: checking a Dask cluster before a run is sent to it.
 """
 
 from eval_pipelines.defs.run_tags import (
@@ -36,6 +37,7 @@ from eval_pipelines.defs.run_tags import (
     PARTITION_TAG,
     SINGLE_REPOSITORY,
 )
+from eval_pipelines.runs.dask_cluster import check_dask_cluster
 from eval_pipelines.runs.failures import ended_runs, failure_reason
 from eval_pipelines.runs.in_process import RunInterrupted, create_inline_run, execute_run_here
 from eval_pipelines.runs.kinds import (
@@ -83,6 +85,7 @@ __all__ = [
     "EvaluationKind",
     "RunInterrupted",
     "RunState",
+    "check_dask_cluster",
     "create_inline_run",
     "daemon_running",
     "dispatch_if_needed",

@@ -78,13 +78,21 @@ class Machine:
             timeout=timeout,
         )  # fmt: skip
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
+    def start(self, *args: str, log: str | None = None) -> subprocess.Popen[str]:
         """Start a command in this machine's folder and environment, in its own process group
-        (so the whole tree can be killed at once)."""
-        return subprocess.Popen(
-            args, cwd=self.folder, env=self.environ, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
+        (so the whole tree can be killed at once). Its output is piped back, or, for a
+        long-lived service whose output nobody reads, written to the file ``log`` of this
+        machine's folder."""
+        if log is None:
+            return subprocess.Popen(
+                args, cwd=self.folder, env=self.environ, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, start_new_session=True,
+            )  # fmt: skip
+        with (self.folder / log).open("w") as output:
+            return subprocess.Popen(
+                args, cwd=self.folder, env=self.environ, stdout=output,
+                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            )  # fmt: skip
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """``eval-pipelines <args>`` on this machine; fails the caller with its stderr."""
