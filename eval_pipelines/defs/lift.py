@@ -18,8 +18,8 @@ from eval_pipelines.defs.holdout_tables import table_metadata
 from eval_pipelines.defs.lift_tables import LIFT_CLAIMS_SCHEMA, LIFT_DAY_CELLS_SCHEMA
 from eval_pipelines.defs.partitions import LIFT_DAYS, lift_days
 from eval_pipelines.defs.pools import DUCKDB_POOL
-from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines.defs.run_tags import KIND_TAG
 from eval_pipelines.stages import lift_ingest
 from eval_pipelines.stages.lift_report import build_report
 from eval_pipelines.storage import lift as lift_store
