@@ -21,6 +21,7 @@ import psycopg2
 import psycopg2.extensions
 
 from eval_pipelines.settings import WAREHOUSE_ENV, WAREHOUSE_PASSWORD_ENV, PostgresWarehouse
+from eval_pipelines.storage.postgres_failures import PostgresFailure, first_line, postgres_failure
 from eval_pipelines.storage.schema import (
     WarehouseUnavailable,
     latest_schema_version,
@@ -80,29 +81,23 @@ def _libpq_quoted(value: str) -> str:
 def refusal(warehouse: PostgresWarehouse, error: Exception) -> WarehouseUnavailable:
     """One line naming the setting and what to fix, from libpq's or PostgreSQL's message (which
     never holds the password)."""
-    text = str(error)
-    lowered = text.lower()
-    where = f"{WAREHOUSE_ENV}={warehouse.url}"
-    if "password authentication failed" in lowered:
+    failure = postgres_failure(error)
+    if failure is PostgresFailure.LOGIN_REFUSED:
         rule = f"PostgreSQL refused the password in ${WAREHOUSE_PASSWORD_ENV} for {warehouse.user}"
-    elif "database" in lowered and "does not exist" in lowered:
+    elif failure is PostgresFailure.NO_DATABASE:
         rule = f"database {warehouse.database} does not exist: create it (owned by the role)"
-    elif "role" in lowered and "does not exist" in lowered:
+    elif failure is PostgresFailure.NO_ROLE:
         rule = f"role {warehouse.user} does not exist on the server"
-    elif "permission denied" in lowered:
+    elif failure is PostgresFailure.PERMISSION_DENIED:
         rule = (
             f"role {warehouse.user} may not create tables in schema {SCHEMA}: "
             "make it the database's owner or GRANT CREATE ON SCHEMA public"
         )
-    elif any(
-        marker in lowered
-        for marker in ("connection refused", "could not translate host", "timeout", "no route")
-    ):
+    elif failure is PostgresFailure.UNREACHABLE:
         rule = f"no PostgreSQL server answers at {warehouse.host}:{warehouse.port}"
     else:
-        first = next((line.strip() for line in text.splitlines() if line.strip()), text)
-        rule = f"the warehouse cannot be opened: {first}"
-    return WarehouseUnavailable(f"{where}: {rule}")
+        rule = f"the warehouse cannot be opened: {first_line(error)}"
+    return WarehouseUnavailable(f"{WAREHOUSE_ENV}={warehouse.url}: {rule}")
 
 
 def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPyConnection:
