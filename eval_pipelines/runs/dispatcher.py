@@ -65,8 +65,8 @@ def main() -> None:
     instance = dagster_instance()
     lock = dispatcher_lock_path(instance)
     while True:
-        with dispatcher_lock(lock) as taken:
-            if not taken:
+        with dispatcher_lock(lock) as held:
+            if not held.taken:
                 return  # another dispatcher is at work
             log.info("started (pid %s)", os.getpid())
             dispatch(instance, log=log)

@@ -200,14 +200,14 @@ def _connected(storage: PostgresStorage) -> Iterator[Any]:
     try:
         connection = psycopg2.connect(connect_timeout=CONNECT_TIMEOUT_SECONDS, **storage.connect)
     except psycopg2.OperationalError as error:
-        raise _refusal(storage, error) from None
+        raise connection_refusal(storage, error) from None
     try:
         yield connection
     finally:
         connection.close()
 
 
-def _refusal(storage: PostgresStorage, error: psycopg2.OperationalError) -> InputError:
+def connection_refusal(storage: PostgresStorage, error: psycopg2.Error) -> InputError:
     """The refused connection as one line naming the setting at fault."""
     reason = " ".join(str(error).replace("FATAL:", "").split())
     connect = storage.connect
