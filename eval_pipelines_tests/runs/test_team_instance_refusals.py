@@ -19,6 +19,7 @@ import psycopg2
 import pytest
 import yaml
 
+from eval_pipelines.core.ports import free_port
 from eval_pipelines_tests.helpers.cli_calls import cli, refused
 from eval_pipelines_tests.helpers.postgres import (
     SUPERUSER_PASSWORD,
@@ -95,7 +96,6 @@ def test_an_unreachable_server_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from eval_pipelines.postgres_local.server import free_port
 
     home = _home(workdir, postgres_database, monkeypatch)
     port = free_port()
