@@ -3,16 +3,14 @@ PostgreSQL server, and a server of a test's own for the tests that restart it.""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from eval_pipelines.postgres_local.server import LocalPostgres, stop
+from eval_pipelines.postgres_local.server import LocalPostgres
 from eval_pipelines_tests.helpers.machines import TeamDeployment, team_deployment
-from eval_pipelines_tests.helpers.postgres import start_server
+from eval_pipelines_tests.helpers.postgres import server_outside_pytest
 
 
 @pytest.fixture
@@ -25,12 +23,6 @@ def team(tmp_path: Path, postgres_server: LocalPostgres) -> Iterator[TeamDeploym
 
 @pytest.fixture
 def own_server() -> Iterator[LocalPostgres]:
-    """A server the test may stop and start again (its folder outside pytest's, as for the
-    session's)."""
-    folder = Path(tempfile.mkdtemp(prefix="eval-pipelines-restart-"))
-    server = start_server(folder)
-    try:
+    """A server the test may stop and start again."""
+    with server_outside_pytest("eval-pipelines-restart-") as server:
         yield server
-    finally:
-        stop(server.data_dir, mode="immediate")
-        shutil.rmtree(folder, ignore_errors=True)

@@ -49,18 +49,22 @@ def _dispatcher(machine: Machine) -> subprocess.Popen[str]:
     return machine.start(*DISPATCHER)
 
 
+def _holding_the_lock(machine: Machine, server: LocalPostgres) -> subprocess.Popen[str]:
+    """``machine``'s dispatcher, once it holds the deployment's lock."""
+    dispatcher = _dispatcher(machine)
+    _until(lambda: _lock_holders(server) == 1, f"{machine.name}'s dispatcher took no lock")
+    return dispatcher
+
+
 def test_a_dispatcher_whose_lock_session_ended_stops_so_one_dispatcher_dequeues(
     tmp_path: Path, own_server: LocalPostgres
 ) -> None:
     with team_deployment(tmp_path, own_server, with_unseen_case=False) as team:
         first, second = team.machines
-        before_restart = _dispatcher(first)
-        _until(lambda: _lock_holders(own_server) == 1, "machine A's dispatcher took no lock")
-
+        before_restart = _holding_the_lock(first, own_server)
         stop(own_server.data_dir, mode="immediate")
         start(own_server.data_dir, port=own_server.port)
-        after_restart = _dispatcher(second)
-        _until(lambda: _lock_holders(own_server) == 1, "machine B's dispatcher took no lock")
+        after_restart = _holding_the_lock(second, own_server)
 
         # Well before its idle exit: only the lost lock makes machine A's dispatcher leave.
         _, log = before_restart.communicate(timeout=WAIT_SECONDS / 4)
@@ -75,8 +79,7 @@ def test_a_dispatcher_keeps_its_lock_while_the_server_runs(
 ) -> None:
     with team_deployment(tmp_path, own_server, with_unseen_case=False) as team:
         first, second = team.machines
-        holder = _dispatcher(first)
-        _until(lambda: _lock_holders(own_server) == 1, "machine A's dispatcher took no lock")
+        holder = _holding_the_lock(first, own_server)
         refused = second.run(*DISPATCHER, timeout=WAIT_SECONDS)
         assert refused.returncode == 0 and LOCK_LOST not in refused.stderr, refused.stderr
         time.sleep(3)  # a few of machine A's ticks
