@@ -29,6 +29,7 @@ from eval_pipelines.storage.advisory_locks import AdvisoryLockSession, advisory_
 # Advisory lock keys (64-bit, the project's own; Dagster takes none).
 DISPATCHER_LOCK_KEY = 0x6576616C5F6469  # "eval_di"
 START_LOCK_KEY = 0x6576616C5F7374  # "eval_st"
+WAREHOUSE_RECORD_LOCK_KEY = 0x6576616C5F7768  # "eval_wh"
 
 
 @dataclass(frozen=True)
