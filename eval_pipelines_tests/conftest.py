@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,19 +103,11 @@ def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[LocalPostgres]:
     """A real PostgreSQL server on 127.0.0.1 for this test process (each xdist worker has its
-    own), stopped at the end of the session. Its folder is not under pytest's: every pytest
-    session that starts on the machine makes ``/tmp/pytest-of-<user>`` private again, which
-    would lock the server's own system user out of its data folder."""
-    from eval_pipelines.postgres_local.server import stop
-    from eval_pipelines_tests.helpers.postgres import start_server
+    own), stopped at the end of the session."""
+    from eval_pipelines_tests.helpers.postgres import server_outside_pytest
 
-    folder = Path(tempfile.mkdtemp(prefix="eval-pipelines-postgres-"))
-    server = start_server(folder)
-    try:
+    with server_outside_pytest("eval-pipelines-postgres-") as server:
         yield server
-    finally:
-        stop(server.data_dir, mode="immediate")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -130,16 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     from eval_pipelines.api._shared import EvalFailed, EvalInterrupted
     from eval_pipelines.cli.progress import command_progress
-    from eval_pipelines.runs.instance import configured_home
-    from eval_pipelines.runs.instance_storage import check_shared_storage
+    from eval_pipelines.runs.instance import check_shared_instance, configured_home
     from eval_pipelines.settings import SettingError
     from eval_pipelines.storage.warehouse import WarehouseBusy, WarehouseUnavailable
 
     try:
         with command_progress(args, sys.argv[1:] if argv is None else argv):
-            # A team's instance in PostgreSQL that cannot work is refused before the command
-            # writes anything (the warehouse included), not half-way when it starts a run.
-            check_shared_storage(configured_home())
+            # A team's instance in PostgreSQL that cannot work, or a machine naming another
+            # warehouse than the deployment's, is refused before the command writes anything
+            # (the warehouse included), not half-way when it starts a run.
+            check_shared_instance(configured_home())
             return int(args.func(args))
     except (
         InputError,

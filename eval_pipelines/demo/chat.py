@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from eval_pipelines.core.ports import free_port
+
 SEPARATOR = "---"
 READY_TIMEOUT_S = 180.0
 
@@ -87,12 +89,6 @@ def rewritten(path: Path, out_dir: Path, base_url: str, model: str | None) -> Pa
         encoding="utf-8",
     )
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until_answering(base_url: str, process: subprocess.Popen[bytes], log: Path) -> None:

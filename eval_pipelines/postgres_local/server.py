@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval_pipelines.core.errors import EvalPipelinesError
+from eval_pipelines.core.ports import free_port
 
 SERVER_USER_UNDER_ROOT = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -46,12 +47,6 @@ class LocalPostgres:
     @property
     def log_file(self) -> Path:
         return self.data_dir / "server.log"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def _run_as() -> str | None:

@@ -25,7 +25,7 @@ from eval_pipelines.runs.locations import workspace
 from eval_pipelines.runs.locks import dispatcher_alive, stop_dispatcher
 from eval_pipelines.runs.queue import daemon_running, dispatcher_lock_path, queued_runs
 from eval_pipelines.runs.reaping import reap_dead_runs
-from eval_pipelines.runs.shared_locks import dispatcher_lock
+from eval_pipelines.runs.shared_locks import HeldLock, dispatcher_lock
 
 __all__ = ["dispatch", "dispatcher_alive", "main", "stop_dispatcher"]
 
@@ -33,19 +33,30 @@ __all__ = ["dispatch", "dispatcher_alive", "main", "stop_dispatcher"]
 # its code server) warm; short enough that nothing lingers after a session.
 IDLE_EXIT_SECONDS = 60.0
 TICK_SECONDS = 1.0
+LOCK_LOST = (
+    "the deployment's dispatcher lock ended with its PostgreSQL session (the server restarted "
+    "or the connection dropped): stopped dequeuing and exiting; a waiting command starts a "
+    "dispatcher again"
+)
 
 
-def dispatch(instance: DagsterInstance, *, log: logging.Logger) -> None:
-    """Dequeue runs until the queue has been empty for ``IDLE_EXIT_SECONDS``."""
+def dispatch(instance: DagsterInstance, lock: HeldLock, *, log: logging.Logger) -> bool:
+    """Dequeue runs until the queue has been empty for ``IDLE_EXIT_SECONDS``, while ``lock``
+    is held; returns False when it was lost."""
     idle_since: float | None = None
     with (
         workspace(instance) as context,
         queued_run_coordinator_daemon(TICK_SECONDS) as coordinator,
     ):
         while True:
+            # A restart of the instance's PostgreSQL ends the session holding the deployment's
+            # lock: another machine's dispatcher may hold it now, and two would dequeue at once.
+            if not lock.still_held():
+                log.warning(LOCK_LOST)
+                return False
             if daemon_running(instance):
                 log.info("a Dagster daemon is running; it dequeues from now on")
-                return
+                return True
             reap_dead_runs(instance)
             for error in coordinator.run_iteration(context):
                 if error is not None:
@@ -55,7 +66,7 @@ def dispatch(instance: DagsterInstance, *, log: logging.Logger) -> None:
             elif idle_since is None:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > IDLE_EXIT_SECONDS:
-                return
+                return True
             time.sleep(TICK_SECONDS)
 
 
@@ -65,11 +76,12 @@ def main() -> None:
     instance = dagster_instance()
     lock = dispatcher_lock_path(instance)
     while True:
-        with dispatcher_lock(lock) as taken:
-            if not taken:
+        with dispatcher_lock(lock) as held:
+            if not held.taken:
                 return  # another dispatcher is at work
             log.info("started (pid %s)", os.getpid())
-            dispatch(instance, log=log)
+            if not dispatch(instance, held, log=log):
+                return
         # A run queued between the last check and the release would wait for the next CLI
         # call: look once more now that the lock is free.
         if not queued_runs(instance):

@@ -21,6 +21,7 @@ from dagster import DagsterInstance
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.defs.pools import DUCKDB_POOL, DUCKDB_POOL_LIMIT, pool_limit
+from eval_pipelines.runs.deployment_warehouse import claim_deployment_warehouse, warehouse_name
 from eval_pipelines.runs.instance_storage import (
     check_instance_storage,
     check_shared_storage,
@@ -128,22 +129,40 @@ def set_pool_limit(instance: DagsterInstance) -> int:
     return limit
 
 
-# The shared storages this process has given the pool's limit: settings and limit.
+# The shared storages this process has given the pool's limit: settings and warehouse.
 _limited: set[tuple[object, ...]] = set()
 
 
-def _pool_limit_unset_here(home: Path) -> bool:
-    """Whether ``home`` keeps the instance in PostgreSQL and this process has not set the
-    pool's limit there for its warehouse setting yet (another machine may have set another,
-    or the storage may be new)."""
+def _shared_pool_key(home: Path) -> tuple[object, ...] | None:
+    """``home``'s PostgreSQL storage settings and this process's warehouse; None for the local
+    default."""
     key = shared_storage_key(home)
-    if key is None:
-        return False
-    limited = (*key, warehouse_pool_limit())
-    if limited in _limited:
-        return False
-    _limited.add(limited)
-    return True
+    return None if key is None else (*key, warehouse_name(warehouse_location()))
+
+
+def _set_shared_pool_limit(instance: DagsterInstance, home: Path) -> None:
+    """On an instance in PostgreSQL, once per process and settings: refuse a warehouse other
+    than the deployment's (:mod:`eval_pipelines.runs.deployment_warehouse`), then set the
+    pool's limit (another machine may have set another, or the storage may be new)."""
+    key = _shared_pool_key(home)
+    if key is None or key in _limited:
+        return
+    claim_deployment_warehouse(instance, home, warehouse_location())
+    set_pool_limit(instance)
+    _limited.add(key)
+
+
+def check_shared_instance(home: Path) -> None:
+    """Before a command writes anything: a team's instance in PostgreSQL must work
+    (:func:`eval_pipelines.runs.instance_storage.check_shared_storage`) and this machine must
+    name the deployment's warehouse (:mod:`eval_pipelines.runs.deployment_warehouse`)."""
+    check_shared_storage(home)
+    key = _shared_pool_key(home)
+    if key is None or key in _limited:
+        return
+    os.environ["DAGSTER_HOME"] = str(home)  # the instance below is this folder's
+    with DagsterInstance.get() as instance:
+        _set_shared_pool_limit(instance, home)
 
 
 def dagster_instance() -> DagsterInstance:
@@ -158,8 +177,13 @@ def dagster_instance() -> DagsterInstance:
     wrote = ensure_instance_config(home)
     check_shared_storage(home)
     instance = DagsterInstance.get()
-    if wrote or _pool_limit_unset_here(home):
+    if wrote:
         set_pool_limit(instance)
+    try:
+        _set_shared_pool_limit(instance, home)
+    except InputError:
+        instance.dispose()
+        raise
     if created_here:
         _log.warning(
             "new Dagster instance in %s (DAGSTER_HOME unset: %s in the working directory): "
@@ -183,6 +207,12 @@ def main() -> int:
         return EXIT_REFUSED
     wrote = ensure_instance_config(home)
     with DagsterInstance.get() as instance:
+        try:
+            if postgres_storages(home):
+                claim_deployment_warehouse(instance, home, warehouse_location())
+        except InputError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_REFUSED
         limit = set_pool_limit(instance)
     state = "wrote" if wrote else "kept"
     storage = "PostgreSQL" if postgres_storages(home) else "local"

@@ -25,6 +25,7 @@ import yaml
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.defs.dagster_private import instance_storage_tables
+from eval_pipelines.storage.postgres_failures import PostgresFailure, postgres_failure
 
 # Where dagster-postgres reads its connection: the storage of everything, or one per storage.
 STORAGE_SECTIONS = (
@@ -199,31 +200,31 @@ def _connected(storage: PostgresStorage) -> Iterator[Any]:
     try:
         connection = psycopg2.connect(connect_timeout=CONNECT_TIMEOUT_SECONDS, **storage.connect)
     except psycopg2.OperationalError as error:
-        raise _refusal(storage, error) from None
+        raise connection_refusal(storage, error) from None
     try:
         yield connection
     finally:
         connection.close()
 
 
-def _refusal(storage: PostgresStorage, error: psycopg2.OperationalError) -> InputError:
+def connection_refusal(storage: PostgresStorage, error: psycopg2.Error) -> InputError:
     """The refused connection as one line naming the setting at fault."""
     reason = " ".join(str(error).replace("FATAL:", "").split())
-    lowered = reason.lower()
     connect = storage.connect
-    if "password" in lowered:
+    failure = postgres_failure(error)
+    if failure is PostgresFailure.LOGIN_REFUSED:
         return InputError(
             f"{storage.setting}.password",
             storage.password_source,
             f"PostgreSQL refused the login of {connect.get('user')!r} ({reason})",
         )
-    if "database" in lowered and "does not exist" in lowered:
+    if failure is PostgresFailure.NO_DATABASE:
         return InputError(
             f"{storage.setting}.db_name",
             connect.get("dbname"),
             f"no such database on {connect.get('host')}:{connect.get('port')} ({reason})",
         )
-    if "role" in lowered and "does not exist" in lowered:
+    if failure in (PostgresFailure.NO_ROLE, PostgresFailure.PERMISSION_DENIED):
         return InputError(f"{storage.setting}.username", connect.get("user"), reason)
     return InputError(
         f"{storage.setting}.hostname/port",

@@ -14,40 +14,57 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-import psycopg2
-
-from eval_pipelines.runs.instance_storage import CONNECT_TIMEOUT_SECONDS, postgres_storages
+from eval_pipelines.runs.instance_storage import (
+    CONNECT_TIMEOUT_SECONDS,
+    connection_refusal,
+    postgres_storages,
+)
 from eval_pipelines.runs.locks import exclusive, start_lock
+from eval_pipelines.storage.advisory_locks import AdvisoryLockSession, advisory_lock_session
 
 # Advisory lock keys (64-bit, the project's own; Dagster takes none).
 DISPATCHER_LOCK_KEY = 0x6576616C5F6469  # "eval_di"
 START_LOCK_KEY = 0x6576616C5F7374  # "eval_st"
+WAREHOUSE_RECORD_LOCK_KEY = 0x6576616C5F7768  # "eval_wh"
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """Whether a lock was taken, and the session holding it (None on a local instance, where
+    only lock files are taken)."""
+
+    taken: bool
+    session: AdvisoryLockSession | None = None
+
+    def still_held(self) -> bool:
+        """False once the PostgreSQL session holding the lock has ended (the server restarted,
+        the connection dropped): the lock is free again for any machine."""
+        return self.taken and (self.session is None or self.session.alive())
 
 
 @contextmanager
-def instance_lock(home: Path, key: int, *, wait: bool) -> Iterator[bool]:
-    """Hold advisory lock ``key`` in ``home``'s PostgreSQL storage while in the block (yields
-    whether it was taken; with ``wait`` always, once it is); yields True at once for a local
-    instance."""
+def instance_lock(home: Path, key: int, *, wait: bool) -> Iterator[HeldLock]:
+    """Hold advisory lock ``key`` in ``home``'s PostgreSQL storage while in the block (with
+    ``wait`` it is always taken, once free); taken at once on a local instance."""
     storages = postgres_storages(home)
     if not storages:
-        yield True
+        yield HeldLock(taken=True)
         return
-    connection = psycopg2.connect(connect_timeout=CONNECT_TIMEOUT_SECONDS, **storages[0].connect)
-    connection.autocommit = True
-    try:
-        with connection.cursor() as cursor:
-            if wait:
-                cursor.execute("SELECT pg_advisory_lock(%s)", [key])
-                taken = True
-            else:
-                cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
-                taken = bool(cursor.fetchone()[0])
-        yield taken
-    finally:
-        connection.close()  # releases the lock with the session
+    storage = storages[0]
+    with advisory_lock_session(
+        {"connect_timeout": CONNECT_TIMEOUT_SECONDS, **storage.connect},
+        partial(connection_refusal, storage),
+    ) as session:
+        if wait:
+            session.lock(key)
+            taken = True
+        else:
+            taken = session.try_lock(key)
+        yield HeldLock(taken, session)
 
 
 @contextmanager
@@ -58,13 +75,13 @@ def run_start_lock(root_directory: str | Path) -> Iterator[None]:
 
 
 @contextmanager
-def dispatcher_lock(lock_file: Path) -> Iterator[bool]:
+def dispatcher_lock(lock_file: Path) -> Iterator[HeldLock]:
     """The dispatcher's lock: this machine's lock file (it names the pid, for
-    :func:`eval_pipelines.runs.locks.stop_dispatcher`) and the deployment's; yields whether
-    both were taken."""
+    :func:`eval_pipelines.runs.locks.stop_dispatcher`) and the deployment's; taken when both
+    were."""
     with exclusive(lock_file) as here:
         if not here:
-            yield False
+            yield HeldLock(taken=False)
             return
         with instance_lock(lock_file.parent, DISPATCHER_LOCK_KEY, wait=False) as everywhere:
             yield everywhere
@@ -72,5 +89,5 @@ def dispatcher_lock(lock_file: Path) -> Iterator[bool]:
 
 def dispatcher_alive_anywhere(lock_file: Path) -> bool:
     """Whether a dispatcher runs on this machine or, on a shared instance, on any."""
-    with dispatcher_lock(lock_file) as taken:
-        return not taken
+    with dispatcher_lock(lock_file) as lock:
+        return not lock.taken

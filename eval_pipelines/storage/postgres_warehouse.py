@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import duckdb
-import psycopg2
-import psycopg2.extensions
 
 from eval_pipelines.settings import WAREHOUSE_ENV, WAREHOUSE_PASSWORD_ENV, PostgresWarehouse
+from eval_pipelines.storage.advisory_locks import AdvisoryLockSession, advisory_lock_session
+from eval_pipelines.storage.postgres_failures import PostgresFailure, first_line, postgres_failure
 from eval_pipelines.storage.schema import (
     WarehouseUnavailable,
     latest_schema_version,
@@ -80,29 +80,23 @@ def _libpq_quoted(value: str) -> str:
 def refusal(warehouse: PostgresWarehouse, error: Exception) -> WarehouseUnavailable:
     """One line naming the setting and what to fix, from libpq's or PostgreSQL's message (which
     never holds the password)."""
-    text = str(error)
-    lowered = text.lower()
-    where = f"{WAREHOUSE_ENV}={warehouse.url}"
-    if "password authentication failed" in lowered:
+    failure = postgres_failure(error)
+    if failure is PostgresFailure.LOGIN_REFUSED:
         rule = f"PostgreSQL refused the password in ${WAREHOUSE_PASSWORD_ENV} for {warehouse.user}"
-    elif "database" in lowered and "does not exist" in lowered:
+    elif failure is PostgresFailure.NO_DATABASE:
         rule = f"database {warehouse.database} does not exist: create it (owned by the role)"
-    elif "role" in lowered and "does not exist" in lowered:
+    elif failure is PostgresFailure.NO_ROLE:
         rule = f"role {warehouse.user} does not exist on the server"
-    elif "permission denied" in lowered:
+    elif failure is PostgresFailure.PERMISSION_DENIED:
         rule = (
             f"role {warehouse.user} may not create tables in schema {SCHEMA}: "
             "make it the database's owner or GRANT CREATE ON SCHEMA public"
         )
-    elif any(
-        marker in lowered
-        for marker in ("connection refused", "could not translate host", "timeout", "no route")
-    ):
+    elif failure is PostgresFailure.UNREACHABLE:
         rule = f"no PostgreSQL server answers at {warehouse.host}:{warehouse.port}"
     else:
-        first = next((line.strip() for line in text.splitlines() if line.strip()), text)
-        rule = f"the warehouse cannot be opened: {first}"
-    return WarehouseUnavailable(f"{where}: {rule}")
+        rule = f"the warehouse cannot be opened: {first_line(error)}"
+    return WarehouseUnavailable(f"{WAREHOUSE_ENV}={warehouse.url}: {rule}")
 
 
 def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -123,27 +117,18 @@ def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPy
     return conn
 
 
-@contextmanager
-def _lock_session(warehouse: PostgresWarehouse) -> Iterator[psycopg2.extensions.cursor]:
-    """A connection of its own (autocommit) to hold session advisory locks: closing it ends
-    the session, which releases them, whatever happened meanwhile."""
-    try:
-        session = psycopg2.connect(
-            host=warehouse.host,
-            port=warehouse.port,
-            dbname=warehouse.database,
-            user=warehouse.user,
-            password=password(warehouse),
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        )
-    except psycopg2.Error as error:
-        raise refusal(warehouse, error) from None
-    try:
-        session.autocommit = True
-        with session.cursor() as cursor:
-            yield cursor
-    finally:
-        session.close()
+def _lock_session(warehouse: PostgresWarehouse) -> AbstractContextManager[AdvisoryLockSession]:
+    return advisory_lock_session(
+        {
+            "host": warehouse.host,
+            "port": warehouse.port,
+            "dbname": warehouse.database,
+            "user": warehouse.user,
+            "password": password(warehouse),
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        },
+        lambda error: refusal(warehouse, error),
+    )
 
 
 @contextmanager
@@ -151,12 +136,12 @@ def migration_lock(warehouse: PostgresWarehouse, conn: duckdb.DuckDBPyConnection
     """The migrations' advisory lock: a second process migrating the same database waits
     until the first has committed, then finds nothing left to apply (``conn`` forgets the
     tables it had cached, so it sees the other's)."""
-    with _lock_session(warehouse) as cursor:
-        cursor.execute("SELECT has_schema_privilege(current_user, %s, 'CREATE')", [SCHEMA])
-        row = cursor.fetchone()
+    with _lock_session(warehouse) as session:
+        session.cursor.execute("SELECT has_schema_privilege(current_user, %s, 'CREATE')", [SCHEMA])
+        row = session.cursor.fetchone()
         if not (row and row[0]):
             raise refusal(warehouse, PermissionError("permission denied"))
-        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, MIGRATION_LOCK])
+        session.lock(LOCK_NAMESPACE, MIGRATION_LOCK)
         conn.execute("CALL pg_clear_cache()")
         yield
 
@@ -172,8 +157,8 @@ def writers_take_turns(conn: duckdb.DuckDBPyConnection, name: str) -> Iterator[N
         yield  # a DuckDB file has one writer at a time already
         return
     key = zlib.crc32(name.encode()) - 2**31  # PostgreSQL's int4
-    with _lock_session(warehouse) as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
+    with _lock_session(warehouse) as session:
+        session.lock(LOCK_NAMESPACE, key)
         yield
 
 

@@ -14,7 +14,6 @@ input and output tokens).
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import duckdb
@@ -22,6 +21,7 @@ import pytest
 
 from eval_pipelines.chat_standin.answers import extract
 from eval_pipelines.chat_standin.server import Fault, FaultRule, StandinServer, serve_standin
+from eval_pipelines.core.ports import free_port
 from eval_pipelines_tests.helpers.golden_demo import ALL_FIELDS_PASS, DOCS, GOLDEN, REPO
 
 CHAT_FILE = REPO / "data" / "workflows" / "supplier_invoices_chat.yaml"
@@ -187,16 +187,10 @@ def test_a_malformed_answer_fails_its_case_with_the_reason_and_blocks_the_gate(
         workflows.activate_workflow(WORKFLOW, revision, by="ana")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_an_endpoint_down_fails_the_cases_at_once_and_is_not_cached(golden_home: Path) -> None:
     from eval_pipelines.api import golden
 
-    port = _free_port()  # nothing listens there yet
+    port = free_port()  # nothing listens there yet
     seed_chat(golden_home, f"http://127.0.0.1:{port}/v1")
     down = golden.run_and_report("inv")
     assert {s.status for s in down.cases.values()} == {"errored"}

@@ -17,10 +17,10 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.api.embeddings import embed_case
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.ports import free_port
 from eval_pipelines.defs.embeddings import embedding_ann_index
 from eval_pipelines.defs.resources import WarehouseResource
 from eval_pipelines.defs.step_payloads import StepPayloadIOManager
-from eval_pipelines.postgres_local.server import free_port
 from eval_pipelines.settings import SHARED_CACHE_ENV, SHARED_DIR_ENV
 from eval_pipelines.stages import shared_files
 from eval_pipelines.stages.embedding_index import clear_embedding_cache

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipelines.postgres_local.server import LocalPostgres
 from eval_pipelines.settings import (
     INDEX_DIR_ENV,
     SHARED_DIR_ENV,
@@ -25,7 +29,7 @@ from eval_pipelines.settings import (
     WAREHOUSE_PASSWORD_ENV,
     WORKFLOWS_DIR_ENV,
 )
-from eval_pipelines_tests.helpers.postgres import ScratchDatabase
+from eval_pipelines_tests.helpers.postgres import ScratchDatabase, create_database
 from eval_pipelines_tests.helpers.team_instance import install_team_config, team_environment
 
 CLI = (sys.executable, "-m", "eval_pipelines.cli.main")
@@ -210,3 +214,47 @@ def create_unseen_case(machine: Machine, inputs: Path) -> None:
         "case", "create", UNSEEN_CASE, "--records", str(records), "--tree", str(tree),
         "--target-depth", "3,4",
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TeamDeployment:
+    """Two machines of one team's deployment, the unseen case created, and a single user's
+    machine on the embedded default (no case yet) to run the same work alone."""
+
+    machines: tuple[Machine, Machine]
+    alone: Machine
+    inputs: Path  # the unseen case's files, for the single user's machine
+
+    @property
+    def everyone(self) -> tuple[Machine, ...]:
+        return (*self.machines, self.alone)
+
+
+@contextmanager
+def team_deployment(
+    root: Path, server: LocalPostgres, *, with_unseen_case: bool = True
+) -> Iterator[TeamDeployment]:
+    """Machines A and B under ``root``: the instance and the warehouse in two new databases of
+    ``server`` (each owned by its own role), a shared folder, the instance's tables created once
+    and (``with_unseen_case``) the unseen case loaded; every machine's dispatcher is stopped on
+    the way out."""
+    suffix = secrets.token_hex(4)
+    instance = create_database(server, f"instance_{suffix}", own_role=True)
+    warehouse = create_database(server, f"warehouse_{suffix}", own_role=True)
+    shared = root / "shared"
+    shared.mkdir()
+    first, second = (
+        team_machine(root, name, instance=instance, warehouse=warehouse, shared_dir=shared)
+        for name in ("machine_a", "machine_b")
+    )
+    deployment = TeamDeployment(
+        (first, second), embedded_machine(root, "single_user"), root / "inputs"
+    )
+    try:
+        first.create_instance_tables()
+        if with_unseen_case:
+            create_unseen_case(first, deployment.inputs)
+        yield deployment
+    finally:
+        for machine in deployment.everyone:
+            machine.stop_dispatcher()

@@ -5,6 +5,8 @@ fresh database (optionally owned by its own role) per test."""
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +44,20 @@ def start_server(folder: Path) -> local_postgres.LocalPostgres:
     data_dir = folder / "pgdata"
     local_postgres.init(data_dir, superuser_password=SUPERUSER_PASSWORD)
     return local_postgres.start(data_dir)
+
+
+@contextmanager
+def server_outside_pytest(prefix: str) -> Iterator[local_postgres.LocalPostgres]:
+    """A server in a new folder that is not under pytest's (every pytest session that starts on
+    the machine makes ``/tmp/pytest-of-<user>`` private again, which would lock the server's own
+    system user out of its data folder); stopped and removed on the way out."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    server = start_server(folder)
+    try:
+        yield server
+    finally:
+        local_postgres.stop(server.data_dir, mode="immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import boto3
 from moto.server import ThreadedMotoServer
 
-from eval_pipelines.postgres_local.server import free_port
+from eval_pipelines.core.ports import free_port
 
 # Not secrets: moto accepts any credentials; boto3 only needs some to sign requests.
 TEST_CREDENTIALS = {

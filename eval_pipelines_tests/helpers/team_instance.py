@@ -4,10 +4,12 @@ address, role and password."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import psycopg2
+import pytest
 
 from eval_pipelines_tests.helpers.paths import REPO
 from eval_pipelines_tests.helpers.postgres import ScratchDatabase
@@ -25,6 +27,16 @@ def team_environment(database: ScratchDatabase) -> dict[str, str]:
         "DAGSTER_PG_PASSWORD": database.password,
         "DAGSTER_PG_DB": database.name,
     }
+
+
+def use_team_instance(database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The team's ``dagster.yaml`` in this test's ``DAGSTER_HOME`` (set by ``workdir``), its
+    variables set for ``database``; returns the home."""
+    home = Path(os.environ["DAGSTER_HOME"])
+    install_team_config(home)
+    for name, value in team_environment(database).items():
+        monkeypatch.setenv(name, value)
+    return home
 
 
 def install_team_config(home: Path) -> Path:

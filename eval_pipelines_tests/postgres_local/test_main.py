@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from eval_pipelines.postgres_local import server
+from eval_pipelines.core.ports import free_port
 from eval_pipelines.postgres_local.__main__ import SUPERUSER_PASSWORD_ENV, main
 
 
@@ -17,7 +17,7 @@ def test_the_reference_commands_give_a_database_its_role_reaches_over_tcp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data_dir = tmp_path / "pg"
-    port = server.free_port()
+    port = free_port()
     monkeypatch.setenv(SUPERUSER_PASSWORD_ENV, "super-secret-1")
     monkeypatch.setenv("EVALS_PASSWORD", "evals-secret-2")
     assert main(["init", "--data-dir", str(data_dir)]) == 0

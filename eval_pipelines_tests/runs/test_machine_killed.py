@@ -26,10 +26,8 @@ from eval_pipelines_tests.helpers.machines import (
     UNSEEN_CASE,
     Machine,
     create_unseen_case,
-    embedded_machine,
-    team_machine,
+    team_deployment,
 )
-from eval_pipelines_tests.helpers.postgres import create_database
 
 pytestmark = pytest.mark.slow
 
@@ -78,56 +76,44 @@ class KilledAndRerun:
 def killed_and_rerun(
     tmp_path_factory: pytest.TempPathFactory, postgres_server: LocalPostgres
 ) -> Iterator[KilledAndRerun]:
-    root = tmp_path_factory.mktemp("killed")
-    instance = create_database(postgres_server, "killed_instance", own_role=True)
-    warehouse = create_database(postgres_server, "killed_warehouse", own_role=True)
-    shared = root / "shared"
-    shared.mkdir()
-    first, second = (
-        team_machine(root, name, instance=instance, warehouse=warehouse, shared_dir=shared)
-        for name in ("machine_a", "machine_b")
-    )
-    alone = embedded_machine(root, "single_user")
-    try:
-        first.create_instance_tables()
-        with serve_standin(latency_ms=200) as standin:
-            variants: list[dict[str, Any]] = [
-                {"name": "baseline"},
-                {"name": "chat", "config": {**chat_config(standin.base_url), "concurrency": 4}},
-            ]
-            create_unseen_case(alone, root / "inputs")
-            eval_id = json.loads(alone.cli(*_holdout_args(alone, variants)).stdout)["evalId"]
-            expected = alone.stored_report(eval_id)
-            assert expected is not None
-            paid_alone = standin.request_count
-            assert paid_alone == SAMPLE_SIZE
+    with (
+        team_deployment(tmp_path_factory.mktemp("killed"), postgres_server) as team,
+        serve_standin(latency_ms=200) as standin,
+    ):
+        first, second = team.machines
+        variants: list[dict[str, Any]] = [
+            {"name": "baseline"},
+            {"name": "chat", "config": {**chat_config(standin.base_url), "concurrency": 4}},
+        ]
+        create_unseen_case(team.alone, team.inputs)
+        eval_id = json.loads(team.alone.cli(*_holdout_args(team.alone, variants)).stdout)["evalId"]
+        expected = team.alone.stored_report(eval_id)
+        assert expected is not None
+        paid_alone = standin.request_count
+        assert paid_alone == SAMPLE_SIZE
 
-            create_unseen_case(first, root / "inputs")
-            worker = first.start(*CLI, *_holdout_args(first, variants))
-            _wait_for_calls(paid_alone + KILL_AFTER_CALLS, lambda: standin.request_count, worker)
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
-            paid_before_kill = standin.request_count - paid_alone
+        worker = first.start(*CLI, *_holdout_args(first, variants))
+        _wait_for_calls(paid_alone + KILL_AFTER_CALLS, lambda: standin.request_count, worker)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        paid_before_kill = standin.request_count - paid_alone
 
-            # Exit 1: the evaluation failed (docs/usage.md, exit codes).
-            read = second.run(*CLI, "eval", "status", UNSEEN_CASE, eval_id, "--json")
-            assert read.returncode == 1, read.stderr
-            report_after_kill = second.stored_report(eval_id)
-            cached_after_kill = second.row_counts()["chat_calls"]
-            rerun = second.cli("eval", "rerun", UNSEEN_CASE, eval_id, "--wait", "--json")
-            assert json.loads(rerun.stdout)["status"] == "complete", rerun.stdout
-            yield KilledAndRerun(
-                expected=expected,
-                status=json.loads(read.stdout),
-                report_after_kill=report_after_kill,
-                rerun=second.stored_report(eval_id),
-                paid_before_kill=paid_before_kill,
-                paid_again=standin.request_count - paid_alone - SAMPLE_SIZE,
-                cached_after_kill=cached_after_kill,
-            )
-    finally:
-        for machine in (first, second, alone):
-            machine.stop_dispatcher()
+        # Exit 1: the evaluation failed (docs/usage.md, exit codes).
+        read = second.run(*CLI, "eval", "status", UNSEEN_CASE, eval_id, "--json")
+        assert read.returncode == 1, read.stderr
+        report_after_kill = second.stored_report(eval_id)
+        cached_after_kill = second.row_counts()["chat_calls"]
+        rerun = second.cli("eval", "rerun", UNSEEN_CASE, eval_id, "--wait", "--json")
+        assert json.loads(rerun.stdout)["status"] == "complete", rerun.stdout
+        yield KilledAndRerun(
+            expected=expected,
+            status=json.loads(read.stdout),
+            report_after_kill=report_after_kill,
+            rerun=second.stored_report(eval_id),
+            paid_before_kill=paid_before_kill,
+            paid_again=standin.request_count - paid_alone - SAMPLE_SIZE,
+            cached_after_kill=cached_after_kill,
+        )
 
 
 def test_the_killed_run_reads_failed_and_leaves_no_report(killed_and_rerun: KilledAndRerun) -> None:

@@ -4,8 +4,8 @@ storage in a real PostgreSQL server reached over TCP; the warehouse stays a Duck
 ``golden run``, the workflow sensor and the lift inbox sensor work unchanged, and the
 ``duckdb`` pool's limit is set in the shared storage from the warehouse setting.
 
-One instance database serves the whole module (each test's runs are its own evaluations);
-each test has its own ``DAGSTER_HOME`` holding a copy of the team's file.
+Each test has its own instance database and its own ``DAGSTER_HOME`` holding a copy of the
+team's file.
 """
 
 from __future__ import annotations
@@ -24,11 +24,7 @@ import pytest
 
 from eval_pipelines_tests.helpers.cli_calls import cli
 from eval_pipelines_tests.helpers.postgres import ScratchDatabase, create_database
-from eval_pipelines_tests.helpers.team_instance import (
-    install_team_config,
-    instance_tables,
-    team_environment,
-)
+from eval_pipelines_tests.helpers.team_instance import instance_tables, use_team_instance
 
 if TYPE_CHECKING:
     from eval_pipelines.postgres_local.server import LocalPostgres
@@ -36,9 +32,10 @@ if TYPE_CHECKING:
 CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def team_database(postgres_server: LocalPostgres) -> ScratchDatabase:
-    """The module's instance database, owned by its own role (the least the docs ask)."""
+    """The test's instance database, owned by its own role (the least the docs ask). One per
+    test: a deployment's machines all name one warehouse, and each test has its own."""
     return create_database(postgres_server, "team" + secrets.token_hex(5), own_role=True)
 
 
@@ -47,11 +44,7 @@ def team_home(
     workdir: Path, team_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Path]:
     """This test's ``DAGSTER_HOME`` with the team's ``dagster.yaml``, its variables set."""
-    home = Path(os.environ["DAGSTER_HOME"])
-    install_team_config(home)
-    for name, value in team_environment(team_database).items():
-        monkeypatch.setenv(name, value)
-    yield home
+    yield use_team_instance(team_database, monkeypatch)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -120,12 +113,14 @@ def test_a_submitted_run_is_started_by_the_dispatcher_and_waited_on(
     assert "started (pid" in log
 
 
-def test_the_pool_limit_follows_the_warehouse_setting(
+def test_the_pool_limit_follows_the_deployments_warehouse(
     team_home: Path, team_database: ScratchDatabase
 ) -> None:
     from eval_pipelines.defs.pools import DUCKDB_POOL, SHARED_WAREHOUSE_POOL_LIMIT
+    from eval_pipelines.runs.deployment_warehouse import SAME_WAREHOUSE_RULE
 
     shared = dict(os.environ, EVAL_PIPELINES_WAREHOUSE=team_database.url)
+    shared["EVAL_PIPELINES_WAREHOUSE_PASSWORD"] = team_database.password
     setup = [sys.executable, "-m", "eval_pipelines.runs.instance"]
     out = subprocess.run(setup, capture_output=True, text=True, env=shared, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -133,12 +128,13 @@ def test_the_pool_limit_follows_the_warehouse_setting(
     # Read as stored (this process's own first use would set the limit of its own setting).
     storage = dg.DagsterInstance.get().event_log_storage
     assert storage.get_concurrency_info(DUCKDB_POOL).slot_count == SHARED_WAREHOUSE_POOL_LIMIT
-    # Back on a DuckDB file: one writer at a time again (the team's file is kept as it was).
+    # A DuckDB file now would reset the limit for every machine: refused, the limit and the
+    # team's file kept as they were.
     kept = (team_home / "dagster.yaml").read_text()
-    out = subprocess.run(setup, capture_output=True, text=True, env=os.environ, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "kept dagster.yaml" in out.stdout and out.stdout.endswith("pool duckdb limit 1\n")
-    assert storage.get_concurrency_info(DUCKDB_POOL).slot_count == 1
+    file = dict(os.environ, EVAL_PIPELINES_WAREHOUSE=str(team_home.parent / "own.duckdb"))
+    out = subprocess.run(setup, capture_output=True, text=True, env=file, timeout=120)
+    assert out.returncode == 2 and SAME_WAREHOUSE_RULE in out.stderr, out.stderr
+    assert storage.get_concurrency_info(DUCKDB_POOL).slot_count == SHARED_WAREHOUSE_POOL_LIMIT
     assert (team_home / "dagster.yaml").read_text() == kept
 
 

@@ -19,6 +19,7 @@ import psycopg2
 import pytest
 import yaml
 
+from eval_pipelines.core.ports import free_port
 from eval_pipelines_tests.helpers.cli_calls import cli, refused
 from eval_pipelines_tests.helpers.postgres import (
     SUPERUSER_PASSWORD,
@@ -27,23 +28,14 @@ from eval_pipelines_tests.helpers.postgres import (
     superuser,
 )
 from eval_pipelines_tests.helpers.team_instance import (
-    install_team_config,
     instance_tables,
-    team_environment,
+    use_team_instance,
 )
 
 if TYPE_CHECKING:
     from eval_pipelines.postgres_local.server import LocalPostgres
 
 SETTING = "dagster.yaml: storage.postgres.postgres_db"
-
-
-def _home(workdir: Path, database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = Path(os.environ["DAGSTER_HOME"])
-    install_team_config(home)
-    for name, value in team_environment(database).items():
-        monkeypatch.setenv(name, value)
-    return home
 
 
 def _new_role(server: LocalPostgres, *grants: str, database: str = "postgres") -> tuple[str, str]:
@@ -95,9 +87,8 @@ def test_an_unreachable_server_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from eval_pipelines.postgres_local.server import free_port
 
-    home = _home(workdir, postgres_database, monkeypatch)
+    home = use_team_instance(postgres_database, monkeypatch)
     port = free_port()
     monkeypatch.setenv("DAGSTER_PG_PORT", str(port))
     line = _refused_everywhere(home, capsys, postgres_database, f"{SETTING}.hostname/port")
@@ -110,7 +101,7 @@ def test_an_unknown_database_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    home = _home(workdir, postgres_database, monkeypatch)
+    home = use_team_instance(postgres_database, monkeypatch)
     monkeypatch.setenv("DAGSTER_PG_DB", "no_such_db")
     line = _refused_everywhere(home, capsys, postgres_database, f"{SETTING}.db_name")
     assert "db_name='no_such_db': no such database on 127.0.0.1:" in line
@@ -122,7 +113,7 @@ def test_a_password_missing_from_the_environment_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    home = _home(workdir, postgres_database, monkeypatch)
+    home = use_team_instance(postgres_database, monkeypatch)
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
     line = _refused_everywhere(home, capsys, postgres_database, f"{SETTING}.password")
     assert "='env DAGSTER_PG_PASSWORD': the environment variable DAGSTER_PG_PASSWORD is not" in line
@@ -134,7 +125,7 @@ def test_a_wrong_password_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    home = _home(workdir, postgres_database, monkeypatch)
+    home = use_team_instance(postgres_database, monkeypatch)
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", secrets.token_urlsafe(12))
     line = _refused_everywhere(home, capsys, postgres_database, f"{SETTING}.password")
     assert f"PostgreSQL refused the login of '{postgres_database.user}'" in line
@@ -150,7 +141,7 @@ def test_a_role_without_create_on_any_schema_is_refused(
     # owner may create in its public schema.
     database = create_database(postgres_server, "t" + secrets.token_hex(6))
     role, password = _new_role(postgres_server)
-    home = _home(workdir, database, monkeypatch)
+    home = use_team_instance(database, monkeypatch)
     monkeypatch.setenv("DAGSTER_PG_USER", role)
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", password)
     line = _refused_everywhere(home, capsys, database, f"{SETTING}.username")
@@ -164,7 +155,7 @@ def test_a_password_written_in_the_file_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    home = _home(workdir, postgres_database, monkeypatch)
+    home = use_team_instance(postgres_database, monkeypatch)
     config = home / "dagster.yaml"
     config.write_text(
         config.read_text().replace(
@@ -178,7 +169,7 @@ def test_a_password_written_in_the_file_is_refused(
 def test_the_setup_exits_2_as_a_program(
     workdir: Path, postgres_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _home(workdir, postgres_database, monkeypatch)
+    use_team_instance(postgres_database, monkeypatch)
     monkeypatch.delenv("DAGSTER_PG_PASSWORD")
     setup = [sys.executable, "-m", "eval_pipelines.runs.instance"]
     out = subprocess.run(setup, capture_output=True, text=True, env=os.environ, timeout=120)
@@ -207,7 +198,7 @@ def test_least_privilege_roles_pass(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # The owner of its own database (the fixture's role).
-    _home(workdir, postgres_database, monkeypatch)
+    use_team_instance(postgres_database, monkeypatch)
     _works(capsys)
     # USAGE and CREATE on a schema of a database someone else owns, first on its search_path.
     database = create_database(postgres_server, "t" + secrets.token_hex(6))
@@ -242,7 +233,7 @@ def test_a_url_setting_is_checked_the_same_way(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    home = _home(workdir, postgres_database, monkeypatch)
+    home = use_team_instance(postgres_database, monkeypatch)
     config = home / "dagster.yaml"
     team = yaml.safe_load(config.read_text())
     server, database = postgres_database.server, postgres_database

@@ -8,21 +8,17 @@ field without wall-clock seconds."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from eval_pipelines.postgres_local.server import LocalPostgres
 from eval_pipelines_tests.helpers.holdout_runs import without_wall_times
 from eval_pipelines_tests.helpers.machines import (
     CLI,
     UNSEEN_CASE,
     Machine,
+    TeamDeployment,
     create_unseen_case,
-    embedded_machine,
-    team_machine,
 )
-from eval_pipelines_tests.helpers.postgres import create_database
 
 pytestmark = pytest.mark.slow
 
@@ -43,48 +39,32 @@ def _holdout_args(machine: Machine, label: str) -> list[str]:
 
 
 def test_two_evaluations_at_once_from_two_machines_equal_each_alone_on_the_default(
-    tmp_path: Path, postgres_server: LocalPostgres
+    team: TeamDeployment,
 ) -> None:
-    instance = create_database(postgres_server, "machines_instance", own_role=True)
-    warehouse = create_database(postgres_server, "machines_warehouse", own_role=True)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    first, second = (
-        team_machine(tmp_path, name, instance=instance, warehouse=warehouse, shared_dir=shared)
-        for name in ("machine_a", "machine_b")
-    )
-    alone = embedded_machine(tmp_path, "single_user")
-    try:
-        first.create_instance_tables()
-        create_unseen_case(first, tmp_path / "inputs")
-        started = {
-            label: machine.start(*CLI, *_holdout_args(machine, label))
-            for label, machine in (("first", first), ("second", second))
-        }
-        eval_ids = {}
-        for label, process in started.items():
-            out, err = process.communicate(timeout=600)
-            assert process.returncode == 0, f"{label}: {err}"
-            result = json.loads(out)
-            assert result["status"] == "complete", out
-            eval_ids[label] = result["evalId"]
-        assert len(set(eval_ids.values())) == 2
+    first, second = team.machines
+    started = {
+        label: machine.start(*CLI, *_holdout_args(machine, label))
+        for label, machine in (("first", first), ("second", second))
+    }
+    eval_ids = {}
+    for label, process in started.items():
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, f"{label}: {err}"
+        result = json.loads(out)
+        assert result["status"] == "complete", out
+        eval_ids[label] = result["evalId"]
+    assert len(set(eval_ids.values())) == 2
 
-        # Alone on the default, in the order the shared warehouse numbered them (the id is in
-        # the report).
-        create_unseen_case(alone, tmp_path / "inputs")
-        for label in sorted(eval_ids, key=eval_ids.__getitem__):
-            done = alone.cli(*_holdout_args(alone, label))
-            assert json.loads(done.stdout)["evalId"] == eval_ids[label]
-        for label, eval_id in eval_ids.items():
-            shared_report = first.stored_report(eval_id)
-            assert shared_report == second.stored_report(eval_id)
-            single = alone.stored_report(eval_id)
-            assert shared_report is not None and single is not None, label
-            assert without_wall_times(shared_report["report"]) == without_wall_times(
-                single["report"]
-            )
-            assert shared_report["markdown"] == single["markdown"]
-    finally:
-        for machine in (first, second, alone):
-            machine.stop_dispatcher()
+    # Alone on the default, in the order the shared warehouse numbered them (the id is in the
+    # report).
+    create_unseen_case(team.alone, team.inputs)
+    for label in sorted(eval_ids, key=eval_ids.__getitem__):
+        done = team.alone.cli(*_holdout_args(team.alone, label))
+        assert json.loads(done.stdout)["evalId"] == eval_ids[label]
+    for label, eval_id in eval_ids.items():
+        shared_report = first.stored_report(eval_id)
+        assert shared_report == second.stored_report(eval_id)
+        single = team.alone.stored_report(eval_id)
+        assert shared_report is not None and single is not None, label
+        assert without_wall_times(shared_report["report"]) == without_wall_times(single["report"])
+        assert shared_report["markdown"] == single["markdown"]

@@ -14,7 +14,6 @@ import pytest
 
 from eval_pipelines.chat_standin.server import serve_standin
 from eval_pipelines.core.lift.assignment import LiftConfig
-from eval_pipelines.postgres_local.server import LocalPostgres
 from eval_pipelines_tests.helpers.chat_variant import chat_config
 from eval_pipelines_tests.helpers.holdout_runs import without_wall_times
 from eval_pipelines_tests.helpers.lift_traffic import write_log
@@ -22,11 +21,9 @@ from eval_pipelines_tests.helpers.machines import (
     CLI,
     UNSEEN_CASE,
     Machine,
+    TeamDeployment,
     create_unseen_case,
-    embedded_machine,
-    team_machine,
 )
-from eval_pipelines_tests.helpers.postgres import create_database
 
 pytestmark = pytest.mark.slow
 
@@ -70,65 +67,46 @@ def _workload(machine: Machine, base_url: str, log: Path) -> dict[str, list[str]
     }
 
 
-def _prepare(machine: Machine, inputs: Path) -> None:
-    create_unseen_case(machine, inputs)
-    machine.python(SEED_GOLDEN)
-
-
 def _grown(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {table: rows - before.get(table, 0) for table, rows in after.items()}
 
 
 def test_four_evaluations_a_golden_run_and_a_lift_ingest_at_once_from_two_machines(
-    tmp_path: Path, postgres_server: LocalPostgres
+    tmp_path: Path, team: TeamDeployment
 ) -> None:
-    instance = create_database(postgres_server, "workload_instance", own_role=True)
-    warehouse = create_database(postgres_server, "workload_warehouse", own_role=True)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    team = [
-        team_machine(tmp_path, name, instance=instance, warehouse=warehouse, shared_dir=shared)
-        for name in ("machine_a", "machine_b")
-    ]
-    alone = embedded_machine(tmp_path, "single_user")
     log = write_log(tmp_path / "lift.jsonl", LiftConfig("ws", "e1", 0.10), true_lift=0.05, days=2)
-    try:
-        team[0].create_instance_tables()
-        with serve_standin(latency_ms=200) as standin:
-            _prepare(team[0], tmp_path / "inputs")
-            before = team[0].row_counts()
-            started = {}
-            for index, (label, command) in enumerate(
-                _workload(team[0], standin.base_url, log).items()
-            ):
-                machine = team[index % 2]
-                started[label] = machine.start(*command)
-            outputs = {}
-            for label, process in started.items():
-                out, err = process.communicate(timeout=1200)
-                assert process.returncode == 0, f"{label}: {err}"
-                outputs[label] = json.loads(out)
-            team_grew = _grown(before, team[0].row_counts())
+    first = team.machines[0]
+    with serve_standin(latency_ms=200) as standin:
+        first.python(SEED_GOLDEN)
+        before = first.row_counts()
+        started = {}
+        for index, (label, command) in enumerate(_workload(first, standin.base_url, log).items()):
+            started[label] = team.machines[index % 2].start(*command)
+        outputs = {}
+        for label, process in started.items():
+            out, err = process.communicate(timeout=1200)
+            assert process.returncode == 0, f"{label}: {err}"
+            outputs[label] = json.loads(out)
+        team_grew = _grown(before, first.row_counts())
 
-            _prepare(alone, tmp_path / "inputs")
-            before = alone.row_counts()
-            commands = _workload(alone, standin.base_url, log)
-            evaluations = sorted(
-                (label for label in commands if "evalId" in outputs[label]),
-                key=lambda label: outputs[label]["evalId"],
-            )
-            assert len(evaluations) == 4
-            for label in [*evaluations, "golden", "lift"]:
-                done = alone.run(*commands[label], timeout=900)
-                assert done.returncode == 0, f"{label} alone: {done.stderr}"
-            alone_grew = _grown(before, alone.row_counts())
-    finally:
-        for machine in (*team, alone):
-            machine.stop_dispatcher()
+        create_unseen_case(team.alone, team.inputs)
+        team.alone.python(SEED_GOLDEN)
+        before = team.alone.row_counts()
+        commands = _workload(team.alone, standin.base_url, log)
+        evaluations = sorted(
+            (label for label in commands if "evalId" in outputs[label]),
+            key=lambda label: outputs[label]["evalId"],
+        )
+        assert len(evaluations) == 4
+        for label in [*evaluations, "golden", "lift"]:
+            done = team.alone.run(*commands[label], timeout=900)
+            assert done.returncode == 0, f"{label} alone: {done.stderr}"
+        alone_grew = _grown(before, team.alone.row_counts())
 
     for label in evaluations:
         eval_id = outputs[label]["evalId"]
-        shared_report, single = team[1].stored_report(eval_id), alone.stored_report(eval_id)
+        shared_report = team.machines[1].stored_report(eval_id)
+        single = team.alone.stored_report(eval_id)
         assert shared_report is not None and single is not None, label
         assert _without_call_counts(shared_report["report"]) == _without_call_counts(
             single["report"]

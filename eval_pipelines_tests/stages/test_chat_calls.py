@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ import pytest
 from eval_pipelines.chat_standin.server import Fault, FaultRule, serve_standin
 from eval_pipelines.core.chat.answer import parse_answer
 from eval_pipelines.core.chat.settings import ChatSettings, parse_chat_settings
+from eval_pipelines.core.ports import free_port
 from eval_pipelines.stages.chat_calls import run_chat_calls
 from eval_pipelines.stages.chat_journal import journal_directory
 from eval_pipelines.storage.chat_cache import count_calls
@@ -150,15 +150,9 @@ def test_malformed_answers_and_codes_outside_are_answers_the_parser_refuses(
     assert reasons[1] == "answer's code is not among the codes allowed: 'NOT-A-CANDIDATE'"
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_an_endpoint_that_is_down_fails_every_row_fast_with_the_reason(tmp_path: Path) -> None:
     waits = Waits()
-    settings = _settings(f"http://127.0.0.1:{_closed_port()}/v1", concurrency=2, maxRetries=4)
+    settings = _settings(f"http://127.0.0.1:{free_port()}/v1", concurrency=2, maxRetries=4)
     result = run_chat_calls(
         tmp_path / "w.duckdb", settings, batch(settings, 20), environ=ENV, sleep=waits
     )

@@ -19,6 +19,7 @@ import pytest
 
 from eval_pipelines import api
 from eval_pipelines.chat_standin.server import Fault, FaultRule, StandinServer, serve_standin
+from eval_pipelines.core.ports import free_port
 from eval_pipelines.runs.instance import dagster_instance
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
@@ -373,13 +374,9 @@ def test_a_429_storm_completes_with_every_row_answered(tmp_path: Path) -> None:
 
 
 def test_an_endpoint_down_fails_every_row_fast_with_the_reason(tmp_path: Path) -> None:
-    import socket
-
     from eval_pipelines.stages.holdout_classify import classify_variant
 
-    with socket.socket() as probe:  # a port nothing listens on once closed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     config = {**chat_config(f"http://127.0.0.1:{port}/v1"), "concurrency": 2}
     result = classify_variant(_task(tmp_path / "w.duckdb", config, ["a", "b", "c", "d", "e"]))
     errors = result.predictions.get_column("error").to_list()
@@ -603,11 +600,7 @@ def test_the_cli_shows_chat_progress_while_it_waits(
 def test_an_endpoint_down_is_a_complete_report_with_every_chat_row_failed(
     small_case: str,
 ) -> None:
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on once closed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     down = f"http://127.0.0.1:{port}/v1"
     variants = [{"name": "baseline"}, {"name": "chat", "config": chat_config(down)}]
     started = api.start_holdout_eval(

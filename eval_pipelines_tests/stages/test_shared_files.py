@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.ports import free_port
 from eval_pipelines.core.text import retrieval as rt
 from eval_pipelines.core.text import segments as sg
-from eval_pipelines.postgres_local.server import free_port
 from eval_pipelines.settings import SHARED_DIR_ENV
 from eval_pipelines.stages import shared_files
 from eval_pipelines.stages import text_index as ti
