@@ -15,6 +15,7 @@ import pytest
 from dask.distributed import LocalCluster
 
 from eval_pipelines import api
+from eval_pipelines.core.ports import free_port
 from eval_pipelines.runs.dask_cluster import (
     DaskWorker,
     check_dask_cluster,
@@ -81,9 +82,7 @@ def test_the_cli_refuses_a_malformed_address_in_one_line_writing_nothing(
 def test_a_scheduler_that_does_not_answer_is_refused_writing_nothing(
     capsys: pytest.CaptureFixture[str], small_case: str, tmp_path: Path
 ) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()
     variants = tmp_path / "variants.json"
     variants.write_text(json.dumps([{"name": "baseline"}]))
     line = refused(
