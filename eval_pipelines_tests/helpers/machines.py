@@ -218,10 +218,11 @@ def create_unseen_case(machine: Machine, inputs: Path) -> None:
 
 @dataclass(frozen=True)
 class TeamDeployment:
-    """Two machines of one team's deployment, the unseen case created, and a single user's
-    machine on the embedded default (no case yet) to run the same work alone."""
+    """The machines of one team's deployment (two unless named otherwise), the unseen case
+    created, and a single user's machine on the embedded default (no case yet) to run the same
+    work alone."""
 
-    machines: tuple[Machine, Machine]
+    machines: tuple[Machine, ...]
     alone: Machine
     inputs: Path  # the unseen case's files, for the single user's machine
 
@@ -232,23 +233,27 @@ class TeamDeployment:
 
 @contextmanager
 def team_deployment(
-    root: Path, server: LocalPostgres, *, with_unseen_case: bool = True
+    root: Path,
+    server: LocalPostgres,
+    *,
+    names: tuple[str, ...] = ("machine_a", "machine_b"),
+    with_unseen_case: bool = True,
 ) -> Iterator[TeamDeployment]:
-    """Machines A and B under ``root``: the instance and the warehouse in two new databases of
-    ``server`` (each owned by its own role), a shared folder, the instance's tables created once
-    and (``with_unseen_case``) the unseen case loaded; every machine's dispatcher is stopped on
-    the way out."""
+    """The machines ``names`` under ``root``: the instance and the warehouse in two new
+    databases of ``server`` (each owned by its own role), a shared folder, the instance's tables
+    created once (by the first) and (``with_unseen_case``) the unseen case loaded; every
+    machine's dispatcher is stopped on the way out."""
     suffix = secrets.token_hex(4)
     instance = create_database(server, f"instance_{suffix}", own_role=True)
     warehouse = create_database(server, f"warehouse_{suffix}", own_role=True)
     shared = root / "shared"
     shared.mkdir()
-    first, second = (
+    first, *others = (
         team_machine(root, name, instance=instance, warehouse=warehouse, shared_dir=shared)
-        for name in ("machine_a", "machine_b")
+        for name in names
     )
     deployment = TeamDeployment(
-        (first, second), embedded_machine(root, "single_user"), root / "inputs"
+        (first, *others), embedded_machine(root, "single_user"), root / "inputs"
     )
     try:
         first.create_instance_tables()

@@ -25,10 +25,8 @@ from eval_pipelines_tests.helpers.machines import (
     UNSEEN_CASE,
     Machine,
     create_unseen_case,
-    embedded_machine,
-    team_machine,
+    team_deployment,
 )
-from eval_pipelines_tests.helpers.postgres import create_database
 
 pytestmark = pytest.mark.slow
 
@@ -94,19 +92,8 @@ def _files(folder: Path) -> set[Path]:
 def test_an_evaluation_on_dask_workers_of_two_machines_equals_it_alone_on_the_default(
     tmp_path: Path, postgres_server: LocalPostgres, services: list[subprocess.Popen[str]]
 ) -> None:
-    instance = create_database(postgres_server, "dask_instance", own_role=True)
-    warehouse = create_database(postgres_server, "dask_warehouse", own_role=True)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    submitter, *workers = (
-        team_machine(tmp_path, name, instance=instance, warehouse=warehouse, shared_dir=shared)
-        for name in ("machine_a", *WORKERS)
-    )
-    alone = embedded_machine(tmp_path, "single_user")
-    try:
-        submitter.create_instance_tables()
-        create_unseen_case(submitter, tmp_path / "inputs")
-
+    with team_deployment(tmp_path, postgres_server, names=("machine_a", *WORKERS)) as team:
+        (submitter, *workers), alone = team.machines, team.alone
         scheduler = submitter.start(
             DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
             "--scheduler-file", "scheduler.json", log="scheduler.log",
@@ -148,7 +135,7 @@ def test_an_evaluation_on_dask_workers_of_two_machines_equals_it_alone_on_the_de
         for machine in workers:
             assert any(run_id in str(path) for path in _files(machine.home)), machine.name
 
-        create_unseen_case(alone, tmp_path / "inputs")
+        create_unseen_case(alone, team.inputs)
         single = json.loads(alone.cli(*_holdout_args(alone)).stdout)
         assert single["evalId"] == eval_id
         on_dask, by_itself = submitter.stored_report(eval_id), alone.stored_report(eval_id)
@@ -156,6 +143,3 @@ def test_an_evaluation_on_dask_workers_of_two_machines_equals_it_alone_on_the_de
         assert on_dask["runId"] == run_id
         assert without_wall_times(on_dask["report"]) == without_wall_times(by_itself["report"])
         assert on_dask["markdown"] == by_itself["markdown"]
-    finally:
-        for machine in (submitter, alone):
-            machine.stop_dispatcher()
