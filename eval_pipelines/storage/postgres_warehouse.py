@@ -1,19 +1,29 @@
 """The shared warehouse backend: a PostgreSQL database reached through DuckDB's ``postgres``
 extension.
 
-Each connection is an in-memory DuckDB that loads the extension from the ``duckdb-ext-postgres``
-wheel (never from the network), ATTACHes the database and USEs it, so every storage module runs
-its own SQL and gets its polars frames as on a DuckDB file. The password is read from
+Each process keeps one in-memory DuckDB per warehouse URL and access mode (a *base*) that loaded
+the extension from the ``duckdb-ext-postgres`` wheel (never from the network), ATTACHed the
+database and checked its schema once; every connection is a cursor of that base (DuckDB's own
+connection to the same database, sharing the attached catalog) that USEs it, so every storage
+module runs its own SQL and gets its polars frames as on a DuckDB file. Loading the extension and
+attaching cost far more than the queries of a short connection, which is why the base is kept.
+
+A base is never shared with a forked child (the key holds the process id), is set aside when a
+connection on it failed or when PostgreSQL no longer answers it, and is attached again when the
+password in the environment changed. The password is read from
 ``$EVAL_PIPELINES_WAREHOUSE_PASSWORD`` into an in-memory DuckDB secret; it is never part of a
 message, a log line or a stored value.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -36,8 +46,8 @@ EMPTY_DATABASE = "the database holds no warehouse yet"
 # second names what is serialised: 0 the migrations, else a CRC of a writer's name.
 LOCK_NAMESPACE = 0x6576616C  # "eval"
 MIGRATION_LOCK = 0
-# The PostgreSQL warehouse of each open connection, by id(): a writer that must take turns
-# (writers_take_turns) opens its lock session to the same database.
+# The PostgreSQL warehouse of each open connection (a base's cursor), by id(): a writer that
+# must take turns (writers_take_turns) opens its lock session to the same database.
 _OPEN: dict[int, PostgresWarehouse] = {}
 
 
@@ -177,13 +187,55 @@ def writers_take_turns(conn: duckdb.DuckDBPyConnection, name: str) -> Iterator[N
         yield
 
 
-@contextmanager
-def connect_postgres(
-    warehouse: PostgresWarehouse, *, read_only: bool, create: bool
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The PostgreSQL warehouse (see :func:`eval_pipelines.storage.warehouse.connect`)."""
+@dataclass
+class _Base:
+    """One attached in-memory DuckDB of this process, and what it was attached with."""
+
+    conn: duckdb.DuckDBPyConnection
+    password_digest: str
+    users: int = 0
+    retired: bool = False
+
+
+_BaseKey = tuple[int, str, bool]  # (process id, warehouse URL, read-only)
+_BASES: dict[_BaseKey, _Base] = {}
+# Re-entrant: attaching a read-only base to a warehouse that is behind migrates it first.
+_BASES_LOCK = threading.RLock()
+
+
+def _digest(secret: str) -> str:
+    """What tells a changed password apart without keeping it in the cache."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _answers(base: _Base) -> bool:
+    """Whether PostgreSQL still answers the base's attached database (a restarted server drops
+    every connection the extension holds)."""
+    probe = base.conn.cursor()
+    try:
+        probe.execute(f"CALL postgres_execute('{CATALOG}', 'SELECT 1')")
+        return True
+    except duckdb.Error:
+        return False
+    finally:
+        probe.close()
+
+
+def _retire(key: _BaseKey, base: _Base) -> None:
+    """Set the base aside: no new connection gets it; the last one still on it closes it.
+    Called with ``_BASES_LOCK`` held."""
+    if _BASES.get(key) is base:
+        del _BASES[key]
+    base.retired = True
+    if base.users == 0:
+        base.conn.close()
+
+
+def _checked_base(
+    warehouse: PostgresWarehouse, digest: str, *, read_only: bool, create: bool
+) -> _Base:
+    """A freshly attached base whose schema is this release's (migrated if it was behind)."""
     conn = _attach(warehouse, read_only=read_only)
-    _OPEN[id(conn)] = warehouse
     try:
         found = schema_version(conn)
         if found == 0 and not create:
@@ -195,6 +247,7 @@ def connect_postgres(
             if read_only:
                 with connect_postgres(warehouse, read_only=False, create=create):
                     pass  # upgrades the database in place
+                conn.execute("CALL pg_clear_cache()")  # see the tables it created
             else:
                 try:
                     migrate(
@@ -202,7 +255,56 @@ def connect_postgres(
                     )
                 except duckdb.Error as error:
                     raise refusal(warehouse, error) from None
-        yield conn
-    finally:
-        _OPEN.pop(id(conn), None)
+    except BaseException:
         conn.close()
+        raise
+    return _Base(conn=conn, password_digest=digest)
+
+
+def _borrow(
+    warehouse: PostgresWarehouse, *, read_only: bool, create: bool
+) -> tuple[_BaseKey, _Base]:
+    """This process's base for ``warehouse``, attached (and checked) when there is none, the
+    password changed or PostgreSQL stopped answering it."""
+    key = (os.getpid(), warehouse.url, read_only)
+    digest = _digest(password(warehouse))
+    with _BASES_LOCK:
+        base = _BASES.get(key)
+        if base is not None and (base.password_digest != digest or not _answers(base)):
+            _retire(key, base)
+            base = None
+        if base is None:
+            base = _checked_base(warehouse, digest, read_only=read_only, create=create)
+            _BASES[key] = base
+        base.users += 1
+        return key, base
+
+
+def _give_back(key: _BaseKey, base: _Base, *, failed: bool) -> None:
+    with _BASES_LOCK:
+        base.users -= 1
+        if failed or base.retired:
+            _retire(key, base)
+
+
+@contextmanager
+def connect_postgres(
+    warehouse: PostgresWarehouse, *, read_only: bool, create: bool
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The PostgreSQL warehouse (see :func:`eval_pipelines.storage.warehouse.connect`): a
+    cursor of this process's base, closed on leaving; a failure sets the base aside, so the
+    next connection attaches afresh rather than reuse a connection that may be broken."""
+    key, base = _borrow(warehouse, read_only=read_only, create=create)
+    failed = True
+    try:
+        conn = base.conn.cursor()
+        try:
+            conn.execute(f"USE {CATALOG}")
+            _OPEN[id(conn)] = warehouse
+            yield conn
+            failed = False
+        finally:
+            _OPEN.pop(id(conn), None)
+            conn.close()
+    finally:
+        _give_back(key, base, failed=failed)
