@@ -23,7 +23,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -39,6 +39,8 @@ from eval_pipelines.storage.schema import (
 )
 
 CATALOG = "wh"
+# The same database attached READ_ONLY in the same base, for read-only connections.
+READ_CATALOG = "wh_read"
 SCHEMA = "public"
 CONNECT_TIMEOUT_SECONDS = 10
 EMPTY_DATABASE = "the database holds no warehouse yet"
@@ -115,8 +117,8 @@ def refusal(warehouse: PostgresWarehouse, error: Exception) -> WarehouseUnavaila
     return WarehouseUnavailable(f"{where}: {rule}")
 
 
-def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    secret = password(warehouse)
+def _open_base(warehouse: PostgresWarehouse, secret: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the extension loaded and the password in a secret."""
     conn = duckdb.connect(":memory:")
     try:
         conn.execute(f"SET extension_directory = {_quoted(str(_extension_directory()))}")
@@ -124,13 +126,26 @@ def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPy
         conn.execute(
             f"CREATE TEMPORARY SECRET {CATALOG}_login (TYPE postgres, PASSWORD {_quoted(secret)})"
         )
-        options = f"TYPE postgres, SECRET {CATALOG}_login" + (", READ_ONLY" if read_only else "")
-        conn.execute(f"ATTACH {_quoted(_conninfo(warehouse))} AS {CATALOG} ({options})")
-        conn.execute(f"USE {CATALOG}")
     except duckdb.Error as error:
         conn.close()
         raise refusal(warehouse, error) from None
     return conn
+
+
+def _catalog(read_only: bool) -> str:
+    return READ_CATALOG if read_only else CATALOG
+
+
+def _attach(
+    conn: duckdb.DuckDBPyConnection, warehouse: PostgresWarehouse, *, read_only: bool
+) -> None:
+    """ATTACH the database to the base ``conn`` as the access mode's catalog, and USE it."""
+    options = f"TYPE postgres, SECRET {CATALOG}_login" + (", READ_ONLY" if read_only else "")
+    try:
+        conn.execute(f"ATTACH {_quoted(_conninfo(warehouse))} AS {_catalog(read_only)} ({options})")
+        conn.execute(f"USE {_catalog(read_only)}")
+    except duckdb.Error as error:
+        raise refusal(warehouse, error) from None
 
 
 @contextmanager
@@ -189,17 +204,20 @@ def writers_take_turns(conn: duckdb.DuckDBPyConnection, name: str) -> Iterator[N
 
 @dataclass
 class _Base:
-    """One attached in-memory DuckDB of this process, and what it was attached with."""
+    """One in-memory DuckDB of this process with the extension loaded, the database attached
+    in the access modes used so far (read-only: True/False), and the password it was opened
+    with."""
 
     conn: duckdb.DuckDBPyConnection
     password_digest: str
+    attached: set[bool] = field(default_factory=set)
     users: int = 0
     retired: bool = False
 
 
-_BaseKey = tuple[int, str, bool]  # (process id, warehouse URL, read-only)
+_BaseKey = tuple[int, str]  # (process id, warehouse URL)
 _BASES: dict[_BaseKey, _Base] = {}
-# Re-entrant: attaching a read-only base to a warehouse that is behind migrates it first.
+# Re-entrant: attaching read-only to a warehouse that is behind migrates it first.
 _BASES_LOCK = threading.RLock()
 
 
@@ -210,10 +228,12 @@ def _digest(secret: str) -> str:
 
 def _answers(base: _Base) -> bool:
     """Whether PostgreSQL still answers the base's attached database (a restarted server drops
-    every connection the extension holds)."""
+    every connection the extension holds); one being attached has nothing to probe yet."""
+    if not base.attached:
+        return True
     probe = base.conn.cursor()
     try:
-        probe.execute(f"CALL postgres_execute('{CATALOG}', 'SELECT 1')")
+        probe.execute(f"CALL postgres_execute('{_catalog(min(base.attached))}', 'SELECT 1')")
         return True
     except duckdb.Error:
         return False
@@ -231,51 +251,54 @@ def _retire(key: _BaseKey, base: _Base) -> None:
         base.conn.close()
 
 
-def _checked_base(
-    warehouse: PostgresWarehouse, digest: str, *, read_only: bool, create: bool
-) -> _Base:
-    """A freshly attached base whose schema is this release's (migrated if it was behind)."""
-    conn = _attach(warehouse, read_only=read_only)
-    try:
-        found = schema_version(conn)
-        if found == 0 and not create:
-            raise WarehouseUnavailable(
-                f"{WAREHOUSE_ENV}={warehouse.url}: {EMPTY_DATABASE}: "
-                "create a case first (eval-pipelines case create ...)"
-            )
-        if found < latest_schema_version():
-            if read_only:
-                with connect_postgres(warehouse, read_only=False, create=create):
-                    pass  # upgrades the database in place
-                conn.execute("CALL pg_clear_cache()")  # see the tables it created
-            else:
-                try:
-                    migrate(
-                        conn, postgres_catalog=CATALOG, exclusive=migration_lock(warehouse, conn)
-                    )
-                except duckdb.Error as error:
-                    raise refusal(warehouse, error) from None
-    except BaseException:
-        conn.close()
-        raise
-    return _Base(conn=conn, password_digest=digest)
+def _attach_checked(
+    base: _Base, warehouse: PostgresWarehouse, *, read_only: bool, create: bool
+) -> None:
+    """Attach the database in the access mode and check its schema is this release's
+    (migrated if it was behind): once per base and mode."""
+    conn = base.conn
+    _attach(conn, warehouse, read_only=read_only)
+    found = schema_version(conn)
+    if found == 0 and not create:
+        raise WarehouseUnavailable(
+            f"{WAREHOUSE_ENV}={warehouse.url}: {EMPTY_DATABASE}: "
+            "create a case first (eval-pipelines case create ...)"
+        )
+    if found < latest_schema_version():
+        if read_only:
+            with connect_postgres(warehouse, read_only=False, create=create):
+                pass  # upgrades the database in place
+            conn.execute("CALL pg_clear_cache()")  # see the tables it created
+        else:
+            try:
+                migrate(conn, postgres_catalog=CATALOG, exclusive=migration_lock(warehouse, conn))
+            except duckdb.Error as error:
+                raise refusal(warehouse, error) from None
+    base.attached.add(read_only)
 
 
 def _borrow(
     warehouse: PostgresWarehouse, *, read_only: bool, create: bool
 ) -> tuple[_BaseKey, _Base]:
-    """This process's base for ``warehouse``, attached (and checked) when there is none, the
-    password changed or PostgreSQL stopped answering it."""
-    key = (os.getpid(), warehouse.url, read_only)
-    digest = _digest(password(warehouse))
+    """This process's base for ``warehouse``, opened when there is none, the password changed
+    or PostgreSQL stopped answering it, and attached (and checked) in the access mode."""
+    key = (os.getpid(), warehouse.url)
+    secret = password(warehouse)
+    digest = _digest(secret)
     with _BASES_LOCK:
         base = _BASES.get(key)
         if base is not None and (base.password_digest != digest or not _answers(base)):
             _retire(key, base)
             base = None
         if base is None:
-            base = _checked_base(warehouse, digest, read_only=read_only, create=create)
+            base = _Base(conn=_open_base(warehouse, secret), password_digest=digest)
             _BASES[key] = base
+        if read_only not in base.attached:
+            try:
+                _attach_checked(base, warehouse, read_only=read_only, create=create)
+            except BaseException:
+                _retire(key, base)
+                raise
         base.users += 1
         return key, base
 
@@ -299,7 +322,7 @@ def connect_postgres(
     try:
         conn = base.conn.cursor()
         try:
-            conn.execute(f"USE {CATALOG}")
+            conn.execute(f"USE {_catalog(read_only)}")
             _OPEN[id(conn)] = warehouse
             yield conn
             failed = False

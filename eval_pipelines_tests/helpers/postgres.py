@@ -5,6 +5,8 @@ fresh database (optionally owned by its own role) per test."""
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +44,19 @@ def start_server(folder: Path) -> local_postgres.LocalPostgres:
     data_dir = folder / "pgdata"
     local_postgres.init(data_dir, superuser_password=SUPERUSER_PASSWORD)
     return local_postgres.start(data_dir)
+
+
+@contextmanager
+def restartable_server() -> Iterator[local_postgres.LocalPostgres]:
+    """A server of the caller's own, to stop or restart (its folder outside pytest's, which the
+    server's system user cannot enter, as for the session's)."""
+    folder = Path(tempfile.mkdtemp(prefix="eval-pipelines-own-server-"))
+    server = start_server(folder)
+    try:
+        yield server
+    finally:
+        local_postgres.stop(server.data_dir, mode="immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -8,8 +8,6 @@ other machine completed.)"""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +25,7 @@ from eval_pipelines_tests.helpers.machines import (
     create_unseen_case,
     team_machine,
 )
-from eval_pipelines_tests.helpers.postgres import create_database, start_server
+from eval_pipelines_tests.helpers.postgres import create_database, restartable_server
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +35,9 @@ RESTART_AFTER_CALLS = 40
 
 @pytest.fixture
 def own_server() -> Iterator[LocalPostgres]:
-    """A server this test restarts (its folder outside pytest's, as for the session's)."""
-    folder = Path(tempfile.mkdtemp(prefix="eval-pipelines-restart-"))
-    server = start_server(folder)
-    try:
+    """A server this test restarts."""
+    with restartable_server() as server:
         yield server
-    finally:
-        stop(server.data_dir, mode="immediate")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _holdout_args(machine: Machine, variants: list[dict[str, Any]], seed: int) -> list[str]:

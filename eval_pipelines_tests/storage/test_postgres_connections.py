@@ -1,14 +1,15 @@
 """Each process keeps one attached PostgreSQL warehouse per URL and access mode, and every
 connection is a cursor of it: a marker table in the base's own in-memory DuckDB tells whether
-two connections share one. A forked child, a failed connection, a restarted server and a changed
+two connections share one. Read-only and read-write connections share it (the database attached
+twice, once READ_ONLY). A forked child, a failed connection, a restarted server and a changed
 password each get a freshly attached base; threads share the base through cursors of their own."""
 
 from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
+import duckdb
 import pytest
 
 from eval_pipelines.postgres_local.server import start, stop
@@ -18,7 +19,7 @@ from eval_pipelines_tests.helpers.postgres import (
     ScratchDatabase,
     create_database,
     point_warehouse_at,
-    start_server,
+    restartable_server,
 )
 
 MARKER = "memory.main.same_base"
@@ -48,9 +49,12 @@ def test_connections_of_a_process_share_one_base(
     _mark(postgres_database)
     assert _same_base(postgres_database)
     assert _same_base(postgres_database)
-    # read-only connections have a base of their own
-    assert not _same_base(postgres_database, read_only=True)
-    assert _same_base(postgres_database)
+    # a read-only connection shares the base, its database attached READ_ONLY
+    assert _same_base(postgres_database, read_only=True)
+    with pytest.raises(duckdb.Error, match="read-only"):
+        with connect(postgres_database.url, read_only=True) as conn:
+            conn.execute("DELETE FROM cases")
+    assert not _same_base(postgres_database)  # set aside after the failure
 
 
 def test_threads_each_get_a_connection_of_their_own_on_the_same_base(
@@ -129,10 +133,9 @@ def test_a_changed_password_is_read_again(
 
 
 def test_after_a_server_restart_the_next_connection_attaches_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server = start_server(tmp_path)
-    try:
+    with restartable_server() as server:
         database = create_database(server, "restarted", own_role=True)
         point_warehouse_at(database, monkeypatch)
         _mark(database)
@@ -141,5 +144,3 @@ def test_after_a_server_restart_the_next_connection_attaches_again(
         start(server.data_dir, port=server.port)
         # no connection fails: the dead base is noticed before it is handed out
         assert not _same_base(database)
-    finally:
-        stop(server.data_dir, mode="immediate")
