@@ -221,6 +221,17 @@ _BASES: dict[_BaseKey, _Base] = {}
 _BASES_LOCK = threading.RLock()
 
 
+def _new_lock_in_child() -> None:
+    """A forked child gets a lock of its own: another thread of the parent may have held it at
+    the fork, and nothing in the child would ever release it (the parent's bases stay in the
+    cache untouched, keyed by the parent's process id)."""
+    global _BASES_LOCK
+    _BASES_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def _digest(secret: str) -> str:
     """What tells a changed password apart without keeping it in the cache."""
     return hashlib.sha256(secret.encode()).hexdigest()

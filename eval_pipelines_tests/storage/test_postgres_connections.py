@@ -7,6 +7,7 @@ password each get a freshly attached base; threads share the base through cursor
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import duckdb
@@ -14,6 +15,7 @@ import pytest
 
 from eval_pipelines.postgres_local.server import start, stop
 from eval_pipelines.settings import WAREHOUSE_PASSWORD_ENV
+from eval_pipelines.storage import postgres_warehouse
 from eval_pipelines.storage.warehouse import WarehouseUnavailable, connect
 from eval_pipelines_tests.helpers.postgres import (
     ScratchDatabase,
@@ -104,6 +106,34 @@ def test_a_forked_child_attaches_its_own_base_and_leaves_the_parents_working(
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _same_base(postgres_database)
+
+
+def test_a_child_forked_while_another_thread_takes_a_base_is_not_blocked(
+    postgres_database: ScratchDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point_warehouse_at(postgres_database, monkeypatch)
+    _mark(postgres_database)
+    held, release = threading.Event(), threading.Event()
+
+    def take_a_base_slowly() -> None:
+        with postgres_warehouse._BASES_LOCK:  # as a thread attaching would hold it
+            held.set()
+            release.wait(timeout=120)
+
+    thread = threading.Thread(target=take_a_base_slowly)
+    thread.start()
+    held.wait(timeout=60)
+    child = os.fork()
+    if child == 0:
+        signal.alarm(60)  # a child waiting for the parent's lock is killed, failing the test
+        try:
+            os._exit(0 if not _same_base(postgres_database) else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(child, 0)
+    release.set()
+    thread.join(timeout=60)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_failed_connection_is_never_reused(
