@@ -1,19 +1,29 @@
 """The shared warehouse backend: a PostgreSQL database reached through DuckDB's ``postgres``
 extension.
 
-Each connection is an in-memory DuckDB that loads the extension from the ``duckdb-ext-postgres``
-wheel (never from the network), ATTACHes the database and USEs it, so every storage module runs
-its own SQL and gets its polars frames as on a DuckDB file. The password is read from
+Each process keeps one in-memory DuckDB per warehouse URL and access mode (a *base*) that loaded
+the extension from the ``duckdb-ext-postgres`` wheel (never from the network), ATTACHed the
+database and checked its schema once; every connection is a cursor of that base (DuckDB's own
+connection to the same database, sharing the attached catalog) that USEs it, so every storage
+module runs its own SQL and gets its polars frames as on a DuckDB file. Loading the extension and
+attaching cost far more than the queries of a short connection, which is why the base is kept.
+
+A base is never shared with a forked child (the key holds the process id), is set aside when a
+connection on it failed or when PostgreSQL no longer answers it, and is attached again when the
+password in the environment changed. The password is read from
 ``$EVAL_PIPELINES_WAREHOUSE_PASSWORD`` into an in-memory DuckDB secret; it is never part of a
 message, a log line or a stored value.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -29,6 +39,8 @@ from eval_pipelines.storage.schema import (
 )
 
 CATALOG = "wh"
+# The same database attached READ_ONLY in the same base, for read-only connections.
+READ_CATALOG = "wh_read"
 SCHEMA = "public"
 CONNECT_TIMEOUT_SECONDS = 10
 EMPTY_DATABASE = "the database holds no warehouse yet"
@@ -36,8 +48,8 @@ EMPTY_DATABASE = "the database holds no warehouse yet"
 # second names what is serialised: 0 the migrations, else a CRC of a writer's name.
 LOCK_NAMESPACE = 0x6576616C  # "eval"
 MIGRATION_LOCK = 0
-# The PostgreSQL warehouse of each open connection, by id(): a writer that must take turns
-# (writers_take_turns) opens its lock session to the same database.
+# The PostgreSQL warehouse of each open connection (a base's cursor), by id(): a writer that
+# must take turns (writers_take_turns) opens its lock session to the same database.
 _OPEN: dict[int, PostgresWarehouse] = {}
 
 
@@ -99,8 +111,8 @@ def refusal(warehouse: PostgresWarehouse, error: Exception) -> WarehouseUnavaila
     return WarehouseUnavailable(f"{WAREHOUSE_ENV}={warehouse.url}: {rule}")
 
 
-def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    secret = password(warehouse)
+def _open_base(warehouse: PostgresWarehouse, secret: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the extension loaded and the password in a secret."""
     conn = duckdb.connect(":memory:")
     try:
         conn.execute(f"SET extension_directory = {_quoted(str(_extension_directory()))}")
@@ -108,9 +120,6 @@ def _attach(warehouse: PostgresWarehouse, *, read_only: bool) -> duckdb.DuckDBPy
         conn.execute(
             f"CREATE TEMPORARY SECRET {CATALOG}_login (TYPE postgres, PASSWORD {_quoted(secret)})"
         )
-        options = f"TYPE postgres, SECRET {CATALOG}_login" + (", READ_ONLY" if read_only else "")
-        conn.execute(f"ATTACH {_quoted(_conninfo(warehouse))} AS {CATALOG} ({options})")
-        conn.execute(f"USE {CATALOG}")
     except duckdb.Error as error:
         conn.close()
         raise refusal(warehouse, error) from None
@@ -129,6 +138,22 @@ def _lock_session(warehouse: PostgresWarehouse) -> AbstractContextManager[Adviso
         },
         lambda error: refusal(warehouse, error),
     )
+
+
+def _catalog(read_only: bool) -> str:
+    return READ_CATALOG if read_only else CATALOG
+
+
+def _attach(
+    conn: duckdb.DuckDBPyConnection, warehouse: PostgresWarehouse, *, read_only: bool
+) -> None:
+    """ATTACH the database to the base ``conn`` as the access mode's catalog, and USE it."""
+    options = f"TYPE postgres, SECRET {CATALOG}_login" + (", READ_ONLY" if read_only else "")
+    try:
+        conn.execute(f"ATTACH {_quoted(_conninfo(warehouse))} AS {_catalog(read_only)} ({options})")
+        conn.execute(f"USE {_catalog(read_only)}")
+    except duckdb.Error as error:
+        raise refusal(warehouse, error) from None
 
 
 @contextmanager
@@ -162,32 +187,143 @@ def writers_take_turns(conn: duckdb.DuckDBPyConnection, name: str) -> Iterator[N
         yield
 
 
+@dataclass
+class _Base:
+    """One in-memory DuckDB of this process with the extension loaded, the database attached
+    in the access modes used so far (read-only: True/False), and the password it was opened
+    with."""
+
+    conn: duckdb.DuckDBPyConnection
+    password_digest: str
+    attached: set[bool] = field(default_factory=set)
+    users: int = 0
+    retired: bool = False
+
+
+_BaseKey = tuple[int, str]  # (process id, warehouse URL)
+_BASES: dict[_BaseKey, _Base] = {}
+# Re-entrant: attaching read-only to a warehouse that is behind migrates it first.
+_BASES_LOCK = threading.RLock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child gets a lock of its own: another thread of the parent may have held it at
+    the fork, and nothing in the child would ever release it (the parent's bases stay in the
+    cache untouched, keyed by the parent's process id)."""
+    global _BASES_LOCK
+    _BASES_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+def _digest(secret: str) -> str:
+    """What tells a changed password apart without keeping it in the cache."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _answers(base: _Base) -> bool:
+    """Whether PostgreSQL still answers the base's attached database (a restarted server drops
+    every connection the extension holds); one being attached has nothing to probe yet."""
+    if not base.attached:
+        return True
+    probe = base.conn.cursor()
+    try:
+        probe.execute(f"CALL postgres_execute('{_catalog(min(base.attached))}', 'SELECT 1')")
+        return True
+    except duckdb.Error:
+        return False
+    finally:
+        probe.close()
+
+
+def _retire(key: _BaseKey, base: _Base) -> None:
+    """Set the base aside: no new connection gets it; the last one still on it closes it.
+    Called with ``_BASES_LOCK`` held."""
+    if _BASES.get(key) is base:
+        del _BASES[key]
+    base.retired = True
+    if base.users == 0:
+        base.conn.close()
+
+
+def _attach_checked(
+    base: _Base, warehouse: PostgresWarehouse, *, read_only: bool, create: bool
+) -> None:
+    """Attach the database in the access mode and check its schema is this release's
+    (migrated if it was behind): once per base and mode."""
+    conn = base.conn
+    _attach(conn, warehouse, read_only=read_only)
+    found = schema_version(conn)
+    if found == 0 and not create:
+        raise WarehouseUnavailable(
+            f"{WAREHOUSE_ENV}={warehouse.url}: {EMPTY_DATABASE}: "
+            "create a case first (eval-pipelines case create ...)"
+        )
+    if found < latest_schema_version():
+        if read_only:
+            with connect_postgres(warehouse, read_only=False, create=create):
+                pass  # upgrades the database in place
+            conn.execute("CALL pg_clear_cache()")  # see the tables it created
+        else:
+            try:
+                migrate(conn, postgres_catalog=CATALOG, exclusive=migration_lock(warehouse, conn))
+            except duckdb.Error as error:
+                raise refusal(warehouse, error) from None
+    base.attached.add(read_only)
+
+
+def _borrow(
+    warehouse: PostgresWarehouse, *, read_only: bool, create: bool
+) -> tuple[_BaseKey, _Base]:
+    """This process's base for ``warehouse``, opened when there is none, the password changed
+    or PostgreSQL stopped answering it, and attached (and checked) in the access mode."""
+    key = (os.getpid(), warehouse.url)
+    secret = password(warehouse)
+    digest = _digest(secret)
+    with _BASES_LOCK:
+        base = _BASES.get(key)
+        if base is not None and (base.password_digest != digest or not _answers(base)):
+            _retire(key, base)
+            base = None
+        if base is None:
+            base = _Base(conn=_open_base(warehouse, secret), password_digest=digest)
+            _BASES[key] = base
+        if read_only not in base.attached:
+            try:
+                _attach_checked(base, warehouse, read_only=read_only, create=create)
+            except BaseException:
+                _retire(key, base)
+                raise
+        base.users += 1
+        return key, base
+
+
+def _give_back(key: _BaseKey, base: _Base, *, failed: bool) -> None:
+    with _BASES_LOCK:
+        base.users -= 1
+        if failed or base.retired:
+            _retire(key, base)
+
+
 @contextmanager
 def connect_postgres(
     warehouse: PostgresWarehouse, *, read_only: bool, create: bool
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The PostgreSQL warehouse (see :func:`eval_pipelines.storage.warehouse.connect`)."""
-    conn = _attach(warehouse, read_only=read_only)
-    _OPEN[id(conn)] = warehouse
+    """The PostgreSQL warehouse (see :func:`eval_pipelines.storage.warehouse.connect`): a
+    cursor of this process's base, closed on leaving; a failure sets the base aside, so the
+    next connection attaches afresh rather than reuse a connection that may be broken."""
+    key, base = _borrow(warehouse, read_only=read_only, create=create)
+    failed = True
     try:
-        found = schema_version(conn)
-        if found == 0 and not create:
-            raise WarehouseUnavailable(
-                f"{WAREHOUSE_ENV}={warehouse.url}: {EMPTY_DATABASE}: "
-                "create a case first (eval-pipelines case create ...)"
-            )
-        if found < latest_schema_version():
-            if read_only:
-                with connect_postgres(warehouse, read_only=False, create=create):
-                    pass  # upgrades the database in place
-            else:
-                try:
-                    migrate(
-                        conn, postgres_catalog=CATALOG, exclusive=migration_lock(warehouse, conn)
-                    )
-                except duckdb.Error as error:
-                    raise refusal(warehouse, error) from None
-        yield conn
+        conn = base.conn.cursor()
+        try:
+            conn.execute(f"USE {_catalog(read_only)}")
+            _OPEN[id(conn)] = warehouse
+            yield conn
+            failed = False
+        finally:
+            _OPEN.pop(id(conn), None)
+            conn.close()
     finally:
-        _OPEN.pop(id(conn), None)
-        conn.close()
+        _give_back(key, base, failed=failed)

@@ -6,16 +6,21 @@ home and reaches one PostgreSQL server over TCP for the instance and for the war
 databases, two roles); it sees the other machines' files only through the shared folder
 (``EVAL_PIPELINES_SHARED_DIR``). An embedded machine is the single user's default: a DuckDB file
 in its folder and a local instance. Shared by the scenario tests and benchmarks/two_machines.py.
+
+A machine may be given cores of its own (``cores``): every process it starts is pinned to them
+(``sched_setaffinity`` in the child; its children inherit it), so two machines on one host do not
+share a CPU.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +62,37 @@ with connect(warehouse_location(), read_only=True) as conn:
     counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
 print(json.dumps(counts))
 """
+# Printed by a machine asked how its instance recorded runs: per run id, the pid and host of the
+# process that executed it (the first engine event naming them), when each step started and
+# succeeded, and the run's first and last event (seconds since the epoch).
+_RUN_RECORDS = """
+import json, sys
+from dagster import DagsterEventType
+from eval_pipelines.runs.instance import dagster_instance
+from eval_pipelines.runs.worker_hosts import run_worker_host
+instance = dagster_instance()
+found = {}
+for run_id in sys.argv[1:]:
+    records = instance.all_logs(run_id)
+    pid = None
+    steps = {}
+    for record in records:
+        event = record.dagster_event
+        if event is None:
+            continue
+        engine = event.event_type == DagsterEventType.ENGINE_EVENT
+        data = event.engine_event_data if engine else None
+        if pid is None and data is not None and "pid" in data.metadata:
+            pid = int(data.metadata["pid"].value)
+        if event.event_type in (DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS):
+            steps.setdefault(event.step_key, []).append(record.timestamp)
+    found[run_id] = {
+        "pid": pid, "host": run_worker_host(instance, run_id),
+        "first": records[0].timestamp, "last": records[-1].timestamp,
+        "steps": {key: max(times) - min(times) for key, times in steps.items()},
+    }
+print(json.dumps(found))
+"""
 _OPEN_INSTANCE = (
     "from eval_pipelines.runs.instance import dagster_instance\n"
     "dagster_instance().get_runs(limit=1)"
@@ -70,16 +106,23 @@ class Machine:
     name: str
     folder: Path
     environ: dict[str, str]
+    cores: frozenset[int] | None = None
 
     @property
     def home(self) -> Path:
         return Path(self.environ["DAGSTER_HOME"])
 
+    def _pin(self) -> Callable[[], None] | None:
+        """What the child runs before the command: pin it to this machine's cores."""
+        return (
+            None if self.cores is None else functools.partial(os.sched_setaffinity, 0, self.cores)
+        )
+
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """Run a command in this machine's folder and environment; wait for it."""
         return subprocess.run(
             args, cwd=self.folder, env=self.environ, capture_output=True, text=True,
-            timeout=timeout,
+            timeout=timeout, preexec_fn=self._pin(),
         )  # fmt: skip
 
     def start(self, *args: str, log: str | None = None) -> subprocess.Popen[str]:
@@ -90,12 +133,12 @@ class Machine:
         if log is None:
             return subprocess.Popen(
                 args, cwd=self.folder, env=self.environ, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=self._pin(),
             )  # fmt: skip
         with (self.folder / log).open("w") as output:
             return subprocess.Popen(
                 args, cwd=self.folder, env=self.environ, stdout=output,
-                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=self._pin(),
             )  # fmt: skip
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -117,6 +160,15 @@ class Machine:
         assert done.returncode == 0, done.stderr
         counts: dict[str, int] = json.loads(done.stdout)
         return counts
+
+    def run_records(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """How this machine's instance recorded each run: ``pid`` and ``host`` of the process
+        that executed it, ``steps`` (seconds from STEP_START to STEP_SUCCESS per step key),
+        ``first`` and ``last`` (its first and last event, seconds since the epoch)."""
+        done = self.run(sys.executable, "-c", _RUN_RECORDS, *run_ids)
+        assert done.returncode == 0, done.stderr
+        records: dict[str, dict[str, Any]] = json.loads(done.stdout)
+        return records
 
     def create_instance_tables(self) -> None:
         """Open the Dagster instance once, so its PostgreSQL tables exist before machines use
