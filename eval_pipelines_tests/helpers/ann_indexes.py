@@ -2,13 +2,15 @@
 and copied into a test's index folder before a run that would otherwise build them.
 
 Why: building an index compiles pynndescent's NN-descent in every process (numba cannot cache
-it, :mod:`eval_pipelines.core.embeddings.warmup`), and a run worker is a new process, so each
-test whose run built an index paid that compilation (the slowest tests of ``make test``). Built
-here, in the test process, it is compiled once per pytest worker; the run then loads the file
-as it would a file left by an earlier run. The files are named by the embedding set's content
-hash (:mod:`eval_pipelines.stages.embedding_index`), and the LSA vectors of a case are the same
-for the same records, dimension and seed, so a copied file is exactly the one the run would
-have built. Building an index inside a run stays tested where the test is about that build
+it, :mod:`eval_pipelines.core.embeddings.warmup`). A run waited on with no daemon executes in
+the process that waits: in the pytest worker for ``api``/``main()`` calls (compiled once per
+worker, shared with the in-process index tests), but in a separate interpreter for a CLI
+subprocess, which paid the compilation again. Built here, in the pytest worker, the index is
+compiled there once; the run then loads the file as it would a file left by an earlier run. The
+files are named by the embedding set's content hash
+(:mod:`eval_pipelines.stages.embedding_index`), and the LSA vectors of a case are the same for
+the same records, dimension and seed, so a copied file is exactly the one the run would have
+built. Building an index inside a run stays tested where the test is about that build
 (``defs/test_embedding_index.py``, ``stages/test_leave_out_steps.py``).
 """
 
