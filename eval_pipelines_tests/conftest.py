@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pytest
 
+from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
 from eval_pipelines_tests.helpers.paths import DEMO
+from eval_pipelines_tests.helpers.small_case import create_small_case
 
 if TYPE_CHECKING:
     from eval_pipelines.postgres_local.server import LocalPostgres
@@ -89,15 +91,16 @@ def golden_home(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
     """The four-chapter case, created in this test's warehouse with target depth 3,4."""
-    from eval_pipelines import api
+    return create_small_case(small_case_files)
 
-    api.create_case(
-        "small",
-        api.CaseSource(
-            small_case_files["records"], tree_path=small_case_files["tree"], target_depth=[3, 4]
-        ),
-    )
-    return "small"
+
+@pytest.fixture(scope="session")
+def small_case_ann_indexes(
+    tmp_path_factory: pytest.TempPathFactory, small_case_files: dict[str, Path]
+) -> SmallCaseAnnIndexes:
+    """The small case's approximate index files, built once per test process
+    (:mod:`eval_pipelines_tests.helpers.ann_indexes`): ``.install(dim, index_dir)``."""
+    return SmallCaseAnnIndexes(tmp_path_factory.mktemp("small_case_ann"), small_case_files)
 
 
 @pytest.fixture(scope="session")

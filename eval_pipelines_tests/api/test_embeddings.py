@@ -14,6 +14,7 @@ from eval_pipelines import api
 from eval_pipelines.api.embeddings import embed_case, list_embeddings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.storage import embeddings as embeddings_store
+from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
 
 TREE = pl.DataFrame({"code": ["A", "A1", "A2", "B", "B1"], "parent": [None, "A", "A", None, "B"]})
 KEYS = ["r1", "r2", "r3", "r4"]
@@ -127,8 +128,11 @@ def test_lsa_embeddings_of_a_case(small_case: str) -> None:
     assert caught.value.field == "dim"
 
 
-def test_evaluation_retrieving_in_embedding_space(small_case: str, workdir: Path) -> None:
+def test_evaluation_retrieving_in_embedding_space(
+    small_case: str, workdir: Path, small_case_ann_indexes: SmallCaseAnnIndexes
+) -> None:
     embed_case(small_case, method="lsa", dim=32, seed=0)
+    small_case_ann_indexes.install(32, workdir / "indexes")
     variants = [
         {"name": "tfidf"},
         {"name": "lsa", "config": {"retrieval": {"space": "embedding", "backend": "exact"}}},

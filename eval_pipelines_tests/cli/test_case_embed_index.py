@@ -5,12 +5,18 @@ the embedding, never materialised)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
+
 
 def test_case_embed_materialises_the_cases_ann_index(
-    small_case: str, capsys: pytest.CaptureFixture[str]
+    small_case: str,
+    workdir: Path,
+    small_case_ann_indexes: SmallCaseAnnIndexes,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from dagster import AssetKey, RunsFilter
 
@@ -18,6 +24,7 @@ def test_case_embed_materialises_the_cases_ann_index(
     from eval_pipelines.defs.run_tags import KIND_TAG
     from eval_pipelines.runs.instance import dagster_instance
 
+    small_case_ann_indexes.install(8, workdir / "indexes")
     capsys.readouterr()
     assert main(["case", "embed", small_case, "--dim", "8"]) == 0
     printed = json.loads(capsys.readouterr().out)

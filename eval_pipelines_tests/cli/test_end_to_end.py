@@ -56,6 +56,15 @@ def create_tariff(
     )
 
 
+def create_tariff_here(records: Path) -> None:
+    """``case create tariff`` through the same command-line entry point, in this process: for
+    tests about a later command, which need not pay a second interpreter's start-up."""
+    from eval_pipelines.cli.main import main
+
+    args = ["case", "create", "tariff", "--records", str(records), "--levels", "2,4,6,8"]
+    assert main([*args, *TARIFF_COLUMNS]) == 0
+
+
 @pytest.fixture
 def tariff_files(workdir: Path) -> Path:
     """Goods descriptions labelled with dotted 8-digit codes (2/4/6/8-digit levels)."""
@@ -238,7 +247,7 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
 def test_bad_variants_exit_2_and_write_nothing(
     workdir: Path, tariff_files: Path, variants: list[dict], message: str
 ) -> None:
-    create_tariff(tariff_files)
+    create_tariff_here(tariff_files)
     path = workdir / "variants.json"
     path.write_text(json.dumps(variants))  # NaN is written as the literal NaN
     result = run("eval", "holdout", "tariff", "--variants-file", str(path), check=False)
@@ -264,7 +273,7 @@ def test_bad_variants_exit_2_and_write_nothing(
 def test_bad_flags_exit_2_and_write_nothing(
     workdir: Path, tariff_files: Path, flags: list[str], message: str
 ) -> None:
-    create_tariff(tariff_files)
+    create_tariff_here(tariff_files)
     variants = workdir / "variants.json"
     variants.write_text(json.dumps([{"name": "baseline"}]))
     result = run("eval", "holdout", "tariff", "--variants-file", str(variants), *flags, check=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eval_pipelines.core import progress
 from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
 from eval_pipelines_tests.helpers.lift_traffic import write_log
 from eval_pipelines_tests.helpers.paths import REPO
 
@@ -162,7 +163,10 @@ def test_report_without_an_active_reporter_does_nothing() -> None:
 # --- commands ---
 
 
-def test_case_embed_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(small_case: str) -> None:
+def test_case_embed_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(
+    small_case: str, workdir: Path, small_case_ann_indexes: SmallCaseAnnIndexes
+) -> None:
+    small_case_ann_indexes.install(8, workdir / "indexes")
     out, terminal = run_under_a_terminal("case", "embed", small_case, "--dim", "8")
     shown = lines(terminal, "case embed")
     assert [line.split(",")[0] for line in shown[:5]] == [
