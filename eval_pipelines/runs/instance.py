@@ -165,6 +165,11 @@ def check_shared_instance(home: Path) -> None:
         _set_shared_pool_limit(instance, home)
 
 
+# The pooled instance connections of one process: dagster-webserver's defaults.
+POOL_RECYCLE_SECONDS = 3600
+POOL_MAX_OVERFLOW = 20
+
+
 def dagster_instance() -> DagsterInstance:
     """The persistent instance, configured on first use. Creating one in the working
     directory because ``DAGSTER_HOME`` is unset is said on the log (stderr for the CLI): a
@@ -177,6 +182,13 @@ def dagster_instance() -> DagsterInstance:
     wrote = ensure_instance_config(home)
     check_shared_storage(home)
     instance = DagsterInstance.get()
+    if postgres_storages(home):
+        # dagster-postgres opens a new login per storage call (NullPool); a process keeps a
+        # pooled connection per storage instead, as Dagster's own webserver does. No statement
+        # timeout: a run's reads may be long.
+        instance.optimize_for_webserver(
+            statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOL_MAX_OVERFLOW
+        )
     if wrote:
         set_pool_limit(instance)
     try:

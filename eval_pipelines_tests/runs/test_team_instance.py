@@ -198,3 +198,31 @@ def test_the_lift_inbox_sensor_ticks_on_the_team_instance(
     assert isinstance(result, dg.SensorResult), result
     (request,) = result.run_requests or []
     assert request.run_config["ops"]["ingest_lift_log"]["config"]["path"] == str(log)
+
+
+def test_a_process_keeps_its_instance_connections_pooled(
+    team_home: Path, team_database: ScratchDatabase, postgres_server: LocalPostgres
+) -> None:
+    # dagster-postgres logs in again for every storage call unless the engines are pooled; the
+    # project's instance pools them, so a burst of storage calls opens a few sessions, not one
+    # per call.
+    from eval_pipelines.runs.instance import dagster_instance
+    from eval_pipelines_tests.helpers.postgres import superuser
+
+    def sessions_opened() -> int:
+        with superuser(postgres_server) as conn, conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT COALESCE(SUM(sessions), 0) FROM pg_stat_database WHERE datname = %s",
+                [team_database.name],
+            )
+            return int(cursor.fetchone()[0])
+
+    instance = dagster_instance()
+    try:
+        before = sessions_opened()
+        for _ in range(50):
+            instance.get_runs(limit=1)
+            instance.get_run_records(limit=1)
+        assert sessions_opened() - before <= 3
+    finally:
+        instance.dispose()
