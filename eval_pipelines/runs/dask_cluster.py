@@ -26,6 +26,7 @@ from dagster import DagsterInstance
 
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.runs.instance_storage import shared_storage_key
+from eval_pipelines.runs.worker_hosts import this_host
 from eval_pipelines.settings import (
     SHARED_DIR_ENV,
     WAREHOUSE_ENV,
@@ -145,7 +146,7 @@ def this_machines_addresses() -> frozenset[str]:
     """Every address and name this machine answers to: its interfaces' and its host name's."""
     import psutil
 
-    names = {socket.gethostname(), socket.getfqdn(), "localhost"}
+    names = {this_host(), socket.getfqdn(), "localhost"}
     addresses = {
         entry.address.split("%")[0]
         for entries in psutil.net_if_addrs().values()
