@@ -140,16 +140,18 @@ def _shared_pool_key(home: Path) -> tuple[object, ...] | None:
     return None if key is None else (*key, warehouse_name(warehouse_location()))
 
 
-def _set_shared_pool_limit(instance: DagsterInstance, home: Path) -> None:
+def _set_shared_pool_limit(instance: DagsterInstance, home: Path) -> bool:
     """On an instance in PostgreSQL, once per process and settings: refuse a warehouse other
     than the deployment's (:mod:`eval_pipelines.runs.deployment_warehouse`), then set the
-    pool's limit (another machine may have set another, or the storage may be new)."""
+    pool's limit (another machine may have set another, or the storage may be new). Returns
+    whether it set the limit."""
     key = _shared_pool_key(home)
     if key is None or key in _limited:
-        return
+        return False
     claim_deployment_warehouse(instance, home, warehouse_location())
     set_pool_limit(instance)
     _limited.add(key)
+    return True
 
 
 def check_shared_instance(home: Path) -> None:
@@ -189,13 +191,13 @@ def dagster_instance() -> DagsterInstance:
         instance.optimize_for_webserver(
             statement_timeout=0, pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOL_MAX_OVERFLOW
         )
-    if wrote:
-        set_pool_limit(instance)
     try:
-        _set_shared_pool_limit(instance, home)
+        shared_limit_set = _set_shared_pool_limit(instance, home)
     except InputError:
         instance.dispose()
         raise
+    if wrote and not shared_limit_set:
+        set_pool_limit(instance)
     if created_here:
         _log.warning(
             "new Dagster instance in %s (DAGSTER_HOME unset: %s in the working directory): "
