@@ -3,7 +3,8 @@
 Run from the repository root::
 
     nice .venv/bin/python benchmarks/two_machines.py [--sample-size 100] [--ks 1,2,4]
-        [--latency-ms 200] [--cores-per-machine N] [--workdir DIR]
+        [--latency-ms 200] [--cores-per-machine N] [--repeats N] [--one-endpoint-cap]
+        [--workdir DIR]
 
 Starts a PostgreSQL server from the installed wheel on 127.0.0.1 (its own folder under the
 workdir), two databases with their own roles (the Dagster instance, the warehouse), the chat
@@ -22,7 +23,8 @@ host the second machine adds no CPU.
 timed end to end with ``eval holdout --wait`` on each setup, after one warm-up evaluation on
 each (index build); ratio shared / embedded.
 (b) Throughput: K evaluations with a ``chat`` variant (the stand-in at ``--latency-ms``,
-concurrency 4 per endpoint; each its own seed, so no answer comes from another's cache) started
+concurrency 4 per endpoint; each its own seed and its own model name, so no answer comes from
+another's cache although two samples share records; the script prints the calls answered) started
 at once; on the embedded default all from its machine, on the team's deployment alternately
 from the two machines; wall seconds until the last completes, and the ratio team / embedded.
 Per K and setup, which process executed each run (read from the run's event log): the command
@@ -32,6 +34,17 @@ dispatcher.
 For (a), the seconds of each step (STEP_START to STEP_SUCCESS in the run's event log) on both
 setups and the command's time outside its run (wall seconds minus first to last event).
 ``--sample-size 400`` makes the chat latency a larger part of each run.
+
+Each machine has its own temporary folder, as separate hosts do, so the chat endpoint's slots
+(a chat setting's ``concurrency`` counts calls in flight per machine, docs/models.md) are per
+machine: two machines may have 2 x 4 calls in flight to the endpoint, one machine 4. The script
+prints the most calls the stand-in answered at once in each round. ``--one-endpoint-cap`` gives
+every machine the same temporary folder instead, so the endpoint sees at most 4 in flight from
+the whole deployment (what one host's slots give), for the figure without the second machine's
+slots.
+
+``--repeats N`` runs (a) and each K round N times, the setups alternating, and prints every
+time, the median of each setup and the ratio of the medians.
 
 Prints ``name: value`` lines (the load average before and after, for the record).
 """
@@ -43,6 +56,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -56,7 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 from eval_pipelines.chat_standin.server import serve_standin  # noqa: E402
 from eval_pipelines.postgres_local.server import stop  # noqa: E402
-from eval_pipelines_tests.helpers.chat_variant import chat_config  # noqa: E402
+from eval_pipelines_tests.helpers.chat_variant import PRICE, chat_config  # noqa: E402
 from eval_pipelines_tests.helpers.machines import (  # noqa: E402
     CLI,
     UNSEEN_CASE,
@@ -148,14 +162,50 @@ def pinned(machines: list[Machine], per_machine: int | None) -> list[Machine]:
     ]
 
 
+def chat_variants(base_url: str, seed: int) -> list[dict[str, Any]]:
+    """The baseline and a ``chat`` variant (concurrency 4) whose model name is the seed's own,
+    so no evaluation finds another's answers in the call cache (two samples share records)."""
+    config = chat_config(base_url)
+    model = f"{config['options']['model']}-{seed}"
+    config["options"]["model"] = model
+    config["prices"] = {model: PRICE}
+    return [{"name": "baseline"}, {"name": "chat", "config": {**config, "concurrency": 4}}]
+
+
+def one_temporary_folder(machines: list[Machine], folder: Path) -> list[Machine]:
+    """The machines sharing one temporary folder (so one set of endpoint slots), as the
+    processes of one host do."""
+    folder.mkdir(exist_ok=True)
+    return [
+        dataclasses.replace(machine, environ=machine.environ | {"TMPDIR": str(folder)})
+        for machine in machines
+    ]
+
+
+def medians(name: str, seconds: dict[str, list[float]]) -> None:
+    """Print each setup's times (when there are several) and their median."""
+    for setup, label in (
+        ("embedded", "embedded default"),
+        ("shared", "two machines, shared warehouse"),
+    ):
+        times = seconds[setup]
+        if len(times) > 1:
+            line(f"{name} {label}, each round (s)", " ".join(f"{value:.3g}" for value in times))
+        line(f"{name} {label} (s){' median' if len(times) > 1 else ''}", statistics.median(times))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample-size", type=int, default=100)
     parser.add_argument("--ks", default="1,2,4")
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--cores-per-machine", type=int)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--one-endpoint-cap", action="store_true")
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats={args.repeats}: at least 1 round is needed")
     root = args.workdir or Path(tempfile.mkdtemp(prefix="two-machines-"))
     size = args.sample_size
     line("load average (1, 5, 15 min) at start", " ".join(f"{v:.1f}" for v in os.getloadavg()))
@@ -178,6 +228,14 @@ def main() -> None:
             ],
             args.cores_per_machine,
         )
+        if args.one_endpoint_cap:
+            team = one_temporary_folder(team, root / "team_tmp")
+        line(
+            "chat endpoint slots",
+            "one set for the two machines (--one-endpoint-cap)"
+            if args.one_endpoint_cap
+            else "each machine its own (its own temporary folder)",
+        )
         for machine in (alone, *team):
             cores = (
                 "unpinned" if machine.cores is None else ",".join(map(str, sorted(machine.cores)))
@@ -193,16 +251,25 @@ def main() -> None:
             # Warm-ups build the index each setup opens.
             for machine in (alone, team[0]):
                 at_once([(machine, holdout(machine, PLAIN_VARIANTS, 1, size))])
-            one = {}
-            steps = {}
-            for name, machine in (("embedded", alone), ("shared", team[0])):
-                one[name], (started,) = at_once(
-                    [(machine, holdout(machine, PLAIN_VARIANTS, 2, size))]
-                )
-                steps[name] = step_seconds(started, one[name])
-            line("one evaluation, embedded default (s)", one["embedded"])
-            line("one evaluation, shared warehouse (s)", one["shared"])
-            line("shared / embedded (goal <= 1.5)", one["shared"] / one["embedded"])
+            one: dict[str, list[float]] = {"embedded": [], "shared": []}
+            rounds: dict[str, list[dict[str, float]]] = {"embedded": [], "shared": []}
+            for repeat in range(args.repeats):
+                for name, machine in (("embedded", alone), ("shared", team[0])):
+                    wall, (started,) = at_once(
+                        [(machine, holdout(machine, PLAIN_VARIANTS, 2 + 1000 * repeat, size))]
+                    )
+                    one[name].append(wall)
+                    rounds[name].append(step_seconds(started, wall))
+            medians("one evaluation,", one)
+            ratio = statistics.median(one["shared"]) / statistics.median(one["embedded"])
+            line("one evaluation, shared / embedded (goal <= 1.5)", ratio)
+            # The steps of each setup's median round (the upper middle one for an even count).
+            steps = {
+                name: rounds[name][
+                    sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
+                ]
+                for name, times in one.items()
+            }
             by_gap = sorted(
                 set(steps["embedded"]) | set(steps["shared"]),
                 key=lambda key: steps["shared"].get(key, 0) - steps["embedded"].get(key, 0),
@@ -216,25 +283,38 @@ def main() -> None:
                 )
 
             with serve_standin(latency_ms=args.latency_ms) as standin:
-                chat: list[dict[str, Any]] = [
-                    {"name": "baseline"},
-                    {"name": "chat", "config": {**chat_config(standin.base_url), "concurrency": 4}},
-                ]
                 seed = 100
                 for k in (int(text) for text in args.ks.split(",")):
-                    figures = {}
-                    for name, machines in (("embedded", [alone]), ("shared", team)):
-                        starts = []
-                        for index in range(k):
-                            machine = machines[index % len(machines)]
-                            seed += 1
-                            starts.append((machine, holdout(machine, chat, seed, size)))
-                        figures[name], started = at_once(starts)
-                        for who, count in sorted(executed_by(started).items()):
-                            line(f"K={k} {name}: runs executed by {who}", count)
-                    line(f"K={k} embedded default (s)", figures["embedded"])
-                    line(f"K={k} two machines, shared warehouse (s)", figures["shared"])
-                    line(f"K={k} shared / embedded", figures["shared"] / figures["embedded"])
+                    figures: dict[str, list[float]] = {"embedded": [], "shared": []}
+                    for repeat in range(args.repeats):
+                        label = f"K={k}" + (f" round {repeat + 1}" if args.repeats > 1 else "")
+                        for name, machines in (("embedded", [alone]), ("shared", team)):
+                            starts = []
+                            for index in range(k):
+                                machine = machines[index % len(machines)]
+                                seed += 1
+                                chat = chat_variants(standin.base_url, seed)
+                                starts.append((machine, holdout(machine, chat, seed, size)))
+                            standin.take_peak()
+                            calls_before = standin.request_count
+                            wall, started = at_once(starts)
+                            line(
+                                f"{label} {name}: chat calls answered",
+                                standin.request_count - calls_before,
+                            )
+                            figures[name].append(wall)
+                            for who, count in sorted(executed_by(started).items()):
+                                line(f"{label} {name}: runs executed by {who}", count)
+                            line(
+                                f"{label} {name}: most chat calls in flight at once",
+                                standin.take_peak(),
+                            )
+                    medians(f"K={k}", figures)
+                    ratio = statistics.median(figures["shared"]) / statistics.median(
+                        figures["embedded"]
+                    )
+                    goal = " (goal <= 0.6)" if k == 4 else ""
+                    line(f"K={k} shared / embedded{goal}", ratio)
                 line("chat calls answered by the stand-in", standin.request_count)
         finally:
             for machine in (alone, *team):

@@ -92,6 +92,13 @@ class StandinServer:
         with self._lock:
             self.in_flight -= 1
 
+    def take_peak(self) -> int:
+        """The most requests answered at once since the last call (or the start); starts
+        counting again from those in flight now."""
+        with self._lock:
+            peak, self.max_in_flight = self.max_in_flight, self.in_flight
+            return peak
+
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
@@ -124,6 +131,7 @@ class StandinServer:
 def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        counted = False  # this request is in server_state.in_flight
 
         def setup(self) -> None:
             super().setup()
@@ -134,8 +142,16 @@ def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # the request log is server_state.requests, not stderr
 
+        def _counted_out(self) -> None:
+            if self.counted:
+                self.counted = False
+                server_state._leave()
+
         def _send(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> None:
             data = json.dumps(body).encode()
+            # Counted out before the answer goes out: a client frees its slot only once it has
+            # the answer, so the request it sends next is never counted beside this one.
+            self._counted_out()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -163,10 +179,11 @@ def _handler(server_state: StandinServer) -> type[BaseHTTPRequestHandler]:
                 return
             fault = server_state._admit(model, prompt, self.headers.get("Authorization", ""))
             server_state._enter()
+            self.counted = True
             try:
                 self._answer(fault, model, prompt)
             finally:
-                server_state._leave()
+                self._counted_out()
 
         def _answer(self, fault: Fault | None, model: str, prompt: str) -> None:
             if server_state.latency_s:

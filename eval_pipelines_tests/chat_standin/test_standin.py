@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 
 import openai
 import pytest
@@ -50,6 +51,28 @@ def test_a_tie_goes_to_the_first_candidate_and_no_overlap_has_confidence_zero() 
     prompt = "Candidates:\n- A: alpha\n- B: beta\nRecord:\nnothing shared\n"
     assert choose(prompt) == {"code": "A", "confidence": 0.0}
     assert choose("Record:\nno candidates") == {"code": "", "confidence": 0.0}
+
+
+def test_the_peak_in_flight_is_taken_once_and_counts_again_from_those_still_in_flight() -> None:
+    with serve_standin(latency_ms=300) as server:
+        client = _client(server.base_url, max_retries=0)
+        threads = [threading.Thread(target=_ask, args=(client,)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        while server.in_flight < 3:
+            threading.Event().wait(0.01)
+        assert server.take_peak() == 3
+        # Taken again while the three are still answered: they are the peak of the new count.
+        assert server.take_peak() == 3
+        for thread in threads:
+            thread.join(10)
+        # A request is counted out before its answer is sent: none is left once clients have
+        # their answers.
+        assert server.in_flight == 0
+        assert server.take_peak() == 3  # nothing more came since; the last count still held 3
+        assert server.take_peak() == 0
+        _ask(client)
+        assert server.take_peak() == 1
 
 
 def test_faults_by_schedule_malformed_and_outside_contents() -> None:

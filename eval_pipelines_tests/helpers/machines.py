@@ -1,11 +1,13 @@
-"""Several "machines" on one host, honestly simulated: each is its own process tree, started
-with its own working folder as current directory, its own ``DAGSTER_HOME`` and index folder,
-and an environment built from scratch (nothing of the test process's warehouse, instance or
-shared-location variables leaks in). A team machine copies ``deploy/team/dagster.yaml`` into its
-home and reaches one PostgreSQL server over TCP for the instance and for the warehouse (two
-databases, two roles); it sees the other machines' files only through the shared folder
-(``EVAL_PIPELINES_SHARED_DIR``). An embedded machine is the single user's default: a DuckDB file
-in its folder and a local instance. Shared by the scenario tests and benchmarks/two_machines.py.
+"""Several "machines" on one host, honestly simulated: each is its own process tree, started with
+its own working folder as current directory, its own ``DAGSTER_HOME``, index folder and
+temporary folder (``TMPDIR``: what a process keeps per machine there, such as the chat
+endpoint's slots, stays on its machine), and an environment built from scratch (nothing of the
+test process's warehouse, instance or shared-location variables leaks in). A team machine copies
+``deploy/team/dagster.yaml`` into its home and reaches one PostgreSQL server over TCP for the
+instance and for the warehouse (two databases, two roles); it sees the other machines' files
+only through the shared folder (``EVAL_PIPELINES_SHARED_DIR``). An embedded machine is the
+single user's default: a DuckDB file in its folder and a local instance. Shared by the scenario
+tests and benchmarks/two_machines.py.
 
 A machine may be given cores of its own (``cores``): every process it starts is pinned to them
 (``sched_setaffinity`` in the child; its children inherit it), so two machines on one host do not
@@ -202,10 +204,15 @@ def _folders(root: Path, name: str) -> tuple[Path, Path]:
 
 def _own_settings(folder: Path, home: Path) -> dict[str, str]:
     """Settings every machine keeps in its own folder; its committed-workflows folder is empty
-    (the repository's ``data/workflows`` is not this machine's to sync)."""
+    (the repository's ``data/workflows`` is not this machine's to sync), and its temporary
+    folder is its own, as on separate hosts (the endpoint slots of a chat setting's
+    ``concurrency`` are files there: per machine, docs/models.md)."""
     workflows = folder / "committed_workflows"
     workflows.mkdir()
+    temporary = folder / "tmp"
+    temporary.mkdir()
     return {
+        "TMPDIR": str(temporary),
         "DAGSTER_HOME": str(home),
         INDEX_DIR_ENV: str(folder / "indexes"),
         WORKFLOWS_DIR_ENV: str(workflows),

@@ -72,6 +72,38 @@ def test_two_processes_share_the_endpoints_limit(tmp_path: Path) -> None:
         assert server.max_in_flight == 3
 
 
+def test_processes_of_two_machines_each_have_their_own_slots(tmp_path: Path) -> None:
+    # The slots are files under the temporary folder, so they are per machine (docs/models.md):
+    # two processes with their own TMPDIR, as on two hosts, each keep concurrency 3, and the
+    # endpoint sees up to 6.
+    with serve_standin(latency_ms=150) as server:
+        config = {"options": {"model": "m", "baseUrl": server.base_url}, "concurrency": 3}
+        workers = []
+        for name in ("a", "b"):
+            temporary = tmp_path / f"tmp_{name}"
+            temporary.mkdir()
+            workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "eval_pipelines_tests.helpers.chat_batch",
+                        str(_migrated(tmp_path / f"{name}.duckdb")),
+                        json.dumps(config),
+                        "24",
+                    ],
+                    env=os.environ | {"TMPDIR": str(temporary)},
+                )
+            )
+        assert [worker.wait(120) for worker in workers] == [0, 0]
+        assert server.request_count == 48
+        assert 4 <= server.max_in_flight <= 6
+        assert all(
+            list((tmp_path / f"tmp_{name}").glob("eval_pipelines-endpoint-slots/*"))
+            for name in "ab"
+        )
+
+
 def test_callers_with_different_limits_each_keep_their_own(tmp_path: Path) -> None:
     wide = EndpointSlots("http://127.0.0.1:1/v1", 3, root=tmp_path)
     narrow = EndpointSlots("http://127.0.0.1:1/v1", 1, root=tmp_path)
