@@ -76,7 +76,7 @@ def test_processes_of_two_machines_each_have_their_own_slots(tmp_path: Path) -> 
     # The slots are files under the temporary folder, so they are per machine (docs/models.md):
     # two processes with their own TMPDIR, as on two hosts, each keep concurrency 3, and the
     # endpoint sees up to 6.
-    with serve_standin(latency_ms=150) as server:
+    with serve_standin(latency_ms=200) as server:
         config = {"options": {"model": "m", "baseUrl": server.base_url}, "concurrency": 3}
         workers = []
         for name in ("a", "b"):
@@ -90,13 +90,15 @@ def test_processes_of_two_machines_each_have_their_own_slots(tmp_path: Path) -> 
                         "eval_pipelines_tests.helpers.chat_batch",
                         str(_migrated(tmp_path / f"{name}.duckdb")),
                         json.dumps(config),
-                        "24",
+                        "60",
                     ],
                     env=os.environ | {"TMPDIR": str(temporary)},
                 )
             )
         assert [worker.wait(120) for worker in workers] == [0, 0]
-        assert server.request_count == 48
+        assert server.request_count == 120
+        # Each process alone has at most 3 in flight: more means the two did not share slots
+        # (each batch runs 4 s, so the two overlap although they start apart).
         assert 4 <= server.max_in_flight <= 6
         assert all(
             list((tmp_path / f"tmp_{name}").glob("eval_pipelines-endpoint-slots/*"))
