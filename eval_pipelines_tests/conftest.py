@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,27 +45,43 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
 TESTS_WAREHOUSE_ENV = "EVAL_PIPELINES_TESTS_WAREHOUSE"
 
 
-@pytest.fixture
-def workdir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+@contextmanager
+def _working_in(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[Path]:
-    """A fresh warehouse, index cache and Dagster home for one test; a run dispatcher the test
-    started is stopped afterwards instead of idling for a minute."""
+    """``folder``'s warehouse (or a fresh PostgreSQL database, see ``TESTS_WAREHOUSE_ENV``),
+    index cache and Dagster home, and ``folder`` as the working directory; a run dispatcher
+    started meanwhile is stopped afterwards instead of idling for a minute."""
     from eval_pipelines.runs.dispatcher import stop_dispatcher
 
     if os.environ.get(TESTS_WAREHOUSE_ENV) == "postgres":
         from eval_pipelines_tests.helpers.postgres import point_warehouse_at
 
-        point_warehouse_at(request.getfixturevalue("postgres_database"), monkeypatch)
+        # A test's own database is its postgres_database (the one a test asking for both gets).
+        database = (
+            request.getfixturevalue("postgres_database")
+            if request.scope == "function"
+            else _fresh_database(request.getfixturevalue("postgres_server"))
+        )
+        point_warehouse_at(database, monkeypatch)
     else:
-        monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
-    monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(tmp_path / "indexes"))
-    home = tmp_path / "dagster_home"
+        monkeypatch.setenv("EVAL_PIPELINES_WAREHOUSE", str(folder / "warehouse.duckdb"))
+    monkeypatch.setenv("EVAL_PIPELINES_INDEX_DIR", str(folder / "indexes"))
+    home = folder / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    yield tmp_path
+    monkeypatch.chdir(folder)
+    yield folder
     stop_dispatcher(home / "eval_pipelines_dispatcher.lock")
+
+
+@pytest.fixture
+def workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """A fresh warehouse, index cache and Dagster home for one test (``_working_in``)."""
+    with _working_in(tmp_path, monkeypatch, request) as folder:
+        yield folder
 
 
 @pytest.fixture
@@ -94,6 +111,22 @@ def small_case(workdir: Path, small_case_files: dict[str, Path]) -> str:
     return create_small_case(small_case_files)
 
 
+@pytest.fixture(scope="module")
+def module_small_case(
+    tmp_path_factory: pytest.TempPathFactory,
+    small_case_files: dict[str, Path],
+    request: pytest.FixtureRequest,
+) -> Iterator[str]:
+    """The four-chapter case in a warehouse and Dagster home that a module's tests share, for
+    evaluations several tests read (each made once per test process): a test using it writes
+    nothing there (no memo entry, no case) and does not use ``workdir``."""
+    with (
+        pytest.MonkeyPatch.context() as monkeypatch,
+        _working_in(tmp_path_factory.mktemp("module_case"), monkeypatch, request),
+    ):
+        yield create_small_case(small_case_files)
+
+
 @pytest.fixture(scope="session")
 def small_case_ann_indexes(
     tmp_path_factory: pytest.TempPathFactory, small_case_files: dict[str, Path]
@@ -113,13 +146,16 @@ def postgres_server() -> Iterator[LocalPostgres]:
         yield server
 
 
+def _fresh_database(server: LocalPostgres) -> ScratchDatabase:
+    from eval_pipelines_tests.helpers.postgres import create_database
+
+    return create_database(server, "t" + secrets.token_hex(6), own_role=True)
+
+
 @pytest.fixture
 def postgres_database(postgres_server: LocalPostgres) -> ScratchDatabase:
     """A fresh database on :func:`postgres_server`, owned by a role of its own."""
-    from eval_pipelines_tests.helpers.postgres import create_database
-
-    name = "t" + secrets.token_hex(6)
-    return create_database(postgres_server, name, own_role=True)
+    return _fresh_database(postgres_server)
 
 
 @pytest.fixture(scope="session")

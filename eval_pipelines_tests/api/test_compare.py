@@ -17,25 +17,45 @@ def _start(case: str, **kwargs) -> str:
     return api.start_holdout_eval(case, variants, api.HoldoutOptions(**kwargs), wait=True).eval_id
 
 
-def test_compare_two_evaluations_matches_the_in_eval_comparison(small_case: str) -> None:
-    both = _start(
-        small_case,
+class SharedEvaluations:
+    """Evaluations of the module's case (``module_small_case``) that several tests compare:
+    each is run when a test first asks for it, once per test process. Comparing writes
+    nothing, so a test reads what it would have run itself."""
+
+    def __init__(self, case: str) -> None:
+        self.case = case
+        self._eval_ids: dict[str, str] = {}
+
+    def eval_id(self, **kwargs) -> str:
+        key = json.dumps(kwargs, sort_keys=True)
+        if key not in self._eval_ids:
+            self._eval_ids[key] = _start(self.case, **kwargs)
+        return self._eval_ids[key]
+
+
+@pytest.fixture(scope="module")
+def shared(module_small_case: str) -> SharedEvaluations:
+    return SharedEvaluations(module_small_case)
+
+
+def test_compare_two_evaluations_matches_the_in_eval_comparison(shared: SharedEvaluations) -> None:
+    both = shared.eval_id(
         sample_size=80,
         seed=4,
         variants=[{"name": "baseline"}, {"name": "k5", "config": {"candidates": 5}}],
     )
-    first = _start(small_case, sample_size=80, seed=4)
-    second = _start(
-        small_case, sample_size=80, seed=4, variants=[{"name": "k5", "config": {"candidates": 5}}]
+    first = shared.eval_id(sample_size=80, seed=4)
+    second = shared.eval_id(
+        sample_size=80, seed=4, variants=[{"name": "k5", "config": {"candidates": 5}}]
     )
     compared = api.compare_holdout_evals(
-        small_case,
+        shared.case,
         baseline_eval_id=first,
         candidate_eval_id=second,
         baseline_variant="baseline",
         candidate_variant="k5",
     )
-    inside = api.get_holdout_eval(small_case, both).report["comparisons"][0]["levels"]
+    inside = api.get_holdout_eval(shared.case, both).report["comparisons"][0]["levels"]
     assert compared.levels == inside
 
 
@@ -49,13 +69,13 @@ def test_compare_two_evaluations_matches_the_in_eval_comparison(small_case: str)
     ],
 )
 def test_compare_refuses_different_samples_grouping_or_depth(
-    small_case: str, other: dict, what: str
+    shared: SharedEvaluations, other: dict, what: str
 ) -> None:
-    first = _start(small_case, sample_size=30, seed=4)
-    second = _start(small_case, **({"sample_size": 30, "seed": 4} | other))
+    first = shared.eval_id(sample_size=30, seed=4)
+    second = shared.eval_id(**({"sample_size": 30, "seed": 4} | other))
     with pytest.raises(ConflictError, match=what):
         api.compare_holdout_evals(
-            small_case,
+            shared.case,
             baseline_eval_id=first,
             candidate_eval_id=second,
             baseline_variant="baseline",
@@ -63,11 +83,11 @@ def test_compare_refuses_different_samples_grouping_or_depth(
         )
 
 
-def test_compare_names_an_unknown_variant(small_case: str) -> None:
-    first = _start(small_case, sample_size=20, seed=4)
+def test_compare_names_an_unknown_variant(shared: SharedEvaluations) -> None:
+    first = shared.eval_id(sample_size=30, seed=4)
     with pytest.raises(InputError) as error:
         api.compare_holdout_evals(
-            small_case,
+            shared.case,
             baseline_eval_id=first,
             candidate_eval_id=first,
             baseline_variant="baseline",
@@ -127,13 +147,10 @@ def test_compare_refuses_a_memo_change_unless_allowed_and_then_says_so(
     )
 
 
-def test_compare_refuses_the_same_variant_with_another_config(small_case: str) -> None:
-    first = _start(small_case, sample_size=30, seed=4)
-    second = _start(
-        small_case,
-        sample_size=30,
-        seed=4,
-        variants=[{"name": "baseline", "config": {"candidates": 5}}],
+def test_compare_refuses_the_same_variant_with_another_config(shared: SharedEvaluations) -> None:
+    first = shared.eval_id(sample_size=30, seed=4)
+    second = shared.eval_id(
+        sample_size=30, seed=4, variants=[{"name": "baseline", "config": {"candidates": 5}}]
     )
     arguments = {
         "baseline_eval_id": first,
@@ -142,8 +159,8 @@ def test_compare_refuses_the_same_variant_with_another_config(small_case: str) -
         "candidate_variant": "baseline",
     }
     with pytest.raises(ConflictError, match="config differs"):
-        api.compare_holdout_evals(small_case, **arguments)
-    allowed = api.compare_holdout_evals(small_case, allow_config_change=True, **arguments)
+        api.compare_holdout_evals(shared.case, **arguments)
+    allowed = api.compare_holdout_evals(shared.case, allow_config_change=True, **arguments)
     assert allowed.changed_besides_variant == (
         ChangedBesidesVariant("config", {"candidates": 20}, {"candidates": 5}),
     )

@@ -1,6 +1,7 @@
 """The ``eval-pipelines`` command end to end, as a user runs it: real processes, real Dagster
 runs (executed by the waiting CLI itself when no daemon runs), dotted numeric codes with
-``--levels``, Ctrl-C, and the bad inputs."""
+``--levels``, Ctrl-C, and the bad inputs. A test's later commands, whose output is all it
+asserts, go through the same entry point (``main``) in the test's process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+
+from eval_pipelines_tests.helpers.cli_calls import refused, succeeded
 
 CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
 
@@ -92,28 +95,18 @@ def tariff_files(workdir: Path) -> Path:
     return path
 
 
-def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
+def test_new_user_flow_with_levels(
+    workdir: Path, tariff_files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     created = json.loads(create_tariff(tariff_files, "--target-depth", "1,2").stdout)
     assert created["records"] == 432 and created["treeMode"] == "prefix"
     variants = workdir / "variants.json"
     variants.write_text(
         json.dumps([{"name": "baseline"}, {"name": "majority", "config": {"strategy": "majority"}}])
     )
-    out = run(
-        "eval",
-        "holdout",
-        "tariff",
-        "--variants-file",
-        str(variants),
-        "--sample-size",
-        "50",
-        "--seed",
-        "3",
-        "--group-field",
-        "supplier",
-        "--wait",
-        "--json",
-    )
+    holdout = ["eval", "holdout", "tariff", "--variants-file", str(variants), "--sample-size", "50"]
+    grouped = ["--group-field", "supplier", "--wait", "--json"]
+    out = run(*holdout, "--seed", "3", *grouped)
     status = json.loads(out.stdout)  # exactly one JSON document; progress went to stderr
     assert "started tariff-e0001-s3" in out.stderr
     started = {"evalId": status["evalId"]}
@@ -130,17 +123,20 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
         "8 characters",
     ]
 
-    again = json.loads(run("eval", "status", "tariff", started["evalId"], "--json").stdout)
+    # The commands a user types next, through the same entry point in this process: what
+    # they print is the same, without another interpreter's start-up each.
+    again = json.loads(succeeded(capsys, "eval", "status", "tariff", started["evalId"], "--json"))
     assert again["report"] == report and again["sampleHash"] == report["sample"]["sampleHash"]
     rows = [
         json.loads(line)
-        for line in run(
-            "eval", "rows", "tariff", started["evalId"], "--variant", "majority"
-        ).stdout.splitlines()
+        for line in succeeded(
+            capsys, "eval", "rows", "tariff", started["evalId"], "--variant", "majority"
+        ).splitlines()
     ]
     assert len(rows) == 50 and {r["variant"] for r in rows} == {"majority"}
     compared = json.loads(
-        run(
+        succeeded(
+            capsys,
             "eval",
             "compare",
             "tariff",
@@ -151,27 +147,12 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
             "--candidate-variant",
             "majority",
             "--json",
-        ).stdout
+        )
     )
     assert compared["levels"] == report["comparisons"][0]["levels"]
-    other = json.loads(
-        run(
-            "eval",
-            "holdout",
-            "tariff",
-            "--variants-file",
-            str(variants),
-            "--sample-size",
-            "50",
-            "--seed",
-            "4",
-            "--group-field",
-            "supplier",
-            "--wait",
-            "--json",
-        ).stdout
-    )
-    refused = run(
+    other = json.loads(succeeded(capsys, *holdout, "--seed", "4", *grouped))
+    message = refused(
+        capsys,
         "eval",
         "compare",
         "tariff",
@@ -181,31 +162,32 @@ def test_new_user_flow_with_levels(workdir: Path, tariff_files: Path) -> None:
         "baseline",
         "--candidate-variant",
         "baseline",
-        check=False,
     )
-    assert refused.returncode == 2 and "sample hash differs" in refused.stderr
-    listed = json.loads(run("eval", "list", "tariff").stdout)
+    assert "sample hash differs" in message
+    listed = json.loads(succeeded(capsys, "eval", "list", "tariff"))
     assert [(e["evalId"], e["complete"]) for e in listed] == [
         ("tariff-e0001-s3", True),
         ("tariff-e0002-s4", True),
     ]
     every_row = [
         json.loads(line)
-        for line in run("eval", "rows", "tariff", started["evalId"]).stdout.splitlines()
+        for line in succeeded(capsys, "eval", "rows", "tariff", started["evalId"]).splitlines()
     ]
     wrong = [r for r in every_row if not all(r["correct"].get(d, True) for d in ("1", "2"))]
     errors = [
         json.loads(line)
-        for line in run(
-            "eval", "rows", "tariff", started["evalId"], "--errors-only"
-        ).stdout.splitlines()
+        for line in succeeded(
+            capsys, "eval", "rows", "tariff", started["evalId"], "--errors-only"
+        ).splitlines()
     ]
     assert 0 < len(errors) < len(every_row)  # the seed-3 sample has both kinds of rows
     assert errors == wrong
 
 
-def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
-    create_tariff(tariff_files)
+def test_memo_commands(
+    workdir: Path, tariff_files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    create_tariff_here(tariff_files)
     entry = workdir / "entry.yaml"
     entry.write_text(
         "id: m_steel\ninstruction: Steel goods are chapter 12.\n"
@@ -213,9 +195,10 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
     )
     added = json.loads(run("memo", "add", "tariff", "--file", str(entry)).stdout)
     assert added["status"] == "proposed"
-    approved = json.loads(run("memo", "approve", "tariff", "m_steel", "--by", "ana").stdout)
+    # The other memo commands through the same entry point, in this process.
+    approved = json.loads(succeeded(capsys, "memo", "approve", "tariff", "m_steel", "--by", "ana"))
     assert approved["status"] == "active"
-    listed = json.loads(run("memo", "list", "tariff").stdout)
+    listed = json.loads(succeeded(capsys, "memo", "list", "tariff"))
     assert listed[0]["approvedBy"] == "ana"
     bad = workdir / "bad.yaml"
     bad.write_text("instruction: x\nwhen: {keywords: [a]}\nthen: {assign: '99'}\n")
@@ -225,11 +208,9 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
         bad.write_text(
             f"instruction: x\nwhen: {{keywords: [a]}}\nthen: {{prefer: ['12'], boost: {boost}}}\n"
         )
-        result = run("memo", "add", "tariff", "--file", str(bad), check=False)
-        assert result.returncode == 2, (boost, result.stderr)
-        assert "then.boost" in result.stderr and "finite" in result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1
-    assert len(json.loads(run("memo", "list", "tariff").stdout)) == 1
+        message = refused(capsys, "memo", "add", "tariff", "--file", str(bad))
+        assert "then.boost" in message and "finite" in message, (boost, message)
+    assert len(json.loads(succeeded(capsys, "memo", "list", "tariff"))) == 1
 
 
 @pytest.mark.parametrize(
@@ -245,16 +226,18 @@ def test_memo_commands(workdir: Path, tariff_files: Path) -> None:
     ],
 )
 def test_bad_variants_exit_2_and_write_nothing(
-    workdir: Path, tariff_files: Path, variants: list[dict], message: str
+    workdir: Path,
+    tariff_files: Path,
+    capsys: pytest.CaptureFixture[str],
+    variants: list[dict],
+    message: str,
 ) -> None:
     create_tariff_here(tariff_files)
     path = workdir / "variants.json"
     path.write_text(json.dumps(variants))  # NaN is written as the literal NaN
-    result = run("eval", "holdout", "tariff", "--variants-file", str(path), check=False)
-    assert result.returncode == 2
-    assert message in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert json.loads(run("eval", "list", "tariff").stdout) == []
+    refusal = refused(capsys, "eval", "holdout", "tariff", "--variants-file", path)
+    assert message in refusal, refusal
+    assert json.loads(succeeded(capsys, "eval", "list", "tariff")) == []
 
 
 @pytest.mark.parametrize(
@@ -271,17 +254,19 @@ def test_bad_variants_exit_2_and_write_nothing(
     ],
 )
 def test_bad_flags_exit_2_and_write_nothing(
-    workdir: Path, tariff_files: Path, flags: list[str], message: str
+    workdir: Path,
+    tariff_files: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    message: str,
 ) -> None:
     create_tariff_here(tariff_files)
     variants = workdir / "variants.json"
     variants.write_text(json.dumps([{"name": "baseline"}]))
-    result = run("eval", "holdout", "tariff", "--variants-file", str(variants), *flags, check=False)
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    listed = run("eval", "holdout", "tariff", "--variants-file", str(variants), "--no-launch")
-    assert json.loads(listed.stdout)["evalId"] == "tariff-e0001-s7"  # nothing was reserved
+    holdout = ["eval", "holdout", "tariff", "--variants-file", str(variants)]
+    assert message in refused(capsys, *holdout, *flags)
+    listed = succeeded(capsys, *holdout, "--no-launch")
+    assert json.loads(listed)["evalId"] == "tariff-e0001-s7"  # nothing was reserved
 
 
 def test_bad_records_file_exit_2(workdir: Path, tariff_files: Path) -> None:
@@ -396,9 +381,9 @@ def test_refusals_are_one_line_exit_2_and_write_nothing(
 
 
 def test_a_refused_command_on_an_unknown_case_writes_nothing(
-    workdir: Path, tariff_files: Path
+    workdir: Path, tariff_files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    create_tariff(tariff_files)
+    create_tariff_here(tariff_files)
     before = (workdir / "warehouse.duckdb").read_bytes()
     (workdir / "v.json").write_text('[{"name": "baseline"}]')
     for args in (
@@ -406,8 +391,7 @@ def test_a_refused_command_on_an_unknown_case_writes_nothing(
         ["memo", "list", "other"],
         ["eval", "list", "other"],
     ):
-        result = run(*args, check=False)
-        assert result.returncode == 2 and "no such case" in result.stderr
+        assert "no such case" in refused(capsys, *args)
     assert (workdir / "warehouse.duckdb").read_bytes() == before
 
 

@@ -31,6 +31,15 @@ def test_neither_the_definitions_nor_the_api_import_the_openai_sdk() -> None:
     assert _imported_by(modules, ("openai", "httpx2")) == []
 
 
+def test_the_api_imports_a_feature_when_it_is_first_used() -> None:
+    """Every command imports the API: ``memo list`` loaded the golden sets' PDF reader, the
+    statistics and the lift modules with it."""
+    features = ("eval_pipelines.api.golden", "eval_pipelines.api.lift", "dagster")
+    assert _imported_by("eval_pipelines.api", features) == []
+    unused_by_memo = ("pdfplumber", "scipy.stats", "eval_pipelines.api.lift")
+    assert _imported_by("eval_pipelines.api.memo", unused_by_memo) == []
+
+
 def test_the_word_for_too_few_observations_is_the_same_everywhere() -> None:
     from eval_pipelines.core.stats import INSUFFICIENT as from_stats
     from eval_pipelines.core.verdicts import INSUFFICIENT

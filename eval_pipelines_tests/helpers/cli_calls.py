@@ -14,9 +14,19 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str
     from eval_pipelines.cli.main import main
 
     capsys.readouterr()
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as usage_error:  # argparse's refusal of a flag: the program's exit
+        code = usage_error.code if isinstance(usage_error.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def succeeded(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> str:
+    """Exit 0; returns the command's stdout."""
+    code, out, err = cli(capsys, *argv)
+    assert code == 0, (argv, code, err)
+    return out
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> str:
