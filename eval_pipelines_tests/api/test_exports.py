@@ -4,6 +4,7 @@ Ctrl-C), and the API exports the errors a caller catches and every feature."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
@@ -89,3 +90,23 @@ def test_the_api_exports_the_errors_a_caller_catches_and_every_feature() -> None
         assert inspect.ismodule(getattr(api, feature))
     assert callable(api.golden.run_set) and callable(api.lift.ingest)
     assert len(exported) == len(api.__all__)  # distinct names
+
+
+def test_every_exported_name_is_loaded_on_first_use_from_the_module_that_defines_it() -> None:
+    # The package imports its names when first used (api/__init__.py): the lazy map, the
+    # imports under TYPE_CHECKING (what type checkers read) and __all__ list the same names,
+    # and each resolves to the object its module defines.
+    tree = ast.parse(inspect.getsource(api))
+    typed = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for statement in node.body
+        if isinstance(statement, ast.ImportFrom)
+        for alias in statement.names
+    }
+    assert set(api._HOMES) == set(api.__all__) == typed
+    for name in api.__all__:
+        value = getattr(api, name)
+        home = importlib.import_module(api._HOMES[name])
+        assert value is (home if inspect.ismodule(value) else getattr(home, name))
