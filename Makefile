@@ -132,8 +132,15 @@ docs-serve: docs  ## serve the built site on http://127.0.0.1:$(DOCS_PORT) (sear
 	@echo "docs: http://127.0.0.1:$(DOCS_PORT)/index.html (Ctrl-C stops)"
 	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE) $(DOCS_PORT)
 
-test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers; the 25 slowest listed at the end
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --durations=25
+# The tests' folders go to memory when /dev/shm has 8 GiB free: DuckDB, SQLite and PostgreSQL
+# sync their files on every commit, and on a slow disk that, not the tests' work, sets the pace.
+# One folder per checkout (two clones may test at once). A passing run empties it; a failing
+# run's folders stay for a look until the next run.
+TEST_TMP := $(shell df -Pk /dev/shm 2>/dev/null | awk -v id=$$(echo '$(CURDIR)' | cksum | cut -d' ' -f1) 'NR == 2 && $$4 > 8388608 {print "/dev/shm/eval_pipelines_tests-" id}')
+
+test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers (folders in /dev/shm when it has room); the 25 slowest listed at the end
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --durations=25 $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
+	$(if $(TEST_TMP),rm -rf $(TEST_TMP))
 
 test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (timing in docs/benchmarks.md)
 	$(BIN)/python -m pytest -q -m "not slow and not exhaustive" eval_pipelines_tests/core
