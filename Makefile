@@ -132,8 +132,8 @@ docs-serve: docs  ## serve the built site on http://127.0.0.1:$(DOCS_PORT) (sear
 	@echo "docs: http://127.0.0.1:$(DOCS_PORT)/index.html (Ctrl-C stops)"
 	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE) $(DOCS_PORT)
 
-test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers; the 25 slowest listed at the end
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --durations=25
+test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers (the tests that build a pynndescent index together on one: eval_pipelines_tests/helpers/nn_descent_builds.py); the 25 slowest listed at the end
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=25
 
 test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (timing in docs/benchmarks.md)
 	$(BIN)/python -m pytest -q -m "not slow and not exhaustive" eval_pipelines_tests/core

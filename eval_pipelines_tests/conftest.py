@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
+from eval_pipelines_tests.helpers.nn_descent_builds import in_group, nn_descent_compilations
 from eval_pipelines_tests.helpers.paths import DEMO
 from eval_pipelines_tests.helpers.small_case import create_small_case
 
@@ -37,6 +38,20 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     records.write_parquet(paths["records"])
     tree.write_parquet(paths["tree"])
     return paths
+
+
+@pytest.fixture(autouse=True)
+def nn_descent_builds_stay_in_their_group(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that compiled pynndescent's NN-descent in this process without the
+    ``BUILDS_NN_DESCENT`` mark (:mod:`eval_pipelines_tests.helpers.nn_descent_builds`)."""
+    before = nn_descent_compilations()
+    yield
+    if nn_descent_compilations() > before and not in_group(request.node):
+        pytest.fail(
+            f"{request.node.nodeid} compiled pynndescent's NN-descent in the pytest process: "
+            "mark it BUILDS_NN_DESCENT (eval_pipelines_tests/helpers/nn_descent_builds.py) "
+            "so that make test compiles it on one worker only"
+        )
 
 
 # Set to "postgres" to run every test that uses `workdir` against a PostgreSQL warehouse (a
