@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from eval_pipelines_tests.helpers.postgres import ScratchDatabase
     from eval_pipelines_tests.helpers.s3 import S3Server
 
+# `--dist loadgroup` that keeps each xdist_group on one worker (make test).
+pytest_plugins = ["eval_pipelines_tests.helpers.xdist_groups"]
+
 SMALL_CHAPTERS = ["3", "8", "10", "16"]
 
 

@@ -4,9 +4,9 @@ Building an approximate index compiles pynndescent's NN-descent in the process t
 and numba cannot cache that compilation (:mod:`eval_pipelines.core.embeddings.warmup`): every
 test process that builds an index pays it once, and it is most of the time of the tests that
 build one. Marked :data:`BUILDS_NN_DESCENT`, they share one ``xdist_group``, which ``make test``
-(``--dist loadgroup``) sends to a single worker: the suite compiles NN-descent once instead of
-once on each worker. Without ``--dist loadgroup`` (or without workers) the mark changes
-nothing.
+(``--dist loadgroup``, :mod:`eval_pipelines_tests.helpers.xdist_groups`) sends to a single
+worker: the suite compiles NN-descent once instead of once on each worker. Without
+``--dist loadgroup`` (or without workers) the mark changes nothing.
 
 The root ``conftest.py`` fails a test that is not marked and compiled NN-descent in its process
 (:func:`nn_descent_compilations` grew during it), so a new test that builds an index joins the
