@@ -18,10 +18,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from xdist.remote import Producer
 from xdist.scheduler import LoadGroupScheduling
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
 
 GROUPS_DIR_ENV = "EVAL_PIPELINES_TESTS_XDIST_GROUPS_DIR"
 
