@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
+from eval_pipelines_tests.helpers.nn_descent_builds import in_group, nn_descent_compilations
 from eval_pipelines_tests.helpers.paths import DEMO
 from eval_pipelines_tests.helpers.small_case import create_small_case
 
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from eval_pipelines.postgres_local.server import LocalPostgres
     from eval_pipelines_tests.helpers.postgres import ScratchDatabase
     from eval_pipelines_tests.helpers.s3 import S3Server
+
+# `--dist loadgroup` that keeps each xdist_group on one worker (make test).
+pytest_plugins = ["eval_pipelines_tests.helpers.xdist_groups"]
 
 SMALL_CHAPTERS = ["3", "8", "10", "16"]
 
@@ -38,6 +42,20 @@ def small_case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     records.write_parquet(paths["records"])
     tree.write_parquet(paths["tree"])
     return paths
+
+
+@pytest.fixture(autouse=True)
+def nn_descent_builds_stay_in_their_group(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that compiled pynndescent's NN-descent in this process without the
+    ``BUILDS_NN_DESCENT`` mark (:mod:`eval_pipelines_tests.helpers.nn_descent_builds`)."""
+    before = nn_descent_compilations()
+    yield
+    if nn_descent_compilations() > before and not in_group(request.node):
+        pytest.fail(
+            f"{request.node.nodeid} compiled pynndescent's NN-descent in the pytest process: "
+            "mark it BUILDS_NN_DESCENT (eval_pipelines_tests/helpers/nn_descent_builds.py) "
+            "so that make test compiles it on one worker only"
+        )
 
 
 # Set to "postgres" to run every test that uses `workdir` against a PostgreSQL warehouse (a

@@ -15,6 +15,7 @@ from eval_pipelines.api.embeddings import embed_case, list_embeddings
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.storage import embeddings as embeddings_store
 from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 
 TREE = pl.DataFrame({"code": ["A", "A1", "A2", "B", "B1"], "parent": [None, "A", "A", None, "B"]})
 KEYS = ["r1", "r2", "r3", "r4"]
@@ -128,6 +129,7 @@ def test_lsa_embeddings_of_a_case(small_case: str) -> None:
     assert caught.value.field == "dim"
 
 
+@BUILDS_NN_DESCENT
 def test_evaluation_retrieving_in_embedding_space(
     small_case: str, workdir: Path, small_case_ann_indexes: SmallCaseAnnIndexes
 ) -> None:

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 
 
+@BUILDS_NN_DESCENT
 def test_case_embed_materialises_the_cases_ann_index(
     small_case: str,
     workdir: Path,

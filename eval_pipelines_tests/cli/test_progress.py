@@ -20,6 +20,7 @@ from eval_pipelines.core import progress
 from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines_tests.helpers.ann_indexes import SmallCaseAnnIndexes
 from eval_pipelines_tests.helpers.lift_traffic import write_log
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 from eval_pipelines_tests.helpers.paths import REPO
 
 CLI = [sys.executable, "-m", "eval_pipelines.cli.main"]
@@ -163,6 +164,7 @@ def test_report_without_an_active_reporter_does_nothing() -> None:
 # --- commands ---
 
 
+@BUILDS_NN_DESCENT
 def test_case_embed_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(
     small_case: str, workdir: Path, small_case_ann_indexes: SmallCaseAnnIndexes
 ) -> None:

@@ -12,6 +12,7 @@ from eval_pipelines.api.embeddings import embed_case
 from eval_pipelines.defs.embeddings import embedding_ann_index
 from eval_pipelines.defs.io_managers import TransientPickleIOManager
 from eval_pipelines.defs.resources import WarehouseResource
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 
 RESOURCES = {"warehouse": WarehouseResource(), "io_manager": TransientPickleIOManager()}
 
@@ -26,6 +27,7 @@ def _materialize(case: str) -> dg.ExecuteInProcessResult:
     )
 
 
+@BUILDS_NN_DESCENT
 def test_index_is_built_once_then_loaded_with_its_recall(small_case: str, workdir: Path) -> None:
     embed_case(small_case, method="lsa", dim=16, seed=0)
     assert dg.DagsterInstance.get().has_dynamic_partition("cases", small_case)

@@ -30,6 +30,7 @@ from eval_pipelines_tests.helpers.holdout_runs import (
     run_holdout,
     stored_report,
 )
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 from eval_pipelines_tests.helpers.s3 import S3Server
 
 # What the evidence_index step logs when it builds the text index (not when it finds it).
@@ -138,6 +139,7 @@ def materialize_ann_index(case: str) -> dict[str, Any]:
     return {name: value.value for name, value in metadata.items()}
 
 
+@BUILDS_NN_DESCENT
 def test_the_approximate_index_built_on_one_machine_is_loaded_from_s3_on_another(
     small_case: str,
     workdir: Path,

@@ -25,6 +25,7 @@ from eval_pipelines.stages.leave_out import (
     retrieve_shard,
 )
 from eval_pipelines.storage.warehouse import connect, transaction
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 
 ANN = {"space": "embedding", "backend": "pynndescent"}
 
@@ -104,6 +105,7 @@ def test_a_shard_reads_no_record(small_case: str, workdir: Path) -> None:
         )
 
 
+@BUILDS_NN_DESCENT
 def test_a_space_searched_for_groups_and_for_evidence_is_logged_once(
     small_case: str, workdir: Path
 ) -> None:
@@ -169,6 +171,7 @@ def test_rows_of_one_retrieval_from_two_steps_are_merged() -> None:
     }
 
 
+@BUILDS_NN_DESCENT
 def test_vectors_and_the_approximate_index_are_opened_once_per_process(
     small_case: str, workdir: Path
 ) -> None:

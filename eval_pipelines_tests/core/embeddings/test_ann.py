@@ -26,6 +26,7 @@ from eval_pipelines_tests.helpers.dense_vectors import (
     clustered_unit_vectors,
     random_exclusions,
 )
+from eval_pipelines_tests.helpers.nn_descent_builds import BUILDS_NN_DESCENT
 
 N_DOCS = 3000
 DIM = 32
@@ -189,6 +190,7 @@ def test_choose_backend() -> None:
 
 
 @pytest.mark.slow
+@BUILDS_NN_DESCENT
 def test_recall_against_exact_search(index: AnnIndex, vectors: np.ndarray) -> None:
     recall = measure_recall(index, vectors, k=10, probe=300, seed=1)
     assert recall.probe_queries == 300 and recall.k == 10
@@ -196,6 +198,7 @@ def test_recall_against_exact_search(index: AnnIndex, vectors: np.ndarray) -> No
 
 
 @pytest.mark.slow
+@BUILDS_NN_DESCENT
 def test_real_index_honours_exclusions(index: AnnIndex, vectors: np.ndarray) -> None:
     queries = np.random.default_rng(6).choice(N_DOCS, size=300, replace=False)
     indptr, indices = random_exclusions(queries.size, N_DOCS, seed=7)
@@ -216,6 +219,7 @@ def test_real_index_honours_exclusions(index: AnnIndex, vectors: np.ndarray) -> 
 
 
 @pytest.mark.slow
+@BUILDS_NN_DESCENT
 def test_save_and_load_round_trip(index: AnnIndex, vectors: np.ndarray, tmp_path: Path) -> None:
     path = tmp_path / "index.pkl"
     save_ann_index(index, path)
@@ -236,6 +240,7 @@ def test_save_and_load_round_trip(index: AnnIndex, vectors: np.ndarray, tmp_path
 
 
 @pytest.mark.slow
+@BUILDS_NN_DESCENT
 def test_warm_up_runs_every_path() -> None:
     from eval_pipelines.core.embeddings.warmup import warm_up_dense
 
