@@ -5,6 +5,7 @@ Waits are bounded guards against a hang, never measurements."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,22 @@ def wait_for(condition: Callable[[], bool], seconds: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached")
         time.sleep(0.1)
+
+
+def killed_and_the_rest_idle(busy: list[int]) -> bool:
+    """Whether, of the step workers ``busy`` at the Terminate, some are gone (the stuck step's,
+    killed) and every other waits in this process's idle pool (it answered its step meanwhile:
+    starting a worker may take a second on a loaded host)."""
+    from eval_pipelines.core.workflows import step_worker
+
+    alive = set()
+    for pid in busy:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        alive.add(pid)
+    return len(alive) < len(busy) and alive <= set(step_worker.idle_pids())
 
 
 def step_workers(pid: int) -> list[int]:
@@ -50,17 +67,29 @@ def gone(pid: int) -> bool:
 
 def execute_and_terminate_once_stuck(instance: Any, run: Any) -> tuple[Any, list[int]]:
     """Execute ``run`` in this process and terminate it, as the UI's Terminate button does,
-    about a second after a step worker started (inside the stuck step: the others take
-    milliseconds). Returns the run's end state and the pids of the workers that were busy."""
+    once a step worker has been busy for a second without a break (the stuck step: the others
+    take milliseconds). Returns the run's end state and the pids of the workers busy that long.
+
+    Only those: a worker busy at that moment with a step that then answers goes back to the
+    idle pool alive, as it should."""
     from eval_pipelines import runs
     from eval_pipelines.core.workflows import step_worker
 
     stuck: list[int] = []
+    busy_since: dict[int, float] = {}
+
+    def busy_for_a_second() -> bool:
+        now = time.monotonic()
+        busy = set(step_worker.busy_pids())
+        for pid in set(busy_since) - busy:
+            del busy_since[pid]
+        for pid in busy:
+            busy_since.setdefault(pid, now)
+        stuck[:] = sorted(pid for pid, since in busy_since.items() if now - since >= 1.0)
+        return bool(stuck)
 
     def terminate_once_stuck() -> None:
-        wait_for(lambda: bool(step_worker.busy_pids()))
-        time.sleep(1.0)
-        stuck.extend(step_worker.busy_pids())
+        wait_for(busy_for_a_second)
         instance.run_launcher.terminate(run.run_id)
 
     terminator = threading.Thread(target=terminate_once_stuck)

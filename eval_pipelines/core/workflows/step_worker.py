@@ -124,6 +124,12 @@ def busy_pids() -> list[int]:
         return sorted(_BUSY)
 
 
+def idle_pids() -> list[int]:
+    """Process ids of the workers waiting for their next step (for diagnostics and tests)."""
+    with _LOCK:
+        return sorted(worker.process.pid for worker in _IDLE)
+
+
 REGEX_HINT = (
     "A regular expression that backtracks catastrophically, such as nested quantifiers "
     "like (a+)+, can do this"
