@@ -49,24 +49,30 @@ def test_two_batches_in_one_process_share_the_endpoints_limit(tmp_path: Path) ->
     assert [r.counters.answered for r in results] == [6, 6]
 
 
+def _batch_process(
+    name: Path, config: dict[str, object], requests: int, *, temporary: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A process calling the endpoint ``requests`` times as one batch, with its own warehouse
+    ``<name>.duckdb`` (and its own temporary folder, as on another host, when given)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eval_pipelines_tests.helpers.chat_batch",
+            str(_migrated(name.with_suffix(".duckdb"))),
+            json.dumps(config),
+            str(requests),
+        ],
+        env=None if temporary is None else os.environ | {"TMPDIR": str(temporary)},
+    )
+
+
 def test_two_processes_share_the_endpoints_limit(tmp_path: Path) -> None:
     # Two run workers (or a multiprocess executor's two variant steps): separate processes,
     # each with its own warehouse, calling one endpoint with concurrency 3.
     with serve_standin(latency_ms=150) as server:
         config = {"options": {"model": "m", "baseUrl": server.base_url}, "concurrency": 3}
-        workers = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "eval_pipelines_tests.helpers.chat_batch",
-                    str(_migrated(tmp_path / f"{name}.duckdb")),
-                    json.dumps(config),
-                    "12",
-                ]
-            )
-            for name in ("a", "b")
-        ]
+        workers = [_batch_process(tmp_path / name, config, 12) for name in ("a", "b")]
         assert [worker.wait(120) for worker in workers] == [0, 0]
         assert server.request_count == 24
         assert server.max_in_flight == 3
@@ -82,19 +88,7 @@ def test_processes_of_two_machines_each_have_their_own_slots(tmp_path: Path) -> 
         for name in ("a", "b"):
             temporary = tmp_path / f"tmp_{name}"
             temporary.mkdir()
-            workers.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "eval_pipelines_tests.helpers.chat_batch",
-                        str(_migrated(tmp_path / f"{name}.duckdb")),
-                        json.dumps(config),
-                        "60",
-                    ],
-                    env=os.environ | {"TMPDIR": str(temporary)},
-                )
-            )
+            workers.append(_batch_process(tmp_path / name, config, 60, temporary=temporary))
         assert [worker.wait(120) for worker in workers] == [0, 0]
         assert server.request_count == 120
         # Each process alone has at most 3 in flight: more means the two did not share slots
