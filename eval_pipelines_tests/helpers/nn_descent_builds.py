@@ -20,6 +20,8 @@ import sys
 
 import pytest
 
+from eval_pipelines_tests.helpers.xdist_groups import group_names
+
 GROUP = "nn_descent_builds"
 BUILDS_NN_DESCENT = pytest.mark.xdist_group(GROUP)
 
@@ -35,7 +37,4 @@ def nn_descent_compilations() -> int:
 
 def in_group(item: pytest.Item) -> bool:
     """Whether the test carries :data:`BUILDS_NN_DESCENT`."""
-    return any(
-        GROUP in (*mark.args, mark.kwargs.get("name"))
-        for mark in item.iter_markers(name="xdist_group")
-    )
+    return GROUP in group_names(item)

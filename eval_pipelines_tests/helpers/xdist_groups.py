@@ -50,13 +50,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(os.environ.pop(GROUPS_DIR_ENV), ignore_errors=True)
 
 
-def group_name(item: pytest.Item) -> str | None:
-    """The test's group as xdist names it (its ``xdist_group`` names, sorted, joined by
-    ``_``), or None."""
-    names = {
+def group_names(item: pytest.Item) -> set[str]:
+    """The names of the test's ``xdist_group`` marks (``default`` for a mark without one)."""
+    return {
         str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
         for mark in item.iter_markers("xdist_group")
     }
+
+
+def group_name(item: pytest.Item) -> str | None:
+    """The test's group as xdist names it (its ``xdist_group`` names, sorted, joined by
+    ``_``), or None."""
+    names = group_names(item)
     return "_".join(sorted(names)) if names else None
 
 
