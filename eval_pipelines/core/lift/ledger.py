@@ -44,6 +44,9 @@ class Claim:
     lift: dict[str, Any]
     opened_at: datetime
     updated_at: datetime
+    # The cost bar (:mod:`eval_pipelines.core.lift.claim_cost`): the intent and frozen cost
+    # bound stored when the claim opened, and its cost result; None for a claim stored before.
+    cost: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
