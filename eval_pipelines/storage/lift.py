@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.lift.cost_columns import COST_COLUMNS
 from eval_pipelines.core.lift.ledger import Claim
 from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
@@ -21,10 +22,7 @@ from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 
 #: What each logged model invocation cost and its execution envelope (all optional; null on
 #: rows that do not log them and on rows stored before migration 16).
-COST_EVENT_COLUMNS = (
-    "input_tokens, output_tokens, cost, currency, model, provider, tools, response_format, "
-    "generation_params, streaming, provider_policy"
-)
+COST_EVENT_COLUMNS = ", ".join(COST_COLUMNS)
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
     "claim_type, situation_class, source, outcome, artifact_key, candidate, baseline_head, "
@@ -89,19 +87,7 @@ def insert_file(
             "INSERT INTO lift_files VALUES (?, ?, ?, ?, ?, ?)",
             [file_id, path, events.height, days.min(), days.max(), _now()],
         )
-    # TEMPORARY until core/lift/logs.py completes the cost columns: absent ones are null.
-    absent = {
-        "input_tokens": pl.Int64,
-        "output_tokens": pl.Int64,
-        "cost": pl.Float64,
-        "streaming": pl.Boolean,
-    }
     frame = events.with_columns(
-        pl.lit(None, absent.get(c, pl.String)).alias(c)
-        for c in COST_EVENT_COLUMNS.split(", ")
-        if c not in events.columns
-    )
-    frame = frame.with_columns(
         file_id=pl.lit(file_id),
         ts=pl.col("timestamp").dt.replace_time_zone(None),
         line=pl.col("line").cast(pl.Int64),

@@ -433,8 +433,14 @@ def _completed(typed: pl.DataFrame) -> pl.DataFrame:
 #: A request: its id is its workspace's own (two workspaces may number requests alike).
 REQUEST_KEY = ("workspace_id", "request_id")
 #: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
-#: typed, absent optional columns null), not the bytes of its line.
-CONTENT = (*(name for name in REQUIRED if name != "request_id"), *OPTIONAL, *MARKS)
+#: typed, absent optional columns null), not the bytes of its line. Its cost and envelope are
+#: part of it: a request logged again with another cost is a conflict like any other column.
+CONTENT = (
+    *(name for name in REQUIRED if name != "request_id"),
+    *OPTIONAL,
+    *MARKS,
+    *COST_COLUMNS,
+)
 
 
 @dataclass(frozen=True)
