@@ -136,6 +136,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
+    from eval_pipelines.core.lift.cost_report import cost_line
     from eval_pipelines.core.lift.report import claim_line
 
     rows = lift.ledger(warehouse=args.warehouse)
@@ -145,7 +146,9 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     if not rows:
         print("the lift ledger is empty: ingest logs, then `eval-pipelines lift report`")
     for row in rows:
-        print(claim_line(row.to_json()), flush=True)
+        document = row.to_json()
+        cost = cost_line(document.get("cost"))
+        print(claim_line(document) + (f"\n  {cost}" if cost else ""), flush=True)
     return 0
 
 
