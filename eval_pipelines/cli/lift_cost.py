@@ -35,7 +35,7 @@ def add_cost_options(parser: argparse.ArgumentParser) -> None:
         type=finite_float,
         default=None,
         help="with --intent required_migration or product_improvement: the most the treated "
-        "arm may cost per task (never read as savings)",
+        "arm may cost per task (a budget verdict, never read as a lower cost)",
     )
     parser.add_argument(
         "--budget-currency", default=None, help="the budget's currency (3 letters, e.g. USD)"
