@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from eval_pipelines.core.lift.cost import CostBound, live_cost
-from eval_pipelines.core.lift.cost_verdict import INELIGIBLE, OVER_BUDGET
+from eval_pipelines.core.lift.cost_verdict import INELIGIBLE, NO_INTENT, OVER_BUDGET
 from eval_pipelines.core.lift.intents import DecisionIntent
 from eval_pipelines.core.lift.ledger import Claim
 from eval_pipelines.core.lift.lift import LiftResult
@@ -73,6 +73,15 @@ def claim_cost(
         intent = DecisionIntent.from_json(stored["intent"]) if stored.get("intent") else None
         if stored.get("frozenBound"):
             bound = CostBound.from_json(stored["frozenBound"])
+    declared = inputs.declared.to_json() if inputs.declared is not None else None
+    if intent is None:
+        # Nothing is read without an intent: no cost figure, and the rows are not costed.
+        return {
+            "intent": None,
+            "frozenBound": None,
+            "result": {"verdict": NO_INTENT, "leverChanges": list(inputs.lever_changes)},
+            "declaredIntent": declared,
+        }
     result = live_cost(
         rows,
         workspace_id=quality.workspace_id,
@@ -88,7 +97,6 @@ def claim_cost(
     )
     if bound is None:
         bound = result.frozen_bound
-    declared = inputs.declared.to_json() if inputs.declared is not None else None
     return {
         "intent": intent.to_json() if intent is not None else None,
         "frozenBound": bound.to_json() if bound is not None else None,
