@@ -142,14 +142,17 @@ def cost_line(cost: dict[str, Any] | None) -> str | None:
         difference += f" ({cost['relativeDifference']:+.0%} [{r_low:+.0%}, {r_high:+.0%}])"
     budget = (cost["intent"] or {}).get("budget")
     per_task = cost.get("treatedPerTask")
-    against = (
-        f"; treated {_bound_words(per_task)} against the budget {_cost(budget)}"
-        if budget is not None and per_task
-        else ""
-    )
+    if budget is not None and per_task:
+        # A budget verdict reads the treated arm's own cost per task against the budget; the
+        # difference is shown after it, as a figure, not as the verdict.
+        return (
+            f"{head}: treated {_bound_words(per_task)} against the budget {_cost(budget)} "
+            f"(always-valid 95%), verdict {verdict} ({intent}){frozen}; {difference}, n "
+            f"{treated['clusters']} vs {control['clusters']} clusters; {sums}{changed}"
+        )
     return (
         f"{head}: {difference} (always-valid 95%), n {treated['clusters']} vs "
-        f"{control['clusters']} clusters{against}, verdict {verdict} ({intent}){frozen}; "
+        f"{control['clusters']} clusters, verdict {verdict} ({intent}){frozen}; "
         f"{sums}{changed}"
     )
 
