@@ -79,6 +79,11 @@ def _signed(value: float) -> str:
     return ("+" if value >= 0 else "-") + _cost(abs(value))
 
 
+def _share(arm: dict[str, Any]) -> str:
+    share = arm.get("censoredShare")
+    return "—" if share is None else f"{share:.3f}"
+
+
 def _bound_words(bound: dict[str, Any]) -> str:
     low, high = bound["interval"]
     return f"{_cost(bound['estimate'])} [{_cost(low)}, {_cost(high)}] (n {bound['clusters']})"
@@ -121,10 +126,14 @@ def cost_line(cost: dict[str, Any] | None) -> str | None:
         )
     currency = cost["currency"]
     head = f"cost per task ({currency}, per cluster)"
+    totals = (
+        f"raw sums {_cost(treated['totalCost'])} vs {_cost(control['totalCost'])} {currency}"
+        if treated.get("totalCost") is not None and control.get("totalCost") is not None
+        else "raw sums"
+    )
     sums = (
-        f"raw sums {_cost(treated['totalCost'])} vs {_cost(control['totalCost'])} {currency} "
-        f"over {treated['rows']} vs {control['rows']} rows (censored share "
-        f"{treated['censoredShare'] or 0:.3f} vs {control['censoredShare'] or 0:.3f})"
+        f"{totals} over {treated['rows']} vs {control['rows']} rows (censored share "
+        f"{_share(treated)} vs {_share(control)})"
     )
     bound = cost.get("frozenBound")
     frozen = f"; frozen bound {_bound_words(bound)}" if bound else ""
