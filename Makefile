@@ -55,7 +55,8 @@ demo: install  ## the ICD-10-CM holdout evaluation, evaluate queries, live lift,
 	$(CLI) evaluate --file data/demo/queries/cars_origin.json
 	@echo "--- live lift (spec 004): a simulated week with a true lift of +0.06, assigned, ingested, reported"
 	$(CLI) lift settings --workspace demo-ws --fraction 0.10 --lever five-nearest --case icd10cm
-	$(BIN)/python -m eval_pipelines.demo.lift_week data/lift/demo_week.jsonl --true-lift 0.06
+	$(BIN)/python -m eval_pipelines.demo.lift_week data/lift/demo_week.jsonl --true-lift 0.06 --prices-out data/lift/demo_prices.json
+	$(CLI) lift settings --workspace demo-ws --intent cost_optimization --lever-changes model --prices data/lift/demo_prices.json
 	$(CLI) lift ingest data/lift/demo_week.jsonl
 	$(CLI) lift report
 	$(CLI) lift ledger

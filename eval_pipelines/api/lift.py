@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 import duckdb
 
+from eval_pipelines.api._lift_cost import checked_cost_options, save_cost_options
 from eval_pipelines.api._shared import (
     EvalFailed,
     open_warehouse,
@@ -31,6 +32,7 @@ from eval_pipelines.core.lift.assignment import (
     Request,
     assign,
 )
+from eval_pipelines.core.lift.cost_settings import CostOptions
 from eval_pipelines.core.lift.ledger import LedgerClaim
 from eval_pipelines.core.results import JsonResult
 from eval_pipelines.runs.states import RunState
@@ -99,6 +101,12 @@ class WorkspaceSettings(JsonResult):
     lever_holdout_share: float
     case_id: str | None
     new_epoch: bool
+    # The cost options (claim options: they start no epoch): the declared decision intent
+    # ({kind, budget, currency}, None: no cost verdict is read), the envelope elements the
+    # lever changes, and the price table ({currency, models}) that prices logged tokens.
+    intent: dict[str, Any] | None = None
+    lever_changes: tuple[str, ...] = ()
+    prices: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +239,12 @@ def set_settings(
     clear_lever: bool = False,
     lever_holdout_share: float | None = None,
     case: str | None = None,
+    intent: str | None = None,
+    budget: float | None = None,
+    budget_currency: str | None = None,
+    clear_intent: bool = False,
+    lever_changes: str | Sequence[str] | None = None,
+    prices: Path | str | Mapping[str, Any] | None = None,
     warehouse: Path | str | None = None,
 ) -> WorkspaceSettings:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
@@ -238,7 +252,14 @@ def set_settings(
     lever, share 0.5) starts a new exposure epoch, so observations of two splits are never
     pooled. ``case`` names the case the workspace's traffic is an instance of: only that
     case's offline screenings of the lever are set beside its live claims (it is not part of
-    the split)."""
+    the split).
+
+    The cost options are claim options too (no epoch): ``intent`` (``cost_optimization``,
+    ``required_migration`` or ``product_improvement``) with, for the last two, a ``budget``
+    per task in ``budget_currency``; ``clear_intent``; ``lever_changes``, the execution-envelope
+    elements the lever changes (``"model,provider"``, a list, or ``"none"``); ``prices``, a
+    price table (a JSON file's path, or its document). A claim keeps the intent it opened
+    under (docs/lift-cost.md)."""
     # Every value given is checked (as a config would be) before anything is opened; the
     # others come from the stored, already valid, settings. The workspace id and lever are
     # stored: they follow the one name rule (assignment alone keys any UTF-8 workspace id,
@@ -253,11 +274,26 @@ def set_settings(
         lever,
         lever_holdout_share if lever_holdout_share is not None else 0.5,
     )
+    options = checked_cost_options(
+        intent=intent,
+        budget=budget,
+        budget_currency=budget_currency,
+        clear_intent=clear_intent,
+        changes=lever_changes,
+        prices=prices,
+    )
     if case is not None and not _case_exists(case, warehouse):
         raise InputError("case", case, "no such case (create it with `case create`)")
     with open_warehouse(warehouse, create=True) as conn:
-        after, changed, case_id = _save_settings(
-            conn, workspace_id, holdout_fraction, lever, clear_lever, lever_holdout_share, case
+        after, changed, case_id, cost = _save_settings(
+            conn,
+            workspace_id,
+            holdout_fraction,
+            lever,
+            clear_lever,
+            lever_holdout_share,
+            case,
+            options,
         )
         lift_store.publish_settings(conn, resolve_warehouse(warehouse))
     return WorkspaceSettings(
@@ -268,6 +304,9 @@ def set_settings(
         lever_holdout_share=after.lever_holdout_share,
         case_id=case_id,
         new_epoch=changed,
+        intent=cost.intent,
+        lever_changes=cost.lever_changes,
+        prices=cost.prices,
     )
 
 
@@ -279,7 +318,8 @@ def _save_settings(
     clear_lever: bool,
     lever_holdout_share: float | None,
     case: str | None,
-) -> tuple[lift_store.Settings, bool, str | None]:
+    options: CostOptions,
+) -> tuple[lift_store.Settings, bool, str | None, lift_store.CostSettings]:
     with transaction(conn):
         stored = lift_store.settings(conn, workspace_id)
         before = stored or lift_store.Settings(
@@ -304,7 +344,9 @@ def _save_settings(
         if case is not None:
             lift_store.save_workspace_case(conn, workspace_id, case)
         case_id = lift_store.workspace_case(conn, workspace_id)
-    return after, changed, case_id
+        # Claim options like the case: they start no epoch.
+        cost = save_cost_options(conn, workspace_id, options)
+    return after, changed, case_id, cost
 
 
 def _case_exists(case_id: str, warehouse: Path | str | None) -> bool:

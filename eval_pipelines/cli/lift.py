@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from eval_pipelines.cli.arguments import finite_float
+from eval_pipelines.cli.lift_cost import COST_FLAGS, add_cost_options, cost_settings_words
 from eval_pipelines.cli.output import print_json
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import read_json
@@ -64,6 +65,12 @@ def cmd_settings(args: argparse.Namespace) -> int:
         clear_lever=args.no_lever,
         lever_holdout_share=args.lever_share,
         case=args.case,
+        intent=args.intent,
+        budget=args.budget,
+        budget_currency=args.budget_currency,
+        clear_intent=args.no_intent,
+        lever_changes=args.lever_changes,
+        prices=args.prices,
         warehouse=args.warehouse,
     )
     if args.json:
@@ -76,7 +83,8 @@ def cmd_settings(args: argparse.Namespace) -> int:
             f"workspace {settings.workspace_id}: holdout {settings.holdout_fraction:.0%}, "
             f"lever {settings.lever or 'none'} (lever_holdout share "
             f"{settings.lever_holdout_share:.0%}), epoch {epoch}, case "
-            f"{settings.case_id or 'none (no offline screening is set beside its claims)'}",
+            f"{settings.case_id or 'none (no offline screening is set beside its claims)'}; "
+            + cost_settings_words(settings.intent, settings.lever_changes, settings.prices),
             flush=True,
         )
     return 0
@@ -128,6 +136,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
+    from eval_pipelines.core.lift.cost_report import cost_line
     from eval_pipelines.core.lift.report import claim_line
 
     rows = lift.ledger(warehouse=args.warehouse)
@@ -137,7 +146,9 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     if not rows:
         print("the lift ledger is empty: ingest logs, then `eval-pipelines lift report`")
     for row in rows:
-        print(claim_line(row.to_json()), flush=True)
+        document = row.to_json()
+        cost = cost_line(document.get("cost"))
+        print(claim_line(document) + (f"\n  {cost}" if cost else ""), flush=True)
     return 0
 
 
@@ -247,10 +258,15 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
         help="the case this workspace's traffic is an instance of: its holdout evaluations of "
         "the lever are set beside the live claims",
     )
+    add_cost_options(settings)
     settings.add_argument("--json", action="store_true", help="print JSON instead of text")
     settings.set_defaults(
         func=cmd_settings,
-        api_flags={"holdout_fraction": "--fraction", "lever_holdout_share": "--lever-share"},
+        api_flags={
+            "holdout_fraction": "--fraction",
+            "lever_holdout_share": "--lever-share",
+            **COST_FLAGS,
+        },
     )
 
     ingest = lift.add_parser("ingest", help="validate and store one log file (whole or nothing)")

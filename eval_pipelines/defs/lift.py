@@ -10,6 +10,8 @@ import dagster as dg
 
 from eval_pipelines import settings
 from eval_pipelines.core.errors import InputError
+from eval_pipelines.core.lift.claim_cost import failing_cost_claims
+from eval_pipelines.core.lift.cost_report import plotted_cost
 from eval_pipelines.core.lift.logs import SUFFIXES
 from eval_pipelines.core.lift.report import report_markdown
 from eval_pipelines.defs.dagster_private import RUN_KEY_TAG
@@ -34,6 +36,7 @@ HOW_TO_CREATE = (
 FAMILY = AssetFamily(lift_days, GROUP, "lift", HOW_TO_CREATE)
 LIFT_LOGS = dg.AssetKey("lift_logs")
 AA_GATE = "aa_gate"
+COST_GATE = "cost_gate"
 SENSOR_INTERVAL_SECONDS = 30
 FILES_PER_TICK = 20
 
@@ -102,6 +105,8 @@ def lift_report(
         if claim.low is not None:
             plotted[f"lift_low @ {claim.claim_id}"] = claim.low
         plotted[f"n_treated @ {claim.claim_id}"] = claim.n_treated
+    # Only claims whose cost was read, keyed by claim and currency (never mixed).
+    plotted.update(plotted_cost(report["claims"]))
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(markdown),
@@ -136,6 +141,27 @@ def aa_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
             else "every A/A check and check before reading passed"
         ),
         metadata={"scopes": len(claims), "parked": len(parked)},
+    )
+
+
+@dg.asset_check(asset=lift_report, name=COST_GATE, blocking=False)
+def cost_gate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """A claim's cost verdict under its declared decision intent: a claim that reads or settled
+    `over_budget` (the treated arm's cost per task above its budget) or `ineligible` (its arms
+    are not the same retained invocation over the whole execution envelope, or a row lacks its
+    cost or an element) fails; an invalidated claim is history and is not gated."""
+    with warehouse.connect(read_only=True) as conn:
+        claims = lift_store.claims(conn)
+    failing = failing_cost_claims(claims)
+    return dg.AssetCheckResult(
+        passed=not failing,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=(
+            "; ".join(f"{claim_id}: {words}" for claim_id, words in failing.items())
+            if failing
+            else "no claim reads over_budget or ineligible"
+        ),
+        metadata={"claims": len(claims), "failing": len(failing)},
     )
 
 
@@ -302,4 +328,4 @@ def daily_lift_report(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
 
 
 lift_assets = [lift_logs, lift_report]
-lift_checks = [aa_gate]
+lift_checks = [aa_gate, cost_gate]

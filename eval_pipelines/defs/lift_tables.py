@@ -41,4 +41,10 @@ LIFT_CLAIMS_SCHEMA = table_schema(
     ("lift_json", "VARCHAR", "the full lift result"),
     ("opened_at", "TIMESTAMP", "first reported (UTC)"),
     ("updated_at", "TIMESTAMP", "last reported (UTC)"),
+    (
+        "cost_json",
+        "VARCHAR",
+        "the cost bar: the intent and frozen cost bound stored when the claim opened, and its "
+        "cost verdict (no number when ineligible)",
+    ),
 )

@@ -16,9 +16,12 @@ import polars as pl
 
 from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines.core.lift.claim import Scope, claim_candidate, claim_id, decide_claim
+from eval_pipelines.core.lift.claim_cost import CostInputs
+from eval_pipelines.core.lift.intents import DecisionIntent
 from eval_pipelines.core.lift.ledger import Claim, ledger_claim
 from eval_pipelines.core.lift.lift import live_lift
 from eval_pipelines.core.lift.logs import MIXED_SCOPE, REQUEST_KEY, mixed_artifacts
+from eval_pipelines.core.lift.prices import parse_price_table
 from eval_pipelines.core.lift.rollup import rollup
 from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import lift as lift_store
@@ -56,6 +59,23 @@ def _split_of(conn: duckdb.DuckDBPyConnection, scope: Scope) -> LiftConfig | Non
         stored.holdout_fraction,
         stored.lever,
         stored.lever_holdout_share,
+    )
+
+
+def cost_inputs(
+    conn: duckdb.DuckDBPyConnection, workspace_id: str, *, seed: int, n_resamples: int
+) -> CostInputs:
+    """The workspace's cost options (``lift settings --intent/--lever-changes/--prices``) as a
+    claim's cost bar reads them."""
+    stored = lift_store.cost_settings(conn, workspace_id)
+    if stored is None:
+        return CostInputs(rng=seed, n_resamples=n_resamples)
+    return CostInputs(
+        declared=DecisionIntent.from_json(stored.intent) if stored.intent else None,
+        lever_changes=stored.lever_changes,
+        prices=parse_price_table(stored.prices) if stored.prices else None,
+        rng=seed,
+        n_resamples=n_resamples,
     )
 
 
@@ -107,6 +127,7 @@ def build_report(
             screenings=screenings,
             case_id=lift_store.workspace_case(conn, scope.workspace_id),
             now=now,
+            cost=cost_inputs(conn, scope.workspace_id, seed=seed, n_resamples=n_resamples),
         )
         lift_store.save_claim(conn, claim)
         claims.append(claim)

@@ -14,16 +14,22 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.lift.cost_columns import COST_COLUMNS
 from eval_pipelines.core.lift.ledger import Claim
 from eval_pipelines.settings import WarehouseLocation
 from eval_pipelines.storage.frames import INCOMING, insert_frame, query_frame
 from eval_pipelines.storage.warehouse import COMPANION_SUFFIXES
 
+#: What each logged model invocation cost and its execution envelope (all optional; null on
+#: rows that do not log them and on rows stored before migration 16).
+COST_EVENT_COLUMNS = ", ".join(COST_COLUMNS)
 EVENT_COLUMNS = (
     "file_id, line, day, ts, request_id, workspace_id, cluster, exposure_arm, exposure_epoch, "
     "claim_type, situation_class, source, outcome, artifact_key, candidate, baseline_head, "
-    "app_config, key_source, turn, child_span"
+    f"app_config, key_source, turn, child_span, {COST_EVENT_COLUMNS}"
 )
+# A request's content (docs/lift.md): every stored column but where it was stored from.
+_CONTENT_COLUMNS = EVENT_COLUMNS.removeprefix("file_id, line, day, ts, ")
 
 
 def _now() -> datetime:
@@ -45,11 +51,9 @@ def stored_requests(conn: duckdb.DuckDBPyConnection, requests: pl.DataFrame) -> 
     conn.register(INCOMING, requests.select(key).unique().to_arrow())
     try:
         return conn.execute(
-            "SELECT e.request_id, e.line AS stored_line, f.path AS stored_path, e.ts, "
-            "e.workspace_id, e.cluster, e.exposure_arm, e.exposure_epoch, e.claim_type, "
-            "e.situation_class, e.source, e.outcome, e.artifact_key, e.candidate, "
-            "e.baseline_head, e.app_config, e.key_source, e.turn, e.child_span "
-            f"FROM lift_events e JOIN incoming_frame i ON {joined} "
+            "SELECT e.line AS stored_line, f.path AS stored_path, e.ts, "
+            + ", ".join(f"e.{c}" for c in _CONTENT_COLUMNS.split(", "))
+            + f" FROM lift_events e JOIN incoming_frame i ON {joined} "
             "LEFT JOIN lift_files f ON f.file_id = e.file_id "
             "ORDER BY e.workspace_id, e.request_id, e.line"
         ).pl()
@@ -108,9 +112,8 @@ def events(
         conn,
         f"SELECT {EVENT_COLUMNS} FROM lift_events "
         "WHERE (?::DATE IS NULL OR day = ?::DATE) AND (?::VARCHAR IS NULL OR workspace_id = ?) "
-        "QUALIFY row_number() OVER (PARTITION BY request_id, ts, workspace_id, cluster, "
-        "exposure_arm, exposure_epoch, claim_type, situation_class, source, outcome, "
-        "artifact_key, candidate, baseline_head, app_config ORDER BY file_id, line) = 1 "
+        f"QUALIFY row_number() OVER (PARTITION BY ts, {_CONTENT_COLUMNS} "
+        "ORDER BY file_id, line) = 1 "
         "ORDER BY ts, file_id, line",
         [day, day, workspace_id, workspace_id],
     )
@@ -192,6 +195,50 @@ def save_workspace_case(conn: duckdb.DuckDBPyConnection, workspace_id: str, case
     )
 
 
+@dataclass(frozen=True)
+class CostSettings:
+    """A workspace's cost options (``lift settings --intent/--budget/--lever-changes/
+    --prices``), as their JSON documents: claim options, not part of the split. ``intent`` is
+    a :class:`~eval_pipelines.core.lift.intents.DecisionIntent`'s document, ``prices`` a
+    price table's; ``lever_changes``, the envelope elements the lever declares it changes."""
+
+    workspace_id: str
+    intent: dict[str, Any] | None
+    lever_changes: tuple[str, ...]
+    prices: dict[str, Any] | None
+
+
+def cost_settings(conn: duckdb.DuckDBPyConnection, workspace_id: str) -> CostSettings | None:
+    row = conn.execute(
+        "SELECT intent_json, lever_changes_json, prices_json FROM lift_cost_settings "
+        "WHERE workspace_id = ?",
+        [workspace_id],
+    ).fetchone()
+    if row is None:
+        return None
+    intent, changes, prices = row
+    return CostSettings(
+        workspace_id,
+        json.loads(intent) if intent else None,
+        tuple(json.loads(changes)),
+        json.loads(prices) if prices else None,
+    )
+
+
+def save_cost_settings(conn: duckdb.DuckDBPyConnection, value: CostSettings) -> None:
+    conn.execute("DELETE FROM lift_cost_settings WHERE workspace_id = ?", [value.workspace_id])
+    conn.execute(
+        "INSERT INTO lift_cost_settings VALUES (?, ?, ?, ?, ?)",
+        [
+            value.workspace_id,
+            json.dumps(value.intent) if value.intent is not None else None,
+            json.dumps(list(value.lever_changes)),
+            json.dumps(value.prices) if value.prices is not None else None,
+            _now(),
+        ],
+    )
+
+
 def settings_file(warehouse: Path) -> Path:
     """Where every workspace's settings are published beside the warehouse, for assignment:
     serving code reads them without opening the DuckDB file, which another process may hold
@@ -242,7 +289,7 @@ def published_settings(warehouse: WarehouseLocation) -> dict[str, Settings] | No
 CLAIM_COLUMNS = (
     "claim_id, workspace_id, claim_type, epoch, candidate, status, reason, verdict, estimate, "
     "low, high, mde, n_treated, n_control, clusters_treated, clusters_control, aa_json, "
-    "baseline_head, app_config, offline_json, lift_json, opened_at, updated_at"
+    "baseline_head, app_config, offline_json, lift_json, opened_at, updated_at, cost_json"
 )
 
 
@@ -251,6 +298,8 @@ def _claim_of(row: tuple[Any, ...]) -> Claim:
     values[16] = json.loads(values[16])
     values[19] = json.loads(values[19]) if values[19] else None
     values[20] = json.loads(values[20])
+    # A claim stored before the cost bar (migration 16) has no cost document.
+    values[23] = json.loads(values[23]) if values[23] else None
     return Claim(*values)
 
 
@@ -274,7 +323,7 @@ def save_claim(conn: duckdb.DuckDBPyConnection, value: Claim) -> None:
     conn.execute("DELETE FROM lift_claims WHERE claim_id = ?", [value.claim_id])
     conn.execute(
         f"INSERT INTO lift_claims ({CLAIM_COLUMNS}) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"({', '.join('?' * len(CLAIM_COLUMNS.split(', ')))})",
         [
             value.claim_id,
             value.workspace_id,
@@ -299,6 +348,7 @@ def save_claim(conn: duckdb.DuckDBPyConnection, value: Claim) -> None:
             json.dumps(value.lift),
             value.opened_at,
             value.updated_at,
+            json.dumps(value.cost) if value.cost is not None else None,
         ],
     )
 

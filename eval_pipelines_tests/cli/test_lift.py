@@ -454,14 +454,35 @@ def test_the_demo_week_still_confirms_marked_unaudited(
         "five-nearest",
     )
     assert code == 0, err
-    week = workdir / "demo_week.jsonl"
-    assert lift_week.main([str(week), "--true-lift", "0.06"]) == 0
+    week, prices = workdir / "demo_week.jsonl", workdir / "demo_prices.json"
+    assert lift_week.main([str(week), "--true-lift", "0.06", "--prices-out", str(prices)]) == 0
+    code, _, err = cli(
+        capsys,
+        "lift",
+        "settings",
+        "--workspace",
+        "demo-ws",
+        "--intent",
+        "cost_optimization",
+        "--lever-changes",
+        "model",
+        "--prices",
+        prices,
+    )
+    assert code == 0, err
     assert cli(capsys, "lift", "ingest", week)[0] == 0
     code, out, _ = cli(capsys, "lift", "report")
     assert code == 0
     assert "demo-ws/invoice_coding/e2/five-nearest" in out
     assert "verdict superior, confirmed, outcome audit unaudited" in out
     assert "Outcome audit: none" in out
+    # The cost bar (issue 31): the treated arm's cheaper tier reads cheaper; the quality
+    # figures are those of the week without costs (the cost draws have their own generator).
+    assert (
+        "treated − lever_holdout +0.046 [+0.014, +0.078] (always-valid 95%), n 5220 vs 5034 "
+        "(2229 vs 2184 clusters)" in out
+    )
+    assert "verdict cheaper (cost_optimization); frozen bound" in out
 
 
 def _cells(report: dict[str, object]) -> list[dict[str, object]]:

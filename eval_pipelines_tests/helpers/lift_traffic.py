@@ -55,3 +55,45 @@ def lever_split() -> LiftConfig:
 
     settings = lift.set_settings("ws", holdout_fraction=0.10, lever="memo-v2")
     return dataclasses.replace(LEVER, epoch=settings.epoch)
+
+
+#: A price table where the treated arm's model tier costs a fifth of the baseline's.
+PRICES = {
+    "currency": "USD",
+    "models": {"big-1": {"input": 3.0, "output": 15.0}, "small-1": {"input": 0.6, "output": 3.0}},
+}
+ENVELOPE = {
+    "provider": "acme",
+    "tools": "sha256:tools-v1",
+    "response_format": "json_schema",
+    "generation_params": "temperature=0",
+    "streaming": False,
+    "provider_policy": "zero-retention",
+}
+
+
+def with_cost(
+    path: Path,
+    *,
+    treated_model: str = "small-1",
+    control_model: str = "big-1",
+    treated_envelope: dict[str, Any] | None = None,
+    seed: int = 5,
+) -> Path:
+    """The log with each request's tokens (seeded, about 1,000 in and 200 out) and execution
+    envelope: the treated arm on ``treated_model`` (and ``treated_envelope`` over the shared
+    envelope), every other arm on ``control_model``."""
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        treated = row["exposure_arm"] == "treated"
+        row.update(ENVELOPE)
+        if treated and treated_envelope:
+            row.update(treated_envelope)
+        row["model"] = treated_model if treated else control_model
+        row["input_tokens"] = int(generator.poisson(1000))
+        row["output_tokens"] = int(generator.poisson(200))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

@@ -161,3 +161,42 @@ def test_audits_of_a_warehouse_before_per_workspace_audits_are_kept(workdir: Pat
             conn.execute(
                 "INSERT INTO lift_audits VALUES ('1001', 'wa', 'e1', false, NULL, '/b', 1, now())"
             )
+
+
+def test_a_lift_warehouse_before_the_cost_bar_reads_with_no_cost(workdir: Path) -> None:
+    """Migration 16 adds the cost and envelope columns, the cost settings and each claim's cost
+    document (issue 31): a warehouse at version 15 opens with its rows and claims kept, every
+    new column null (no cost was logged, none is made up)."""
+    from eval_pipelines.storage import lift as lift_store
+    from eval_pipelines.storage.schema import _migration_files, _statements
+
+    path = workdir / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL, name VARCHAR NOT NULL, "
+            "applied_at TIMESTAMP NOT NULL)"
+        )
+        for version, name, sql in _migration_files()[:15]:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?, ?, now())", [version, name])
+        conn.execute(
+            "INSERT INTO lift_events VALUES ('f1', 1, DATE '2026-11-23', TIMESTAMP "
+            "'2026-11-23 10:00:00', 'r1', 'ws', 'trace-1', 'treated', 'e2', 'invoice_coding', "
+            "'single_line', 'declared', true, NULL, 'memo-v2', 'h1', 'cfg-1', 'trace', NULL, "
+            "false)"
+        )
+        conn.execute(
+            "INSERT INTO lift_claims VALUES ('ws/invoice_coding/e2/memo-v2', 'ws', "
+            "'invoice_coding', 'e2', 'memo-v2', 'open', NULL, 'not_established', 0.01, -0.02, "
+            "0.04, 0.03, 30, 28, 25, 24, '{}', 'h1', 'cfg-1', NULL, '{}', now(), now())"
+        )
+    with connect(path) as conn:
+        assert schema_version(conn) == latest_schema_version() >= 16
+        (row,) = lift_store.events(conn).to_dicts()
+        assert row["request_id"] == "r1" and row["outcome"] is True
+        cost_columns = lift_store.COST_EVENT_COLUMNS.split(", ")
+        assert {c: row[c] for c in cost_columns} == dict.fromkeys(cost_columns)
+        (claim,) = lift_store.claims(conn)
+        assert claim.claim_id == "ws/invoice_coding/e2/memo-v2" and claim.cost is None
+        assert lift_store.cost_settings(conn, "ws") is None

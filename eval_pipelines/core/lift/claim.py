@@ -17,6 +17,10 @@ treated arm was served, read each time the report runs:
 5. Only a live confirmation whose verdict is superior
    (:func:`~eval_pipelines.core.lift.evidence.confirmed_improvement`) is ``confirmed``; any
    other reading stays ``open``.
+
+Each unsettled reading also reads the claim's cost bar (its intent and frozen cost bound kept
+from its opening: :mod:`eval_pipelines.core.lift.claim_cost`); the cost verdict never changes
+the claim's status.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipelines.core.lift.check_states import UNAUDITED
+from eval_pipelines.core.lift.claim_cost import CostInputs, claim_cost
 from eval_pipelines.core.lift.evidence import (
     Baseline,
     Confirmation,
@@ -56,6 +61,8 @@ __all__ = [
 
 # Ledger statuses that are final: later reports do not reopen or re-read them.
 SETTLED = ("confirmed", "invalidated")
+# A reading with no cost options: no intent, so no cost verdict is read.
+NO_COST_INPUTS = CostInputs()
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,7 @@ def decide_claim(
     screenings: list[tuple[str, dict[str, Any]]],
     case_id: str | None,
     now: datetime,
+    cost: CostInputs = NO_COST_INPUTS,
 ) -> Claim:
     """The ledger row of the scope's claim after this reading.
 
@@ -182,6 +190,10 @@ def decide_claim(
         offline_screening`).
     now
         The time of the reading (``updated_at``; ``opened_at`` of a new claim).
+    cost
+        The workspace's cost options: the claim's cost bar is read with them
+        (:func:`~eval_pipelines.core.lift.claim_cost.claim_cost`; its intent and frozen cost
+        bound are stored when it opens).
     """
     candidate = claim_candidate(rows)
     key = claim_id(scope, candidate)
@@ -223,6 +235,7 @@ def decide_claim(
         lift={**result.to_json(), "evidence": evidence_name(live), "offlineNote": offline_note},
         opened_at=existing.opened_at if existing is not None else now,
         updated_at=now,
+        cost=claim_cost(existing.cost if existing is not None else None, rows, result, cost),
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from eval_pipelines.core.lift.cost_report import ledger_cost
 from eval_pipelines.core.lift.evidence import LiveConfirmation, evidence_name
 from eval_pipelines.core.results import JsonResult
 
@@ -44,6 +45,9 @@ class Claim:
     lift: dict[str, Any]
     opened_at: datetime
     updated_at: datetime
+    # The cost bar (:mod:`eval_pipelines.core.lift.claim_cost`): the intent and frozen cost
+    # bound stored when the claim opened, and its cost result; None for a claim stored before.
+    cost: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class LedgerClaim(JsonResult):
     """A ledger row as the CLI and API show it: scope, interval and n always together.
     ``aa``, ``checks``, ``audit``, ``audit_since_settled`` and ``offline`` are the 004 report's
     documents of the claim (the A/A check, the checks before reading, the outcome audit, the
-    offline screening set beside it)."""
+    offline screening set beside it); ``cost``, its cost bar."""
 
     claim_id: str
     workspace_id: str
@@ -87,6 +91,9 @@ class LedgerClaim(JsonResult):
     offline_note: str | None
     opened_at: str
     updated_at: str
+    # The cost bar (:func:`~eval_pipelines.core.lift.cost_report.ledger_cost`): its figures
+    # only when the cost was read; None for a claim stored before the cost bar.
+    cost: dict[str, Any] | None = None
 
 
 def ledger_claim(claim: Claim) -> LedgerClaim:
@@ -120,4 +127,5 @@ def ledger_claim(claim: Claim) -> LedgerClaim:
         offline_note=claim.lift.get("offlineNote"),
         opened_at=claim.opened_at.isoformat(),
         updated_at=claim.updated_at.isoformat(),
+        cost=ledger_cost(claim.cost),
     )

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from eval_pipelines.core.errors import InputError
-from eval_pipelines.core.lift.assignment import ExposureArm, LiftConfig
+from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines.core.lift.check_states import NOT_RUN
 from eval_pipelines.core.lift.checks import InstrumentChecks, instrument_checks
 from eval_pipelines.core.lift.rollup import _validated
+from eval_pipelines.core.lift.scope import CONTROL_ARM, TREATED_ARM, contrast_rows, scope_words
 from eval_pipelines.core.stats.aa import AACheck, UnpairedDifference, aa_check, unpaired_difference
 from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.lift_power import (
@@ -55,10 +55,6 @@ SUPERIOR = "superior"
 NOT_ESTABLISHED = "not_established"
 INFERIOR = "inferior"
 PARKED = "parked"
-
-#: The arm served the candidate, and the arm served the frozen baseline beside it.
-TREATED_ARM = ExposureArm.TREATED.value
-CONTROL_ARM = ExposureArm.LEVER_HOLDOUT.value
 
 #: Clusters (both arms) at which the always-valid interval is tuned to be narrowest.
 SEQUENCE_N_STAR = DEFAULT_N_STAR
@@ -319,26 +315,10 @@ def live_lift(
         "situation_class": situation_class,
         "source": source,
     }
-    for column, value in scope.items():
-        if value is not None:
-            frame = frame.filter(pl.col(column) == value)
-    epochs = sorted(frame.get_column("exposure_epoch").unique().to_list())
-    if epoch not in epochs:
-        held = ", ".join(epochs) if epochs else "none"
-        raise InputError(
-            "epoch",
-            epoch,
-            f"no events of this epoch in {_scope_words(scope)} (epochs held: {held})",
-        )
-    frame = frame.filter(pl.col("exposure_epoch") == epoch)
-    checks = instrument_checks(frame, workspace_id=workspace_id, config=config)
-    mixed = _mixed_clusters(frame)
-    frame = frame.filter(
-        pl.col("exposure_arm").is_in([TREATED_ARM, CONTROL_ARM]) & ~pl.col("cluster").is_in(mixed)
-    )
-
-    treated_rows = frame.filter(pl.col("exposure_arm") == TREATED_ARM)
-    control_rows = frame.filter(pl.col("exposure_arm") == CONTROL_ARM)
+    contrast = contrast_rows(frame, scope, epoch=epoch)
+    checks = instrument_checks(contrast.epoch_rows, workspace_id=workspace_id, config=config)
+    mixed = contrast.mixed
+    treated_rows, control_rows = contrast.treated, contrast.control
     treated, control = _summary(TREATED_ARM, treated_rows), _summary(CONTROL_ARM, control_rows)
     control_right, control_clusters = _scored(control_rows)
     treated_right, treated_clusters = _scored(treated_rows)
@@ -405,12 +385,6 @@ def live_lift(
     return dataclasses.replace(result, message=_message(result))
 
 
-def _mixed_clusters(frame: pl.DataFrame) -> list[str]:
-    """Cluster tokens whose rows disagree on their arm (any two arms)."""
-    arms = frame.group_by("cluster").agg(pl.col("exposure_arm").n_unique().alias("arms"))
-    return sorted(arms.filter(pl.col("arms") > 1).get_column("cluster").to_list())
-
-
 def _summary(arm: str, rows: pl.DataFrame) -> ArmSummary:
     total = rows.height
     resolved = total - rows.get_column("outcome").null_count()
@@ -468,19 +442,6 @@ def _sequence_json(sequence: Interval | None) -> dict[str, Any] | None:
     }
 
 
-def _scope_words(scope: dict[str, str | None]) -> str:
-    named = {
-        "claim_type": "claim type",
-        "situation_class": "situation class",
-        "source": "source",
-    }
-    parts = [f"workspace {scope['workspace_id']}"]
-    for column, words in named.items():
-        value = scope[column]
-        parts.append(f"{words} {value}" if value is not None else f"every {words}")
-    return ", ".join(parts)
-
-
 def _arm_words(summary: ArmSummary) -> str:
     # Below the minimum sample a rate is not a number: the words say so, the counts stay.
     enough = summary.resolved >= MIN_N
@@ -493,7 +454,7 @@ def _arm_words(summary: ArmSummary) -> str:
 
 
 def _message(result: LiftResult) -> str:
-    scope = _scope_words(
+    scope = scope_words(
         {
             "workspace_id": result.workspace_id,
             "claim_type": result.claim_type,

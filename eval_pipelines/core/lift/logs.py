@@ -3,34 +3,51 @@ report every bad row with its line, so a file is taken whole or not at all.
 
 One row per claim outcome, JSON Lines (``.jsonl``/``.ndjson``) or Parquet:
 
-====================  ========  ====================================================
-column                required  what
-====================  ========  ====================================================
-``timestamp``         yes       ISO 8601 (UTC when no offset); its day is the partition
-``request_id``        yes       unique within its workspace in the file, but for a
-                                request's unresolved line(s) and the one line with its
-                                outcome (another workspace may use the same ids)
-``workspace_id``      yes
-``cluster``           yes       ``Assignment.cluster`` (artifact key, trace id, request
-                                id, or the one-way ``conv-`` token; never a digest)
-``exposure_arm``      yes       treated | pre_lever | imported | holdout | lever_holdout
-``exposure_epoch``    yes       stamped at dispatch; lift is never pooled across epochs
-``claim_type``        yes
-``situation_class``   yes
-``source``            yes       declared | inferred | imported
-``outcome``           yes       true / false, or null while unresolved (censored)
-``artifact_key``      no        an artifact's requests must agree on their arm
-``candidate``         no        the lever a treated request was served
-``baseline_head``     no        the bound baseline (a change invalidates a confirmation)
-``app_config``        no        the application config hash (likewise)
-``key_source``        no        ``Assignment.key_source`` (artifact | trace | conversation
-                                | request), for the cluster-size check
-``turn``              no        the request's 1-based turn within its conversation (the
-                                client counts the user messages of the history it sends),
-                                for the cluster-size check; a whole number >= 1
-``child_span``        no        true when the request is not its trace's first (a child
-                                span), false when it is; for the cluster-size check
-====================  ========  ====================================================
+======================  ========  ====================================================
+column                  required  what
+======================  ========  ====================================================
+``timestamp``           yes       ISO 8601 (UTC when no offset); its day is the partition
+``request_id``          yes       unique within its workspace in the file, but for a
+                                  request's unresolved line(s) and the one line with its
+                                  outcome (another workspace may use the same ids)
+``workspace_id``        yes
+``cluster``             yes       ``Assignment.cluster`` (artifact key, trace id, request
+                                  id, or the one-way ``conv-`` token; never a digest)
+``exposure_arm``        yes       treated | pre_lever | imported | holdout | lever_holdout
+``exposure_epoch``      yes       stamped at dispatch; lift is never pooled across epochs
+``claim_type``          yes
+``situation_class``     yes
+``source``              yes       declared | inferred | imported
+``outcome``             yes       true / false, or null while unresolved (censored)
+``artifact_key``        no        an artifact's requests must agree on their arm
+``candidate``           no        the lever a treated request was served
+``baseline_head``       no        the bound baseline (a change invalidates a confirmation)
+``app_config``          no        the application config hash (likewise)
+``key_source``          no        ``Assignment.key_source`` (artifact | trace | conversation
+                                  | request), for the cluster-size check
+``turn``                no        the request's 1-based turn within its conversation (the
+                                  client counts the user messages of the history it sends),
+                                  for the cluster-size check; a whole number >= 1
+``child_span``          no        true when the request is not its trace's first (a child
+                                  span), false when it is; for the cluster-size check
+``input_tokens``        no        tokens in, a whole number >= 0; with ``output_tokens``
+                                  (both or neither), priced by the workspace's price table
+``output_tokens``       no        tokens out, likewise
+``cost``                no        what the invocation cost, a finite number >= 0 (used as
+                                  is, not priced)
+``currency``            no        the cost's currency, 3 upper-case letters; required with
+                                  ``cost``
+``model``               no        the execution envelope a cost claim compares (text, not
+                                  blank): the model (the price table's key)
+``provider``            no        the provider served it
+``tools``               no        a digest of the tool definitions, ``none`` without tools
+``response_format``     no        the response format
+``generation_params``   no        a digest or canonical text of the generation parameters
+``streaming``           no        true or false
+``provider_policy``     no        the provider policy (routing, data retention)
+======================  ========  ====================================================
+
+The cost and envelope columns' rules live in :mod:`eval_pipelines.core.lift.cost_columns`.
 """
 
 from __future__ import annotations
@@ -48,6 +65,15 @@ import polars as pl
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.files import check_json_object_lines, check_table_file
 from eval_pipelines.core.lift.arms import ExposureArm
+from eval_pipelines.core.lift.cost_columns import (
+    COST_COLUMNS,
+    TEXT_COLUMNS,
+    cost_row_problems,
+    schema_columns,
+    typed_boolean,
+    typed_cost_columns,
+    typed_whole_number,
+)
 
 ARMS = tuple(arm.value for arm in ExposureArm)
 SOURCES = ("declared", "inferred", "imported")
@@ -212,6 +238,7 @@ def _schema() -> Any:
     # logged.
     columns["turn"] = pa.Column(pl.Int64, nullable=True, required=False)
     columns["child_span"] = pa.Column(bool, nullable=True, required=False)
+    columns.update(schema_columns(pa, text))
     return pa.DataFrameSchema(columns, strict=False)
 
 
@@ -230,7 +257,8 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
             f"required column is missing (required: {', '.join(REQUIRED)})",
         )
     casts = []
-    for name in (*_TEXT, *(c for c in OPTIONAL if c in frame.columns)):
+    optional_text = (c for c in (*OPTIONAL, *TEXT_COLUMNS) if c in frame.columns)
+    for name in (*_TEXT, *optional_text):
         dtype = frame.schema[name]
         if dtype == pl.Null:
             casts.append(pl.col(name).cast(pl.String))
@@ -257,6 +285,9 @@ def _coerce(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, Any
         typed_mark, bad_rows = _typed_mark(frame, name)
         casts.append(typed_mark.alias(name))
         problems.extend(bad_rows)
+    cost_casts, cost_problems = typed_cost_columns(frame)
+    casts.extend(cost_casts)
+    problems.extend(cost_problems)
     stamp = frame.schema["timestamp"]
     if isinstance(stamp, pl.Datetime):
         parsed = pl.col("timestamp").dt.replace_time_zone(None).dt.replace_time_zone("UTC")
@@ -285,32 +316,9 @@ def _typed_mark(frame: pl.DataFrame, name: str) -> tuple[pl.Expr, list[tuple[int
     """A ``turn`` or ``child_span`` column typed (:data:`MARKS`), and its values that are not
     one (row, column, value, rule). Mixed JSON values arrive as text: a turn's digits and
     ``true``/``false`` are read as such; a fractional turn is refused, not rounded."""
-    dtype, column = frame.schema[name], pl.col(name)
     if name == "turn":
-        rule = TURN_RULE
-        if dtype == pl.Null or dtype.is_integer():
-            typed, good = column.cast(pl.Int64), pl.lit(True)
-        elif dtype.is_float():
-            good = column.is_finite() & (column == column.floor())
-            typed = pl.when(good).then(column).cast(pl.Int64)
-        elif dtype == pl.String:
-            good = column.str.strip_chars().str.contains(r"^[0-9]+$")
-            typed = pl.when(good).then(column.str.strip_chars()).cast(pl.Int64)
-        else:
-            typed, good = pl.lit(None, pl.Int64), pl.lit(False)
-        good = good & (typed >= 1)
-    else:
-        rule = CHILD_SPAN_RULE
-        if dtype in (pl.Boolean, pl.Null):
-            typed, good = column.cast(pl.Boolean), pl.lit(True)
-        elif dtype == pl.String:
-            text = column.str.strip_chars().str.to_lowercase()
-            good = text.is_in(["true", "false"])
-            typed = pl.when(text == "true").then(True).when(text == "false").then(False)
-        else:
-            typed, good = pl.lit(None, pl.Boolean), pl.lit(False)
-    bad = frame.with_row_index("__row").filter(column.is_not_null() & ~good.fill_null(False))
-    return typed, [(row["__row"], name, row[name], rule) for row in bad.iter_rows(named=True)]
+        return typed_whole_number(frame, name, minimum=1, rule=TURN_RULE)
+    return typed_boolean(frame, name, rule=CHILD_SPAN_RULE)
 
 
 UNIQUE_RULE = (
@@ -360,6 +368,7 @@ def validate_log(frame: pl.DataFrame, *, kind: str = "jsonl") -> pl.DataFrame:
         raise InputError("log", "no rows", "a log needs at least one row")
     typed, problems = _coerce(frame)
     problems.extend(_repeated(typed))
+    problems.extend(cost_row_problems(typed))
     try:
         _schema().validate(typed, lazy=True)
     except SchemaErrors as errors:
@@ -410,6 +419,9 @@ def _completed(typed: pl.DataFrame) -> pl.DataFrame:
     """Typed rows with every optional column, ``line`` and ``day``."""
     extra = [pl.lit(None, pl.String).alias(c) for c in OPTIONAL if c not in typed.columns]
     extra += [pl.lit(None, dtype).alias(c) for c, dtype in MARKS.items() if c not in typed.columns]
+    extra += [
+        pl.lit(None, dtype).alias(c) for c, dtype in COST_COLUMNS.items() if c not in typed.columns
+    ]
     typed = typed.with_columns(*extra)
     if LINE_COLUMN in typed.columns:
         typed = typed.rename({LINE_COLUMN: "line"})
@@ -421,8 +433,14 @@ def _completed(typed: pl.DataFrame) -> pl.DataFrame:
 #: A request: its id is its workspace's own (two workspaces may number requests alike).
 REQUEST_KEY = ("workspace_id", "request_id")
 #: What "the same request" means: its parsed, normalised record (timestamp in UTC, outcome
-#: typed, absent optional columns null), not the bytes of its line.
-CONTENT = (*(name for name in REQUIRED if name != "request_id"), *OPTIONAL, *MARKS)
+#: typed, absent optional columns null), not the bytes of its line. Its cost and envelope are
+#: part of it: a request logged again with another cost is a conflict like any other column.
+CONTENT = (
+    *(name for name in REQUIRED if name != "request_id"),
+    *OPTIONAL,
+    *MARKS,
+    *COST_COLUMNS,
+)
 
 
 @dataclass(frozen=True)

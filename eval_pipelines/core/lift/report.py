@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from eval_pipelines.core.lift.check_states import NOT_RUN, UNAUDITED
+from eval_pipelines.core.lift.cost_report import cost_line
 
 __all__ = ["audit_mark", "claim_line", "cluster_size_mark", "report_markdown"]
 
@@ -144,6 +145,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append("No scope has treated or lever_holdout traffic yet: no lift is claimed.")
     for claim in report["claims"]:
         lines.append(f"- {claim_line(claim)}")
+        cost = cost_line(claim.get("cost"))
+        if cost is not None:
+            lines.append(f"  - {cost}")
         aa = claim["aa"] or {}
         if aa:
             outcome = "passed" if aa.get("passed") else "FAILED: the instrument is parked"

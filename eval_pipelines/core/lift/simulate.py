@@ -7,10 +7,18 @@ difficulty (a normal effect on the log-odds scale, so its requests are correlate
 cluster bootstrap is needed). The treated arm's success probability is the control's plus
 ``true_lift`` (clipped to [0, 1]); every other arm is served the frozen baseline. A share of
 outcomes is still unresolved (censored).
+
+With ``cost`` (a :class:`CostProfile`), each row also logs what its invocation cost and its
+execution envelope (:mod:`eval_pipelines.core.lift.cost_columns`): tokens in and out drawn
+around the arm's means, with a conversation's own scale (its requests are correlated), and
+the arm's model and envelope. These draws come from a generator of their own (seeded by
+``CostProfile.seed``), so the outcomes, arms and ids are the same with or without costs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -21,6 +29,56 @@ from eval_pipelines.core.lift.assignment import LiftConfig, Message, Request, as
 UNTAGGED_SHARE = 0.3
 CENSORED_SHARE = 0.05
 SITUATIONS = ("single_line", "multi_line")
+#: The envelope every simulated invocation runs in, unless an arm says otherwise.
+ENVELOPE = {
+    "model": "tier-large",
+    "provider": "acme",
+    "tools": "tools-3f9a",
+    "response_format": "json_schema",
+    "generation_params": "temperature-zero",
+    "streaming": False,
+    "provider_policy": "zero-retention",
+}
+
+
+@dataclass(frozen=True)
+class ArmCost:
+    """What one arm's invocations use: mean tokens in and out per request, and the envelope
+    elements it changes from :data:`ENVELOPE` (e.g. ``{"model": "tier-small"}``, or
+    ``{"tools": "none"}`` for an arm that drops the tool definitions)."""
+
+    input_tokens: float = 1_200.0
+    output_tokens: float = 150.0
+    envelope: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """Costs and envelopes to log: ``treated`` for the treated arm, ``baseline`` for every
+    other arm (served the frozen baseline); ``conversation_sd`` the spread of a
+    conversation's scale (log scale), ``token_sd`` a request's own; ``seed`` the cost draws'
+    generator."""
+
+    treated: ArmCost = ArmCost()
+    baseline: ArmCost = ArmCost()
+    conversation_sd: float = 0.3
+    token_sd: float = 0.4
+    seed: int = 0
+
+
+def _cost_columns(
+    profile: CostProfile, arm: str, scale: float, generator: np.random.Generator
+) -> dict[str, Any]:
+    """One request's tokens (around its arm's means, times its conversation's ``scale``) and
+    envelope."""
+    served = profile.treated if arm == "treated" else profile.baseline
+    noise = generator.lognormal(0.0, profile.token_sd, 2)
+    return {
+        "input_tokens": int(round(served.input_tokens * scale * noise[0])),
+        "output_tokens": int(round(served.output_tokens * scale * noise[1])),
+        **ENVELOPE,
+        **served.envelope,
+    }
 
 
 def _logit(p: float) -> float:
@@ -40,11 +98,14 @@ def simulate_traffic(
     baseline_head: str = "baseline-7f3a",
     app_config: str = "cfg-1",
     marks: bool = False,
+    cost: CostProfile | None = None,
 ) -> list[dict[str, Any]]:
     """Log rows (the ingest schema) for ``days`` of traffic of one workspace; with ``marks``,
     each row also says whether its request is a later one of its conversation (``turn``) or
-    trace (``child_span``)."""
+    trace (``child_span``); with ``cost``, what its invocation cost (tokens) and its
+    envelope."""
     generator = np.random.default_rng(rng)
+    cost_generator = np.random.default_rng([31, cost.seed]) if cost is not None else None
     rows: list[dict[str, Any]] = []
     for day in days:
         start = datetime(day.year, day.month, day.day, tzinfo=UTC)
@@ -56,6 +117,9 @@ def simulate_traffic(
             effect = generator.normal(0.0, cluster_sd)
             situation = SITUATIONS[int(generator.integers(0, len(SITUATIONS)))]
             opening = f"Please code invoice {day.isoformat()}-{i} from {situation}"
+            scale = 1.0
+            if cost is not None and cost_generator is not None:
+                scale = float(cost_generator.lognormal(0.0, cost.conversation_sd))
             for turn in range(turns):
                 request_id = f"req-{day.isoformat()}-{i}-{turn}"
                 if untagged:
@@ -77,6 +141,8 @@ def simulate_traffic(
                 marked: dict[str, Any] = {}
                 if marks:
                     marked = {"turn": turn + 1} if untagged else {"child_span": turn > 0}
+                if cost is not None and cost_generator is not None:
+                    marked |= _cost_columns(cost, str(assignment.arm), scale, cost_generator)
                 rows.append(
                     {
                         "timestamp": (at + timedelta(minutes=turn)).isoformat(),

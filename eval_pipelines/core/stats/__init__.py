@@ -9,6 +9,7 @@ from eval_pipelines.core.stats.aa import (
 )
 from eval_pipelines.core.stats.bootstrap import PairedDifference, paired_difference
 from eval_pipelines.core.stats.intervals import Interval, wilson_interval
+from eval_pipelines.core.stats.mean_difference import MeanDifference, unpaired_mean_difference
 from eval_pipelines.core.stats.multiple import holm
 from eval_pipelines.core.stats.paired import McNemarResult, mcnemar_exact
 from eval_pipelines.core.stats.policy import INSUFFICIENT, MIN_N, is_sufficient
@@ -34,6 +35,7 @@ __all__ = [
     "WORSE",
     "Interval",
     "McNemarResult",
+    "MeanDifference",
     "PairedDifference",
     "Proportion",
     "UnpairedDifference",
@@ -47,6 +49,7 @@ __all__ = [
     "paired_power",
     "paired_sample_size",
     "unpaired_difference",
+    "unpaired_mean_difference",
     "unpaired_verdict",
     "verdict",
     "wilson_interval",
