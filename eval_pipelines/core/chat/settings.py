@@ -87,7 +87,8 @@ def _number(value: Any, field: str, low: float, high: float) -> float:
     return float(value)
 
 
-def _prices(raw: Any, where: str) -> dict[str, ModelPrice]:
+def parse_prices(raw: Any, where: str) -> dict[str, ModelPrice]:
+    """A price table (model -> ``{input, output}`` per 1M tokens), each value checked."""
     if not isinstance(raw, Mapping):
         raise InputError(
             where, raw, "must map a model name to {input, output} prices per 1M tokens"
@@ -171,7 +172,7 @@ def parse_chat_settings(
         seed=seed,
         prompt=prompt,
         timeout=_number(options.get("timeout", 60.0), f"{at}.timeout", 0.001, 3600.0),
-        prices=_prices(config.get("prices", {}), f"{where}.prices"),
+        prices=parse_prices(config.get("prices", {}), f"{where}.prices"),
         trials=_integer(config.get("trials", 1), f"{where}.trials", 1, TRIALS_MAX),
         concurrency=_integer(
             config.get("concurrency", 4), f"{where}.concurrency", 1, CONCURRENCY_MAX
