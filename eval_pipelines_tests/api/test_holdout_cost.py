@@ -7,7 +7,9 @@ currencies, an evaluation made before per-record tokens) with no number."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,9 +19,11 @@ import pytest
 from eval_pipelines import api
 from eval_pipelines.chat_standin.server import StandinServer, serve_standin
 from eval_pipelines.cli.output import comparison_markdown
-from eval_pipelines.stages.holdout_report import evaluation_clusters, report_stage
+from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.stages.holdout_report import report_stage
 from eval_pipelines.storage import holdout as holdout_store
 from eval_pipelines.storage.warehouse import connect
+from eval_pipelines_tests.helpers.lift_traffic import write_log
 
 LARGE = {"input": 0.5, "output": 1.5}  # per 1M tokens
 SMALL = {"input": 0.15, "output": 0.6}
@@ -162,29 +166,55 @@ def test_a_variant_without_a_cost_says_why_and_shows_no_number(
 
 
 def test_an_evaluation_made_before_per_record_tokens_reads_not_recorded(
-    module_small_case: str, server: StandinServer
+    module_small_case: str, tier_ab: str, tmp_path: Path
 ) -> None:
-    variants = [
-        {"name": "large", "config": _tier(server.base_url, "m-large", LARGE)},
-        {"name": "small", "config": _tier(server.base_url, "m-small", SMALL)},
-    ]
-    eval_id = api.start_holdout_eval(
-        module_small_case, variants, api.HoldoutOptions(sample_size=30, seed=8), wait=True
-    ).eval_id
-    # As migration 0017 leaves the predictions of an evaluation classified before it.
-    with connect("warehouse.duckdb") as conn:
+    # A copy of the module's warehouse, its tokens as migration 0017 leaves the predictions
+    # of an evaluation classified before it, and the report built again there.
+    old = tmp_path / "old.duckdb"
+    shutil.copyfile("warehouse.duckdb", old)
+    with connect(old) as conn:
         conn.execute(
             "UPDATE predictions SET input_tokens = NULL, output_tokens = NULL WHERE eval_id = ?",
-            [eval_id],
+            [tier_ab],
         )
-        report, markdown = report_stage(conn, eval_id, run_id=None)
-        assert len(set(evaluation_clusters(conn, eval_id).values())) >= 20
-    for variant in report["variants"]:
-        assert variant["cost"]["status"] == "not_recorded"
-        assert variant["cost"]["perRecord"] is None
-        # No currency declared: none is named, and none is invented.
-        assert variant["cost"]["currency"] is None
-    assert report["comparisons"][0]["cost"]["status"] == "not_compared"
+        report, markdown = report_stage(conn, tier_ab, run_id=None)
+    costs = {v["name"]: v["cost"] for v in report["variants"]}
+    assert costs.pop("knn")["status"] == "no_model_calls"
+    for cost in costs.values():
+        assert cost["status"] == "not_recorded" and cost["perRecord"] is None
+    for comparison in report["comparisons"]:
+        assert comparison["cost"]["status"] == "not_compared"
+        assert set(comparison["cost"]) == {"status", "reason", "currency"}
     cost_row = next(line for line in markdown.splitlines() if "cost per record (95%" in line)
-    assert cost_row.count("not recorded (per-record tokens were not recorded") == 2
+    assert cost_row.count("not recorded (per-record tokens were not recorded") == 4
     assert not any(ch.isdigit() for ch in cost_row.split("|", 2)[2])
+
+
+def test_the_ledger_sets_the_offline_cost_beside_the_live_lift(
+    module_small_case: str, tier_ab: str, tmp_path: Path
+) -> None:
+    from eval_pipelines.api import lift
+    from eval_pipelines.core.lift.report import claim_line
+
+    report = api.get_holdout_eval(module_small_case, tier_ab).report
+    assert report is not None
+    pair = next(c for c in report["comparisons"] if c["candidate"] == "small")
+    epoch = lift.set_settings(
+        "tiers", holdout_fraction=0.10, lever="small", case=module_small_case
+    ).epoch
+    config = LiftConfig("tiers", epoch, 0.10, lever="small")
+    lift.ingest(write_log(tmp_path / "week.jsonl", config, true_lift=0.0, seed=3, days=2))
+    lift.report()
+    (row,) = [r for r in lift.ledger() if r.workspace_id == "tiers"]
+    assert row.offline is not None and row.offline["evalId"] == tier_ab
+    assert row.offline["cost"] == pair["cost"]  # the stored report's figure, as it is
+    level = pair["levels"][str(report["targetDepth"][0])]
+    line = claim_line(row.to_json())
+    relative = pair["cost"]["relative"]
+    low, high = relative["interval"]
+    assert (
+        f"; offline L{report['targetDepth'][0]} {level['difference']:+.3f} "
+        f"[{level['interval'][0]:+.3f}, {level['interval'][1]:+.3f}] (eval {tier_ab}, "
+        f"n {level['pairs']}), cost per record {relative['value'] * 100:+.0f}% "
+        f"[{low * 100:+.0f}%, {high * 100:+.0f}%], "
+    ) in line

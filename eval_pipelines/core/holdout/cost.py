@@ -115,14 +115,12 @@ def variant_cost(
         rows.get_column("output_tokens").is_not_null().all()
     )
     if config.classifier != CHAT_CLASSIFIER or not chat:
-        if (
-            not recorded
-            or rows.select(pl.col("input_tokens") + pl.col("output_tokens")).sum().item()
-        ):
+        # The run's usage holds the tokens the classifier reported (older evaluations too).
+        if usage.get("tokens"):
             return VariantCost(
                 NO_PRICE,
-                f"classifier {config.classifier!r} has no price table (prices are for chat "
-                "variants)",
+                f"classifier {config.classifier!r} reports tokens but has no price table "
+                "(prices are for chat variants)",
             )
         return VariantCost(NO_MODEL_CALLS, "the variant calls no model")
     model = str(chat["model"])

@@ -73,12 +73,12 @@ def test_without_tokens_price_or_model_calls_there_is_no_cost_and_no_number() ->
     recorded = _rows([5] * 40, [1] * 40)
     missing = _rows([None] * 40, [None] * 40)
     knn = ClassifyConfig()
-    assert variant_cost(_rows([0] * 40, [0] * 40), knn, {}, clusters=CLUSTERS, seed=1).status == (
-        NO_MODEL_CALLS
-    )
+    for rows in (_rows([0] * 40, [0] * 40), missing):
+        no_calls = variant_cost(rows, knn, {"tokens": 0}, clusters=CLUSTERS, seed=1)
+        assert no_calls.status == NO_MODEL_CALLS
     # A plug-in that reports tokens has no price table: no cost, never a cost of 0.
     plugin = variant_cost(
-        recorded, ClassifyConfig(classifier="plug"), {}, clusters=CLUSTERS, seed=1
+        recorded, ClassifyConfig(classifier="plug"), {"tokens": 240}, clusters=CLUSTERS, seed=1
     )
     assert plugin.status == NO_PRICE and "has no price table" in str(plugin.reason)
     old = variant_cost(missing, _chat(1.0, 1.0), CHAT, clusters=CLUSTERS, seed=1)
