@@ -47,6 +47,9 @@ class HoldoutComparison(JsonResult):
     grouping: dict[str, Any]
     target_depth: tuple[int, ...]
     levels: dict[str, Any]
+    # The paired difference in cost per record (the report's comparison ``cost``); None when
+    # neither variant calls a model.
+    cost: dict[str, Any] | None = None
 
 
 def compare_holdout_evals(
@@ -73,6 +76,8 @@ def compare_holdout_evals(
     ``changed_besides_variant``.
     """
     from eval_pipelines.core.holdout.compare import compare_outcomes
+    from eval_pipelines.core.holdout.cost import calls_a_model, compare_costs, variant_cost
+    from eval_pipelines.core.holdout.cost_report import cost_comparison_to_json
     from eval_pipelines.core.holdout.report_json import paired_levels_to_json
     from eval_pipelines.stages.holdout_report import evaluation_clusters, variant_outcomes
 
@@ -137,7 +142,23 @@ def compare_holdout_evals(
                 f"{cand_value}), so the difference would not be the variant's alone; pass "
                 f"{flags[what]} to compare anyway"
             )
+    costs = [
+        variant_cost(
+            rows,
+            next(v for v in spec.variants if v.name == name).config,
+            _variant_of(report, name)["usage"],
+            clusters=clusters,
+            seed=base_spec.seed,
+        )
+        for spec, report, rows, name in (
+            (base_spec, base_report, base_rows, baseline_variant),
+            (cand_spec, cand_report, cand_rows, candidate_variant),
+        )
+    ]
     return HoldoutComparison(
+        cost=cost_comparison_to_json(compare_costs(*costs, clusters=clusters, seed=base_spec.seed))
+        if calls_a_model(*costs)
+        else None,
         changed_besides_variant=tuple(
             ChangedBesidesVariant(what, base_value, cand_value)
             for what, base_value, cand_value in changed

@@ -143,7 +143,15 @@ def comparison_markdown(result: HoldoutComparison) -> str:
     lines += [
         "",
         *paired_table(
-            [{"baseline": baseline, "candidate": candidate, "levels": result.levels}], titles
+            [
+                {
+                    "baseline": baseline,
+                    "candidate": candidate,
+                    "levels": result.levels,
+                    **({"cost": result.cost} if result.cost is not None else {}),
+                }
+            ],
+            titles,
         ),
         "",
         "Interval: 95% cluster bootstrap over the groups held out together; `better`/`worse` "

@@ -45,6 +45,9 @@ PREDICTION_SCHEMA = {
     "memo_applied": pl.String,
     "error": pl.String,
     "tokens": pl.Int64,
+    # The scored invocation's tokens as the endpoint reported them (priced in the report).
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
 }
 
 
@@ -180,6 +183,8 @@ def classify_variant(
             "memo_applied": [json.dumps(p.memo_applied) for p in predictions],
             "error": [p.error for p in predictions],
             "tokens": [p.tokens for p in predictions],
+            "input_tokens": [p.input_tokens for p in predictions],
+            "output_tokens": [p.output_tokens for p in predictions],
         },
         schema=PREDICTION_SCHEMA,
     )

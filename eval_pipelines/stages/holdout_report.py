@@ -12,6 +12,12 @@ import polars as pl
 
 from eval_pipelines.core.errors import ConflictError, InputError
 from eval_pipelines.core.holdout.compare import compare_outcomes
+from eval_pipelines.core.holdout.cost import (
+    VariantCost,
+    calls_a_model,
+    compare_costs,
+    variant_cost,
+)
 from eval_pipelines.core.holdout.diagnostics import evaluation_diagnostics
 from eval_pipelines.core.holdout.noise_floor import aa_noise_floor
 from eval_pipelines.core.holdout.report import Comparison, VariantResult, build_report
@@ -194,9 +200,15 @@ def report_stage(
     stored_scores = holdout_store.load_scores(conn, eval_id)
     if stored_scores.height != len(spec.variants) or set(runs) != {v.name for v in spec.variants}:
         raise ConflictError("variant_scores is missing variants: re-materialise variant_scores")
+    clusters = evaluation_clusters(conn, eval_id)
+    costs: dict[str, VariantCost] = {}
     variants = []
     for variant in spec.variants:
         figures = _figures(outcomes[variant.name], tree, spec)
+        usage = json.loads(runs[variant.name]["usage_json"])
+        costs[variant.name] = variant_cost(
+            outcomes[variant.name], variant.config, usage, clusters=clusters, seed=spec.seed
+        )
         variants.append(
             VariantResult(
                 name=variant.name,
@@ -205,28 +217,33 @@ def report_stage(
                 config=variant.config,
                 score=figures.score,
                 failed_rows=figures.failed_rows,
-                usage=json.loads(runs[variant.name]["usage_json"]),
+                usage=usage,
                 supply=figures.supply,
                 # Rows each of the variant's memo entries fired on (entries that never fired
                 # read 0; evaluations stored before memo snapshots list only what fired).
                 memo_rules=memo_rule_rows(outcomes[variant.name], spec.memo_ids_of(variant) or ()),
+                cost=costs[variant.name],
             )
         )
-    baseline = spec.variants[0].name
-    clusters = evaluation_clusters(conn, eval_id)
+    baseline = variants[0]
     comparisons = tuple(
         Comparison(
-            baseline=baseline,
+            baseline=baseline.name,
             candidate=variant.name,
             levels=compare_outcomes(
-                outcomes[baseline],
+                outcomes[baseline.name],
                 outcomes[variant.name],
                 tree,
                 clusters=clusters,
                 seed=spec.seed,
             ),
+            cost=compare_costs(
+                costs[baseline.name], costs[variant.name], clusters=clusters, seed=spec.seed
+            )
+            if calls_a_model(costs[baseline.name], costs[variant.name])
+            else None,
         )
-        for variant in spec.variants[1:]
+        for variant in variants[1:]
     )
     sample_hash, sample_size = holdout_store.sample_summary(conn, eval_id)
     excluded_records, group_members = holdout_store.leave_out_counts(conn, eval_id)

@@ -187,7 +187,7 @@ def retrieved_evidence(
 
 PREDICTION_COLUMNS = (
     "variant, record_key, code, confidence, route, candidates, requested_candidates, "
-    "effective_candidates, memo_applied, error, tokens"
+    "effective_candidates, memo_applied, error, tokens, input_tokens, output_tokens"
 )
 
 
@@ -202,11 +202,8 @@ def save_predictions(
     conn.execute("DELETE FROM variant_runs WHERE eval_id = ?", [eval_id])
     insert_frame(
         conn,
-        "INSERT INTO predictions (eval_id, variant, record_key, code, confidence, route, "
-        "candidates, requested_candidates, effective_candidates, memo_applied, error, tokens) "
-        "SELECT eval_id, variant, record_key, code, confidence, route, candidates, "
-        "requested_candidates, effective_candidates, memo_applied, error, tokens "
-        "FROM incoming_frame",
+        f"INSERT INTO predictions (eval_id, {PREDICTION_COLUMNS}) "
+        f"SELECT eval_id, {PREDICTION_COLUMNS} FROM incoming_frame",
         predictions.select(pl.lit(eval_id).alias("eval_id"), pl.all()),
     )
     insert_frame(
@@ -218,10 +215,11 @@ def save_predictions(
 
 
 def load_predictions(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pl.DataFrame:
+    """Every variant's predictions (:data:`PREDICTION_COLUMNS`); ``input_tokens`` and
+    ``output_tokens`` are null in evaluations classified before they were recorded."""
     return query_frame(
         conn,
-        "SELECT variant, record_key, code, confidence, route, candidates, requested_candidates, "
-        "effective_candidates, memo_applied, error, tokens FROM predictions WHERE eval_id = ? "
+        f"SELECT {PREDICTION_COLUMNS} FROM predictions WHERE eval_id = ? "
         "ORDER BY variant, record_key",
         [eval_id],
     )

@@ -4,6 +4,7 @@ is an error) and stored as JSON."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -12,6 +13,8 @@ from eval_pipelines.core.files import check_document
 from eval_pipelines.core.holdout.retrieval import Retrieval, parse_retrieval, retrieval_from_json
 from eval_pipelines.core.inputs import reject_non_finite
 
+# A price table's currency code (ISO 4217 style); the report prices tokens in it.
+CURRENCY = re.compile(r"[A-Z]{3}")
 STRATEGIES = ("weighted", "majority", "nearest")
 CANDIDATES_MAX = 200
 
@@ -42,10 +45,10 @@ class ClassifyConfig:
     options
         Free-form settings for plug-in classifiers (for ``chat``: the endpoint settings,
         :mod:`eval_pipelines.core.chat.settings`).
-    models, prices, trials, concurrency, max_retries
+    models, prices, currency, trials, concurrency, max_retries
         ``chat`` only (None otherwise, and refused on other classifiers): the llmLevel ->
-        model table, the price table, the trials per record, the calls in flight and the
-        retries per call (:data:`CHAT_KEYS`).
+        model table, the price table and its currency, the trials per record, the calls in
+        flight and the retries per call (:data:`CHAT_KEYS`).
     """
 
     classifier: str = "knn-vote"
@@ -59,6 +62,7 @@ class ClassifyConfig:
     retrieval: Retrieval = Retrieval()
     models: dict[str, Any] | None = None
     prices: dict[str, Any] | None = None
+    currency: str | None = None
     trials: int | None = None
     concurrency: int | None = None
     max_retries: int | None = None
@@ -98,6 +102,7 @@ CHAT_CLASSIFIER = "chat"
 CHAT_KEYS = {
     "models": "models",
     "prices": "prices",
+    "currency": "currency",
     "trials": "trials",
     "concurrency": "concurrency",
     "maxRetries": "max_retries",
@@ -184,6 +189,14 @@ def parse_config(
         or not all(isinstance(m, str) and m.strip() for m in config.models.values())
     ):
         raise InputError(f"{where}.models", config.models, "must map an llmLevel to a model name")
+    elif config.currency is not None and (
+        not isinstance(config.currency, str) or not CURRENCY.fullmatch(config.currency)
+    ):
+        raise InputError(
+            f"{where}.currency",
+            config.currency,
+            "the price table's currency: 3 upper-case letters, ISO 4217 style (USD, EUR)",
+        )
     if "target_depth" in values:
         config = replace(
             config,

@@ -10,6 +10,7 @@ from typing import Any
 
 from eval_pipelines.core.holdout.classify_config import ClassifyConfig
 from eval_pipelines.core.holdout.compare import PairedLevel
+from eval_pipelines.core.holdout.cost import CostComparison, VariantCost
 from eval_pipelines.core.holdout.noise_floor import approximate_retrieval_warnings
 from eval_pipelines.core.holdout.report_markdown import level_title
 from eval_pipelines.core.holdout.scoring import CandidateSupply, LevelScore, VariantScore
@@ -40,6 +41,8 @@ class VariantResult:
     usage: dict[str, Any]
     supply: CandidateSupply
     memo_rules: dict[str, int] = field(default_factory=dict)
+    # Cost per record (None: the report leaves the cost out).
+    cost: VariantCost | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Comparison:
     baseline: str
     candidate: str
     levels: tuple[PairedLevel, ...]
+    # The paired difference in cost per record, beside the accuracy's (None: left out).
+    cost: CostComparison | None = None
 
 
 @dataclass(frozen=True)

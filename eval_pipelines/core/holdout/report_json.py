@@ -7,6 +7,7 @@ from typing import Any
 
 from eval_pipelines.core.hashing import hash_json
 from eval_pipelines.core.holdout.compare import PairedLevel
+from eval_pipelines.core.holdout.cost_report import cost_comparison_to_json, variant_cost_to_json
 from eval_pipelines.core.holdout.report import Comparison, HoldoutReport
 from eval_pipelines.core.holdout.scoring import CandidateSupply, VariantScore
 from eval_pipelines.core.holdout.spec import HoldoutSpec
@@ -153,6 +154,11 @@ def comparisons_to_json(comparisons: tuple[Comparison, ...]) -> list[dict[str, A
             "baseline": comparison.baseline,
             "candidate": comparison.candidate,
             "levels": paired_levels_to_json(comparison.levels),
+            **(
+                {"cost": cost_comparison_to_json(comparison.cost)}
+                if comparison.cost is not None
+                else {}
+            ),
         }
         for comparison in comparisons
     ]
@@ -218,6 +224,7 @@ def report_to_json(report: HoldoutReport) -> dict[str, Any]:
                 "usage": variant.usage,
                 "leaveOut": supply_to_json(variant.supply),
                 "memoRules": dict(variant.memo_rules),
+                **({"cost": variant_cost_to_json(variant.cost)} if variant.cost else {}),
                 # Which code a plug-in classifier was (absent for registered ones).
                 **({"plugin": plugins[variant.name]} if variant.name in plugins else {}),
             }

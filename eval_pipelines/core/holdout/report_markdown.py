@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from eval_pipelines.core.holdout.cost import NO_MODEL_CALLS
+from eval_pipelines.core.holdout.cost_report import cost_per_record_text, relative_cost_text
 from eval_pipelines.core.holdout.trials import DECLINED, FAILED
 from eval_pipelines.core.stats import INSUFFICIENT
 
@@ -129,19 +131,24 @@ def paired_table(comparisons: list[dict[str, Any]], titles: dict[str, str]) -> l
     ``candidate``, ``levels`` as
     :func:`~eval_pipelines.core.holdout.report_json.paired_levels_to_json` writes them), one
     row per level of ``titles`` (depth -> title)."""
+    # The cost difference is one figure per pair (not per level): repeated on each level's
+    # row, so every accuracy difference reads beside it.
+    with_cost = any("cost" in comparison for comparison in comparisons)
     lines = [
         "| baseline | candidate | level | pairs | newly right | newly wrong | diff | 95% "
-        "interval | verdict | MDE | p |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "interval | verdict | MDE | p |"
+        + (" cost per record, candidate vs baseline |" if with_cost else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_cost else ""),
     ]
     for comparison in comparisons:
+        cost = f" {_cell(relative_cost_text(comparison.get('cost')))} |" if with_cost else ""
         for depth, title in titles.items():
             level = comparison["levels"][depth]
             lines.append(
                 f"| {_cell(comparison['baseline'])} | {_cell(comparison['candidate'])} | "
                 f"{title} | {level['pairs']} | {level['newlyRight']} | "
                 f"{level['newlyWrong']} | {format_difference(level['difference'])} | "
-                f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |"
+                f"{_interval(level)} | {level['verdict']} | {_mde(level)} | {_p(level)} |{cost}"
             )
     return lines
 
@@ -222,6 +229,12 @@ def report_markdown(report: dict[str, Any]) -> str:
     )
     lines += _plugin_rows(report["variants"])
     lines += _model_usage_rows(report["variants"])
+    costs = [variant.get("cost") for variant in report["variants"]]
+    # Shown once some variant calls a model (an evaluation of knn-vote variants has no cost).
+    if any(cost and cost["status"] != NO_MODEL_CALLS for cost in costs):
+        lines.append(_row(["cost per record (95% interval)", *map(cost_per_record_text, costs)]))
+        basis = next(cost["basis"] for cost in costs if cost)
+        lines += ["", f"_{basis[0].upper()}{basis[1:]}._"]
     if report["comparisons"]:
         lines += [
             "",

@@ -100,6 +100,11 @@ class OfflineScreening:
         identifies the candidate screened (a variant name alone does not).
     depth
         The target level of the case the difference was read at.
+    cost
+        The evaluation's paired difference in cost per record of the same pair (the holdout
+        report's comparison ``cost``: status, currency, ``difference`` and ``relative`` with
+        their intervals, ``n``; or why it was not compared), None when the report has none
+        (no variant calls a model, or it was made before cost per record).
     """
 
     kind: ClassVar[EvidenceKind] = EvidenceKind.OFFLINE_SCREENING
@@ -113,6 +118,7 @@ class OfflineScreening:
     n: int
     case_id: str | None = None
     depth: str | None = None
+    cost: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.n < 0:
@@ -136,6 +142,7 @@ class OfflineScreening:
             "interval": list(self.interval) if self.interval is not None else None,
             "n": self.n,
             "verdict": self.level,
+            "cost": self.cost,
         }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval_pipelines.core.holdout.cost_report import relative_cost_text
 from eval_pipelines.core.lift.check_states import NOT_RUN, UNAUDITED
 from eval_pipelines.core.lift.cost_report import cost_line
 
@@ -42,8 +43,13 @@ def claim_line(claim: dict[str, Any]) -> str:
         status += f"; audited since it was settled: {audit_mark(claim['auditSinceSettled'])}"
     offline = claim["offline"]
     beside = (
-        f"; offline {_signed(offline.get('difference'))} "
+        f"; offline {_offline_difference(offline)} "
         f"(eval {offline['evalId']}, n {offline.get('n')})"
+        + (
+            f", cost per record {relative_cost_text(offline['cost'])}"
+            if offline.get("cost")
+            else ""
+        )
         if offline
         else "; no offline screening of this candidate"
         + (f" ({claim['offlineNote']})" if claim.get("offlineNote") else "")
@@ -54,6 +60,16 @@ def claim_line(claim: dict[str, Any]) -> str:
         f"({claim['clustersTreated']} vs {claim['clustersControl']} clusters), "
         f"verdict {claim['verdict']}, {status}{beside}"
     )
+
+
+def _offline_difference(offline: dict[str, Any]) -> str:
+    """``L4 -0.004 [-0.020, +0.010]``: the offline accuracy difference at its target level,
+    with its interval when it has one."""
+    interval = offline.get("interval")
+    text = _signed(offline.get("difference"))
+    if interval:
+        text += f" [{interval[0]:+.3f}, {interval[1]:+.3f}]"
+    return f"L{offline['level']} {text}" if offline.get("level") else text
 
 
 def _cluster_size_words(size: dict[str, Any]) -> str:

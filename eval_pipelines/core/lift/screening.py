@@ -1,6 +1,7 @@
 """Which offline screening is set beside a live claim (spec 004, "How a lift is proven"):
 the newest holdout evaluation of the workspace's declared case that screened the claim's
-candidate, and only when that identifies one candidate. Offline screening is its own stage
+candidate, and only when that identifies one candidate; its accuracy difference at the target
+level and, beside it, its difference in cost per record. Offline screening is its own stage
 of evidence (:class:`~eval_pipelines.core.lift.evidence.OfflineScreening`): shown beside the
 live lift, never counted as one.
 """
@@ -76,6 +77,7 @@ def offline_screening(
             n=int(level.get("pairs") or 0),
             case_id=case_id,
             depth=depth,
+            cost=comparison.get("cost"),
         )
         require_kind(screening, EvidenceKind.OFFLINE_SCREENING)
         return screening, f"holdout evaluation {eval_id} of case {case_id}"

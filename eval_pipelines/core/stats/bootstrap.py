@@ -284,13 +284,25 @@ def _cluster_replicates(
     generator: np.random.Generator,
 ) -> np.ndarray:
     """Ratio ``sum D / sum m`` over ``n_resamples`` draws of ``G`` clusters with replacement."""
-    n_clusters = cluster_sums.size
+    resampled_sums, resampled_sizes = _resampled_sums(
+        (cluster_sums, cluster_sizes), n_resamples, generator
+    )
+    return resampled_sums / resampled_sizes
+
+
+def _resampled_sums(
+    columns: Sequence[np.ndarray], n_resamples: int, generator: np.random.Generator
+) -> list[np.ndarray]:
+    """Per column of per-cluster values, its sum over each of ``n_resamples`` draws of ``G``
+    clusters with replacement: one draw serves every column, so statistics made of several
+    sums (a ratio, a difference and a ratio of the same pairs) are read on the same
+    resamples."""
+    n_clusters = columns[0].size
     block = max(1, _BLOCK_CELLS // n_clusters)
-    replicates = np.empty(n_resamples, dtype=np.float64)
+    sums = [np.empty(n_resamples, dtype=np.float64) for _ in columns]
     for start in range(0, n_resamples, block):
         stop = min(n_resamples, start + block)
         drawn = generator.integers(0, n_clusters, size=(stop - start, n_clusters))
-        resampled_sums = cluster_sums[drawn].sum(axis=1)
-        resampled_sizes = cluster_sizes[drawn].sum(axis=1)
-        replicates[start:stop] = resampled_sums / resampled_sizes
-    return replicates
+        for column, resampled in zip(columns, sums, strict=True):
+            resampled[start:stop] = column[drawn].sum(axis=1)
+    return sums

@@ -127,3 +127,20 @@ def test_a_config_nested_past_the_document_bound_is_refused():
     with pytest.raises(InputError, match="nests deeper than 64 levels") as error:
         parse_config({"options": options}, where="config", max_depth=7)
     assert error.value.field == "config"
+
+
+@pytest.mark.parametrize("currency", ["usd", "US", "USDT", 840, ""])
+def test_a_price_table_currency_is_three_upper_case_letters(currency):
+    raw = {"classifier": "chat", "prices": {"m": {"input": 1, "output": 2}}, "currency": currency}
+    with pytest.raises(InputError) as error:
+        parse_config(raw, where="variants[1].config", max_depth=7)
+    assert error.value.field == "variants[1].config.currency"
+    assert "3 upper-case letters" in str(error.value)
+    assert parse_config({**raw, "currency": "EUR"}, where="c", max_depth=7).currency == "EUR"
+
+
+def test_a_currency_is_refused_on_a_classifier_without_prices():
+    with pytest.raises(InputError) as error:
+        parse_config({"currency": "USD"}, where="config", max_depth=7)
+    assert error.value.field == "config.currency"
+    assert "applies to classifier 'chat' only" in str(error.value)
