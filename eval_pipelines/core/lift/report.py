@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval_pipelines.core.lift.application_ci_ledger import application_ci_section
 from eval_pipelines.core.lift.check_states import NOT_RUN, UNAUDITED
 
 __all__ = ["audit_mark", "claim_line", "cluster_size_mark", "report_markdown"]
@@ -199,6 +200,10 @@ def report_markdown(report: dict[str, Any]) -> str:
             f"content ({report['rowsLeftOutAsConflicting']} rows, stored before ingest was "
             "idempotent per request id) left out: which copy is true is unknown."
         )
+    lines += application_ci_section(
+        report.get("applicationCi") or [],
+        {f"{c['workspaceId']}/{c['candidate']}" for c in report["claims"]},
+    )
     for scope in report.get("scopes", []):
         lines += ["", f"#### Cells of {scope['scope']}", ""]
         lines += [
