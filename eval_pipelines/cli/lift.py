@@ -304,7 +304,10 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
     report.set_defaults(func=cmd_report)
 
-    ledger = lift.add_parser("ledger", help="each claim with its scope, interval and n")
+    ledger = lift.add_parser(
+        "ledger",
+        help="each claim with its scope, interval and n; application-CI results as their own kind",
+    )
     ledger.add_argument("--json", action="store_true", help="print JSON instead of text")
     ledger.set_defaults(func=cmd_ledger)
 
