@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipelines import settings
 from eval_pipelines.api import lift
 from eval_pipelines.core.errors import InputError
 from eval_pipelines.core.lift.evidence import ApplicationCI, confirmed_improvement
+from eval_pipelines.storage.warehouse import exists
 
 
 def test_record_ci_returns_the_typed_result_and_the_ledger_lists_it(workdir: Path) -> None:
@@ -47,4 +49,4 @@ def test_refusals_name_the_parameter_and_write_nothing(
     with pytest.raises(InputError) as refused:
         lift.record_ci("acme", candidate="tier-small", **options)  # type: ignore[arg-type]
     assert refused.value.field == field and rule in str(refused.value)
-    assert not (workdir / "warehouse.duckdb").exists()
+    assert not exists(settings.warehouse_location())

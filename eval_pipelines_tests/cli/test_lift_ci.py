@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 
+from eval_pipelines import settings
 from eval_pipelines.core.lift.assignment import LiftConfig
+from eval_pipelines.storage import application_ci as application_ci_store
+from eval_pipelines.storage.warehouse import connect, exists
 from eval_pipelines_tests.helpers.cli_calls import refused, succeeded
 from eval_pipelines_tests.helpers.golden_demo import WORKFLOW, broken_variant, seed
 from eval_pipelines_tests.helpers.lift_traffic import write_log
@@ -34,11 +36,13 @@ HARNESS = (
 )
 
 
-def _stored_results(warehouse: Path) -> int:
-    with duckdb.connect(str(warehouse), read_only=True) as conn:
-        row = conn.execute("SELECT count(*) FROM application_ci_results").fetchone()
-    assert row is not None
-    return int(row[0])
+def _recorded() -> int | None:
+    """How many results the warehouse holds (either backend); None when there is none."""
+    location = settings.warehouse_location()
+    if not exists(location):
+        return None
+    with connect(location, read_only=True) as conn:
+        return len(application_ci_store.results(conn))
 
 
 def test_a_harness_result_is_recorded_once_and_listed_without_a_live_claim(
@@ -51,12 +55,12 @@ def test_a_harness_result_is_recorded_once_and_listed_without_a_live_claim(
     again = succeeded(capsys, *HARNESS)
     assert again.startswith("ws/memo-v2: already recorded (same result): unchanged: ")
     assert again.rstrip().endswith(f"({NOT_A_CONFIRMATION})")
-    assert _stored_results(workdir / "warehouse.duckdb") == 1
+    assert _recorded() == 1
     # The same commit and suite with other counts is refused: a result is never replaced.
     flaky = [*HARNESS[:-1], "1"]
     line = refused(capsys, *flaky)
     assert line.startswith("commit='9f1c2ab': a harness result of candidate memo-v2")
-    assert _stored_results(workdir / "warehouse.duckdb") == 1
+    assert _recorded() == 1
 
     (entry,) = json.loads(succeeded(capsys, "lift", "ledger", "--json"))
     assert (entry["evidence"], entry["status"]) == ("application_ci", "no live claim")
@@ -71,10 +75,10 @@ def test_a_raw_model_call_comparison_is_refused_and_nothing_is_written(
 ) -> None:
     line = refused(capsys, *HARNESS, "--binds", "model_calls")
     assert line.startswith("--binds='model_calls': a raw model-call comparison cannot claim ")
-    assert not (workdir / "warehouse.duckdb").exists()  # checked before anything is opened
+    assert _recorded() is None  # checked before anything is opened
     succeeded(capsys, *HARNESS[:-6], "--suite", "other", "--passed", "1", "--failed", "0")
     refused(capsys, *HARNESS, "--binds", "model_calls")
-    assert _stored_results(workdir / "warehouse.duckdb") == 1
+    assert _recorded() == 1
 
 
 @pytest.mark.parametrize(
@@ -90,7 +94,7 @@ def test_bad_input_is_one_line_naming_the_flag(
     workdir: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], start: str
 ) -> None:
     assert refused(capsys, *HARNESS, *extra).startswith(start)
-    assert not (workdir / "warehouse.duckdb").exists()
+    assert _recorded() is None
 
 
 def test_a_harness_result_needs_its_counts(
@@ -112,7 +116,7 @@ def test_the_gate_runs_of_a_workflow_revision_are_recorded(
         f"--revision='{good}': gating set inv has no completed run against this revision (run "
         f"it: eval-pipelines golden run inv --revision {good}); nothing was recorded"
     )
-    assert _stored_results(golden_home / "warehouse.duckdb") == 0
+    assert _recorded() == 0
 
     passing = golden.run_and_report("inv").to_json()
     recorded = json.loads(succeeded(capsys, *gate, "--revision", good[:8], "--json"))
