@@ -180,7 +180,7 @@ def _gate_runs(gate: Gate, workflow: str, revision: str) -> tuple[str, ...]:
         raise InputError(
             "workflow",
             workflow,
-            "no golden set of this workflow gates activation (`golden create SET --gate`): "
+            "no golden set of this workflow gates activation (create one marked as a gate): "
             "there are no gate runs to record",
         )
     for gating in gate.sets:
