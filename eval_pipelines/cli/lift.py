@@ -129,7 +129,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
     from eval_pipelines.core.lift.application_ci_ledger import (
-        application_ci_entry_line,
+        application_ci_entry_lines,
         claim_application_ci_lines,
     )
     from eval_pipelines.core.lift.report import claim_line
@@ -143,7 +143,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     for row in rows:
         document = row.to_json()
         if isinstance(row, lift.LedgerApplicationCI):
-            print(application_ci_entry_line(document), flush=True)
+            print("\n".join(application_ci_entry_lines(document)), flush=True)
             continue
         print("\n".join([claim_line(document), *claim_application_ci_lines(document)]), flush=True)
     return 0

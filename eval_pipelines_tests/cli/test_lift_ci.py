@@ -66,7 +66,11 @@ def test_a_harness_result_is_recorded_once_and_listed_without_a_live_claim(
     assert (entry["evidence"], entry["status"]) == ("application_ci", "no live claim")
     assert [r["commit"] for r in entry["applicationCi"]] == ["9f1c2ab"]
     text = succeeded(capsys, "lift", "ledger")
-    assert text.startswith("ws/memo-v2: no live claim; application CI (application): harness ")
+    assert text.splitlines() == [
+        f"ws/memo-v2: no live claim, application CI only ({NOT_A_CONFIRMATION})",
+        "  - application CI (application): harness suite replay smoke at commit 9f1c2ab: passed "
+        f"(48 passed, 0 failed), recorded {recorded['recordedAt']}",
+    ]
     assert NOT_A_CONFIRMATION in text and "confirmed" not in text.replace(NOT_A_CONFIRMATION, "")
 
 

@@ -23,7 +23,7 @@ __all__ = [
     "NO_LIVE_CLAIM",
     "NOT_A_CONFIRMATION",
     "LedgerApplicationCI",
-    "application_ci_entry_line",
+    "application_ci_entry_lines",
     "application_ci_line",
     "application_ci_section",
     "claim_application_ci_lines",
@@ -105,13 +105,14 @@ def claim_application_ci_lines(claim: dict[str, Any]) -> list[str]:
     ]
 
 
-def application_ci_entry_line(entry: dict[str, Any]) -> str:
-    """The ledger line of a candidate with CI results and no live claim (its document)."""
-    results = "; ".join(application_ci_line(r) for r in entry["applicationCi"])
-    return (
-        f"{entry['workspaceId']}/{entry['candidate']}: {entry['status']}; {results} "
-        f"({NOT_A_CONFIRMATION})"
-    )
+def application_ci_entry_lines(entry: dict[str, Any]) -> list[str]:
+    """The ledger lines of a candidate with CI results and no live claim (its document): the
+    candidate and its status, then one line per result."""
+    return [
+        f"{entry['workspaceId']}/{entry['candidate']}: {entry['status']}, application CI only "
+        f"({NOT_A_CONFIRMATION})",
+        *(f"  - {application_ci_line(r)}" for r in entry["applicationCi"]),
+    ]
 
 
 def application_ci_section(results: Sequence[dict[str, Any]], claimed: set[str]) -> list[str]:

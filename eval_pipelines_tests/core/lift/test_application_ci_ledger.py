@@ -10,7 +10,7 @@ from typing import Any
 from eval_pipelines.core.lift.application_ci import application_ci_result
 from eval_pipelines.core.lift.application_ci_ledger import (
     LedgerApplicationCI,
-    application_ci_entry_line,
+    application_ci_entry_lines,
     application_ci_section,
     claim_application_ci_lines,
     ledger_with_application_ci,
@@ -109,12 +109,13 @@ def test_a_candidate_without_a_live_claim_is_listed_as_application_ci() -> None:
     document = entry.to_json()
     assert (document["evidence"], document["status"]) == ("application_ci", "no live claim")
     assert "verdict" not in document and "confirmed" not in str(document)
-    assert application_ci_entry_line(document) == (
-        "acme/tier-small: no live claim; application CI (application): golden gate of workflow "
-        "supplier_invoices at revision 1650c7d40fc1 (golden runs g-77e6cdbb8a2d): passed (1 "
-        "passed, 0 failed), recorded 2026-12-06T21:00:00 (a passed CI check is not a live "
-        "confirmation)"
-    )
+    assert application_ci_entry_lines(document) == [
+        "acme/tier-small: no live claim, application CI only (a passed CI check is not a live "
+        "confirmation)",
+        "  - application CI (application): golden gate of workflow supplier_invoices at revision "
+        "1650c7d40fc1 (golden runs g-77e6cdbb8a2d): passed (1 passed, 0 failed), recorded "
+        "2026-12-06T21:00:00",
+    ]
 
 
 def test_the_report_lists_results_in_their_own_section_or_not_at_all() -> None:
