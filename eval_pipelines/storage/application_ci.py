@@ -1,11 +1,12 @@
 """Recorded application-CI results (``application_ci_results``, migration 0018).
 
-A result is keyed on its workspace, candidate, source, commit and suite. Recording the same
-result again (every field equal but the time it was recorded) is idempotent: nothing is
+A result is keyed on its workspace, candidate, source, commit, suite and golden runs (none for
+a harness; a later gate run of the same workflow revision is another result). Recording the
+same result again (every field equal but the time it was recorded) is idempotent: nothing is
 written and the stored one is returned. Another result under the same key is refused
 (:class:`~eval_pipelines.core.errors.ConflictError` naming the stored one): a recorded result
-is history, never overwritten; a re-run of the same commit is recorded under another suite
-name.
+is history, never overwritten; a harness re-run of the same commit is recorded under another
+suite name.
 """
 
 from __future__ import annotations
@@ -44,11 +45,22 @@ def _result_of(row: tuple[Any, ...]) -> ApplicationCI:
     )
 
 
+def _runs_json(result: ApplicationCI) -> str:
+    return json.dumps(list(result.golden_run_ids))
+
+
 def _stored(conn: duckdb.DuckDBPyConnection, result: ApplicationCI) -> ApplicationCI | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM application_ci_results WHERE workspace_id = ? AND "
-        "candidate = ? AND source = ? AND commit_id = ? AND suite = ?",
-        [result.workspace_id, result.candidate, result.source, result.commit, result.suite],
+        "candidate = ? AND source = ? AND commit_id = ? AND suite = ? AND golden_run_ids_json = ?",
+        [
+            result.workspace_id,
+            result.candidate,
+            result.source,
+            result.commit,
+            result.suite,
+            _runs_json(result),
+        ],
     ).fetchone()
     return _result_of(row) if row else None
 
@@ -62,18 +74,20 @@ def insert_result(
     Raises
     ------
     ConflictError
-        A result of the same workspace, candidate, source, commit and suite is stored with
-        other counts, golden runs or detail (nothing written).
+        A result of the same workspace, candidate, source, commit, suite and golden runs is
+        stored with other counts or detail (nothing written).
     """
     stored = _stored(conn, result)
     if stored is not None:
         if dataclasses.replace(stored, recorded_at=result.recorded_at) == result:
             return stored, False
+        # Named as record_ci's parameters, so the CLI shows them as its flags.
+        names = ("revision", "workflow") if result.source == "golden_gate" else ("commit", "suite")
         raise ConflictError(
-            f"commit={result.commit!r}: a {result.source} result of candidate "
-            f"{result.candidate} (workspace {result.workspace_id}), suite {result.suite!r} at "
-            f"this commit is already recorded ({stored.passed_count} passed, "
-            f"{stored.failed_count} failed, {stored.skipped_count} skipped, golden runs "
+            f"`{names[0]}`={result.commit!r}, `{names[1]}`={result.suite!r}: a {result.source} "
+            f"result of candidate {result.candidate} (workspace {result.workspace_id}) is "
+            f"already recorded for them ({stored.passed_count} passed, {stored.failed_count} "
+            f"failed, {stored.skipped_count} skipped, golden runs "
             f"{list(stored.golden_run_ids)}, recorded {stored.recorded_at:%Y-%m-%d %H:%M:%S}): "
             "a recorded result is never replaced; record a re-run under another suite name "
             "(nothing was written)"
@@ -91,7 +105,7 @@ def insert_result(
             result.failed_count,
             result.skipped_count,
             result.binds,
-            json.dumps(list(result.golden_run_ids)),
+            _runs_json(result),
             result.detail,
             result.recorded_at,
         ],

@@ -59,7 +59,7 @@ def test_a_harness_result_is_recorded_once_and_listed_without_a_live_claim(
     # The same commit and suite with other counts is refused: a result is never replaced.
     flaky = [*HARNESS[:-1], "1"]
     line = refused(capsys, *flaky)
-    assert line.startswith("commit='9f1c2ab': a harness result of candidate memo-v2")
+    assert line.startswith("--commit='9f1c2ab', --suite='replay smoke': a harness result of ")
     assert _recorded() == 1
 
     (entry,) = json.loads(succeeded(capsys, "lift", "ledger", "--json"))

@@ -64,7 +64,10 @@ def test_the_same_result_again_is_stored_once_and_another_one_is_refused(tmp_pat
         with pytest.raises(ConflictError) as refused:
             store.insert_result(conn, other)
         message = str(refused.value)
-        assert message.startswith("commit='9f1c2ab': a harness result of candidate memo-v2")
+        assert message.startswith(
+            "`commit`='9f1c2ab', `suite`='replay smoke': a harness result of candidate memo-v2 "
+            "(workspace acme) is already recorded for them"
+        )
         assert "48 passed, 1 failed, 2 skipped" in message
         assert "a recorded result is never replaced" in message
         assert store.results(conn) == [HARNESS]
@@ -72,3 +75,11 @@ def test_the_same_result_again_is_stored_once_and_another_one_is_refused(tmp_pat
         renamed = dataclasses.replace(other, suite="replay smoke (re-run)")
         assert store.insert_result(conn, renamed) == (renamed, True)
         assert len(store.results(conn)) == 2
+        # A later gate run of the same workflow revision is another result; the same runs with
+        # another reading are refused.
+        store.insert_result(conn, GATE)
+        rerun = dataclasses.replace(GATE, golden_run_ids=("g-3", "g-4"), failed_count=1)
+        assert store.insert_result(conn, rerun) == (rerun, True)
+        with pytest.raises(ConflictError, match="^`revision`='1650c7d40fc1', `workflow`="):
+            store.insert_result(conn, dataclasses.replace(GATE, failed_count=1))
+        assert len(store.results(conn)) == 4
