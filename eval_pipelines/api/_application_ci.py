@@ -76,12 +76,14 @@ def record_ci(
     before anything is written (:func:`~eval_pipelines.core.lift.application_ci.\
 application_ci_result`): a result that ``binds`` ``model_calls`` is refused as application
     coverage. The same result recorded again is returned with ``new`` False; another one under
-    the same workspace, candidate, source, commit and suite is refused (ConflictError).
+    the same workspace, candidate, source, commit, suite (and golden runs) is refused
+    (ConflictError).
 
     A gate result is read from the gating sets' runs of exactly that revision (those the gate
-    counts: completed, their ``golden_run`` step succeeded): one set counted per set, passed
-    when it cleared the gate. A workflow with no gating set, or a gating set with no counted
-    run of the revision, is refused (nothing to record)."""
+    counts: completed, their ``golden_run`` step succeeded): one count per gating set, passed
+    when it cleared the gate; the commit is the full revision id, the suite the workflow. A
+    workflow with no gating set, or a gating set with no counted run of the revision, is
+    refused (nothing to record)."""
     given: dict[str, Any] = {
         "commit": commit,
         "suite": suite,
