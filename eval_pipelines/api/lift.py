@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 import duckdb
 
+from eval_pipelines.api._application_ci import RecordedCI, record_ci
 from eval_pipelines.api._lift_cost import checked_cost_options, save_cost_options
 from eval_pipelines.api._shared import (
     EvalFailed,
@@ -25,6 +26,7 @@ from eval_pipelines.api._shared import (
 )
 from eval_pipelines.core.errors import InputError, RunRefusal
 from eval_pipelines.core.inputs import check_name
+from eval_pipelines.core.lift.application_ci_ledger import LedgerApplicationCI
 from eval_pipelines.core.lift.assignment import (
     DEFAULT_HOLDOUT_FRACTION,
     LiftConfig,
@@ -50,9 +52,11 @@ __all__ = [
     "AuditSample",
     "IngestRefused",
     "Ingested",
+    "LedgerApplicationCI",
     "LedgerClaim",
     "LiftReport",
     "LiftRequest",
+    "RecordedCI",
     "WorkspaceSettings",
     "assign_request",
     "audit",
@@ -60,6 +64,7 @@ __all__ = [
     "config_for",
     "ingest",
     "ledger",
+    "record_ci",
     "report",
     "set_settings",
 ]
@@ -453,14 +458,16 @@ def report(*, warehouse: Path | str | None = None) -> LiftReport:
     return LiftReport(content, markdown, state.run_id)
 
 
-def ledger(*, warehouse: Path | str | None = None) -> tuple[LedgerClaim, ...]:
-    """Every claim with its scope, interval, n, status, and the offline difference beside it."""
-    from eval_pipelines.core.lift.ledger import ledger_claim
+def ledger(*, warehouse: Path | str | None = None) -> tuple[LedgerClaim | LedgerApplicationCI, ...]:
+    """Every claim with its scope, interval, n, status, the offline difference and the
+    application-CI results of its candidate beside it; then each candidate with application-CI
+    results and no live claim yet (:class:`LedgerApplicationCI`, status ``no live claim``)."""
+    from eval_pipelines.api._application_ci import ledger_rows
 
     if not warehouse_exists(resolve_warehouse(warehouse)):
         return ()
     with open_warehouse(warehouse, read_only=True) as conn:
-        return tuple(ledger_claim(c) for c in lift_store.claims(conn))
+        return ledger_rows(conn)
 
 
 def audit_sample(

@@ -1,5 +1,5 @@
-"""``eval-pipelines lift assign | settings | ingest | report | ledger | audit-sample | audit``
-(spec 004)."""
+"""``eval-pipelines lift assign | settings | ingest | report | ledger | ci | audit-sample |
+audit`` (spec 004)."""
 
 from __future__ import annotations
 
@@ -136,6 +136,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from eval_pipelines.api import lift
+    from eval_pipelines.core.lift.application_ci_ledger import (
+        application_ci_entry_lines,
+        claim_application_ci_lines,
+    )
     from eval_pipelines.core.lift.cost_report import cost_line
     from eval_pipelines.core.lift.report import claim_line
 
@@ -147,8 +151,45 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print("the lift ledger is empty: ingest logs, then `eval-pipelines lift report`")
     for row in rows:
         document = row.to_json()
+        if isinstance(row, lift.LedgerApplicationCI):
+            print("\n".join(application_ci_entry_lines(document)), flush=True)
+            continue
         cost = cost_line(document.get("cost"))
-        print(claim_line(document) + (f"\n  {cost}" if cost else ""), flush=True)
+        lines = [claim_line(document), *([f"  {cost}"] if cost else [])]
+        print("\n".join([*lines, *claim_application_ci_lines(document)]), flush=True)
+    return 0
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    from eval_pipelines.api import lift
+    from eval_pipelines.core.lift.application_ci_ledger import (
+        NOT_A_CONFIRMATION,
+        application_ci_line,
+    )
+
+    recorded = lift.record_ci(
+        args.workspace,
+        candidate=args.candidate,
+        commit=args.commit,
+        suite=args.suite,
+        passed=args.passed,
+        failed=args.failed,
+        skipped=args.skipped,
+        binds=args.binds,
+        workflow=args.workflow,
+        revision=args.revision,
+        warehouse=args.warehouse,
+    )
+    if args.json:
+        print_json(recorded.to_json())
+        return 0
+    result = recorded.result
+    state = "recorded" if recorded.new else "already recorded (same result): unchanged"
+    print(
+        f"{result.workspace_id}/{result.candidate}: {state}: "
+        f"{application_ci_line(result.to_json())} ({NOT_A_CONFIRMATION})",
+        flush=True,
+    )
     return 0
 
 
@@ -279,9 +320,40 @@ def add_commands(groups: argparse._SubParsersAction) -> None:
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
     report.set_defaults(func=cmd_report)
 
-    ledger = lift.add_parser("ledger", help="each claim with its scope, interval and n")
+    ledger = lift.add_parser(
+        "ledger",
+        help="each claim with its scope, interval and n; application-CI results as their own kind",
+    )
     ledger.add_argument("--json", action="store_true", help="print JSON instead of text")
     ledger.set_defaults(func=cmd_ledger)
+
+    ci = lift.add_parser(
+        "ci",
+        help="record an application-CI result of a candidate: the team's harness (--commit, "
+        "--suite, --passed, --failed) or the golden gate's runs (--workflow, --revision); its "
+        "own kind of evidence, never a live confirmation",
+    )
+    ci.add_argument("--workspace", required=True, help="workspace id")
+    ci.add_argument("--candidate", required=True, help="the candidate (its lever)")
+    ci.add_argument("--commit", default=None, help="the application revision the check ran on")
+    ci.add_argument("--suite", default=None, help="the suite that ran")
+    ci.add_argument("--passed", type=int, default=None, help="tests passed")
+    ci.add_argument("--failed", type=int, default=None, help="tests failed")
+    ci.add_argument("--skipped", type=int, default=0, help="tests skipped (default 0)")
+    ci.add_argument(
+        "--binds",
+        default="application",
+        help="what the check exercised: application (a raw model-call comparison, "
+        "model_calls, cannot claim application coverage and is refused)",
+    )
+    ci.add_argument(
+        "--workflow", default=None, help="record the golden gate's runs of this workflow"
+    )
+    ci.add_argument(
+        "--revision", default=None, help="the workflow revision the lever changes (gate source)"
+    )
+    ci.add_argument("--json", action="store_true", help="print JSON instead of text")
+    ci.set_defaults(func=cmd_ci, api_flags={"workspace_id": "--workspace"})
 
     sample = lift.add_parser(
         "audit-sample",

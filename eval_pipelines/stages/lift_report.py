@@ -14,15 +14,17 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from eval_pipelines.core.lift.application_ci_ledger import ledger_with_application_ci
 from eval_pipelines.core.lift.assignment import LiftConfig
 from eval_pipelines.core.lift.claim import Scope, claim_candidate, claim_id, decide_claim
 from eval_pipelines.core.lift.claim_cost import CostInputs
 from eval_pipelines.core.lift.intents import DecisionIntent
-from eval_pipelines.core.lift.ledger import Claim, ledger_claim
+from eval_pipelines.core.lift.ledger import Claim, LedgerClaim, ledger_claim
 from eval_pipelines.core.lift.lift import live_lift
 from eval_pipelines.core.lift.logs import MIXED_SCOPE, REQUEST_KEY, mixed_artifacts
 from eval_pipelines.core.lift.prices import parse_price_table
 from eval_pipelines.core.lift.rollup import rollup
+from eval_pipelines.storage import application_ci as application_ci_store
 from eval_pipelines.storage import holdout_evaluations as holdout_evaluations_store
 from eval_pipelines.storage import lift as lift_store
 
@@ -133,13 +135,19 @@ def build_report(
         claims.append(claim)
         cells = [c.to_json() for c in rollup(rows, epoch=scope.epoch)]
         scopes_json.append({"scope": scope.label, "claimId": claim.claim_id, "cells": cells})
+    # Each claim with the application-CI results of its candidate beside it (never read into
+    # its status or verdict).
+    ci_results = application_ci_store.results(conn)
+    beside = ledger_with_application_ci([ledger_claim(c) for c in claims], ci_results)
     report = {
         "rows": events.height,
         "mixedArtifacts": mixed.height,
         "rowsLeftOutAsMixed": events.height - unmixed.height,
         "conflictingRequests": copies.height,
         "rowsLeftOutAsConflicting": int(copies.get_column("len").sum()),
-        "claims": [ledger_claim(c).to_json() for c in claims],
+        "claims": [row.to_json() for row in beside if isinstance(row, LedgerClaim)],
         "scopes": scopes_json,
     }
+    if ci_results:  # a report without any is as it was before application CI existed
+        report["applicationCi"] = [r.to_json() for r in ci_results]
     return report, claims

@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from eval_pipelines.core.errors import EvalPipelinesError
+from eval_pipelines.core.errors import EvalPipelinesError, InputError
 from eval_pipelines.core.lift.lift import SUPERIOR, LiftResult
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "INVALIDATED",
     "INVALIDATION_REASONS",
     "OPEN",
+    "BINDS_APPLICATION",
+    "MODEL_CALLS_REFUSAL",
     "ApplicationCI",
     "Baseline",
     "Confirmation",
@@ -146,31 +149,94 @@ class OfflineScreening:
         }
 
 
-@dataclass(frozen=True)
+#: What an application-CI check must have exercised: real application code (specification 004).
+BINDS_APPLICATION = "application"
+
+#: Why a check that exercised raw model calls only is refused as application CI.
+MODEL_CALLS_REFUSAL = (
+    "a raw model-call comparison cannot claim application coverage (spec 004): application CI "
+    "binds real application code"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ApplicationCI:
     """Stage 2: the customer's own test or replay harness, in their CI, on real app code.
 
+    Evidence the application still works with the candidate, never that the model improved: a
+    passed CI check is not a live confirmation. Built and validated by
+    :func:`eval_pipelines.core.lift.application_ci.application_ci_result`.
+
     Attributes
     ----------
-    revision
-        The application revision the check ran on.
-    passed
-        Whether the check passed: evidence the app still works, not that the model improved.
-    score
-        The harness's score, when it reports one.
+    workspace_id, candidate
+        The workspace and the candidate (its lever) the check bound.
+    source
+        ``golden_gate`` (the activation gate's runs of the workflow revision the lever
+        changes) or ``harness`` (the team's own harness, recorded through the CLI or API).
+    commit
+        The application revision the check ran on (for ``golden_gate``, the workflow revision).
+    suite
+        What ran (for ``golden_gate``, the workflow whose gating sets ran).
+    passed_count, failed_count, skipped_count
+        Tests (for ``golden_gate``, gating sets) that passed, failed and were skipped.
     golden_run_ids
-        The golden runs the check replayed.
+        The golden runs the check replayed (``golden_gate`` only).
+    recorded_at
+        When the result was recorded (UTC).
+    binds
+        What the check exercised: always ``application`` (a raw model-call comparison is
+        refused, see :data:`MODEL_CALLS_REFUSAL`).
+    detail
+        The gate's reason for ``golden_gate``; None for a harness.
     """
 
     kind: ClassVar[EvidenceKind] = EvidenceKind.APPLICATION_CI
 
-    revision: str
-    passed: bool
-    score: float | None
-    golden_run_ids: tuple[str, ...]
+    workspace_id: str
+    candidate: str
+    source: str
+    commit: str
+    suite: str
+    passed_count: int
+    failed_count: int
+    skipped_count: int = 0
+    golden_run_ids: tuple[str, ...] = ()
+    recorded_at: datetime
+    binds: str = BINDS_APPLICATION
+    detail: str | None = None
 
     def __post_init__(self) -> None:
+        # What the type means, whichever way it is built: it never holds model-call coverage.
+        if self.binds != BINDS_APPLICATION:
+            raise InputError("binds", self.binds, MODEL_CALLS_REFUSAL)
         object.__setattr__(self, "golden_run_ids", tuple(self.golden_run_ids))
+
+    @property
+    def passed(self) -> bool:
+        """Whether the check passed: something ran and nothing failed (skips aside). Evidence
+        the app still works, not that the model improved."""
+        return self.failed_count == 0 and self.passed_count > 0
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase, with its stage named by :func:`evidence_name` (never a stronger one)."""
+        return {
+            "kind": evidence_name(self),
+            "workspaceId": self.workspace_id,
+            "candidate": self.candidate,
+            "source": self.source,
+            "commit": self.commit,
+            "suite": self.suite,
+            "check": "passed" if self.passed else "failed",
+            "passed": self.passed_count,
+            "failed": self.failed_count,
+            "skipped": self.skipped_count,
+            "goldenRunIds": list(self.golden_run_ids),
+            "binds": self.binds,
+            "detail": self.detail,
+            "recordedAt": self.recorded_at.isoformat(timespec="seconds"),
+            "note": _NOT[EvidenceKind.APPLICATION_CI],
+        }
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,11 @@ class LedgerClaim(JsonResult):
     """A ledger row as the CLI and API show it: scope, interval and n always together.
     ``aa``, ``checks``, ``audit``, ``audit_since_settled`` and ``offline`` are the 004 report's
     documents of the claim (the A/A check, the checks before reading, the outcome audit, the
-    offline screening set beside it); ``cost``, its cost bar."""
+    offline screening set beside it); ``cost``, its cost bar.
+    ``application_ci`` holds the documents of the
+    application-CI results of its workspace and candidate (set beside it by
+    :func:`eval_pipelines.core.lift.application_ci_ledger.ledger_with_application_ci`; they
+    never change its status or verdict)."""
 
     claim_id: str
     workspace_id: str
@@ -94,6 +98,7 @@ class LedgerClaim(JsonResult):
     # The cost bar (:func:`~eval_pipelines.core.lift.cost_report.ledger_cost`): its figures
     # only when the cost was read; None for a claim stored before the cost bar.
     cost: dict[str, Any] | None = None
+    application_ci: tuple[dict[str, Any], ...] = ()
 
 
 def ledger_claim(claim: Claim) -> LedgerClaim:

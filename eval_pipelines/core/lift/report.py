@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from eval_pipelines.core.holdout.cost_report import relative_cost_text
+from eval_pipelines.core.lift.application_ci_ledger import application_ci_section
 from eval_pipelines.core.lift.check_states import NOT_RUN, UNAUDITED
 from eval_pipelines.core.lift.cost_report import cost_line
 
@@ -219,6 +220,10 @@ def report_markdown(report: dict[str, Any]) -> str:
             f"content ({report['rowsLeftOutAsConflicting']} rows, stored before ingest was "
             "idempotent per request id) left out: which copy is true is unknown."
         )
+    lines += application_ci_section(
+        report.get("applicationCi") or [],
+        {f"{c['workspaceId']}/{c['candidate']}" for c in report["claims"]},
+    )
     for scope in report.get("scopes", []):
         lines += ["", f"#### Cells of {scope['scope']}", ""]
         lines += [

@@ -1,6 +1,7 @@
 """Staged evidence: three distinct types; a weaker stage never passes for a stronger one."""
 
 import dataclasses
+from datetime import datetime
 
 import pytest
 
@@ -41,7 +42,17 @@ def screening():
 
 @pytest.fixture
 def ci():
-    return ApplicationCI(revision="abc123", passed=True, score=0.93, golden_run_ids=("g1", "g2"))
+    return ApplicationCI(
+        workspace_id="acme",
+        candidate="memo-v2",
+        source="golden_gate",
+        commit="abc123",
+        suite="supplier_invoices",
+        passed_count=2,
+        failed_count=0,
+        golden_run_ids=("g1", "g2"),
+        recorded_at=datetime(2026, 12, 6, 21, 0),
+    )
 
 
 def test_kinds_are_distinct_types_with_fixed_kinds(screening, ci, superior_lift):
@@ -108,7 +119,7 @@ def test_only_a_superior_live_confirmation_confirms_an_improvement(screening, ci
         assert not confirmed_improvement(LiveConfirmation(claim_id="c", lift=lift))
     # A screening pass with a positive interval and a passed CI check are not improvements.
     assert not confirmed_improvement(screening)
-    assert not confirmed_improvement(ci)
+    assert ci.passed and not confirmed_improvement(ci)
     assert not confirmed_improvement(None)
 
 
@@ -122,8 +133,19 @@ def test_evidence_fields_are_checked():
         OfflineScreening("ev1", "a", "b", None, 0.1, (0.2, 0.1), 50)
     with pytest.raises(ValueError, match="n=-1"):
         OfflineScreening("ev1", "a", "b", None, None, None, -1)
-    ci = ApplicationCI(revision="r", passed=False, score=None, golden_run_ids=["g1"])
+    ci = ApplicationCI(
+        workspace_id="acme",
+        candidate="memo-v2",
+        source="golden_gate",
+        commit="r",
+        suite="s",
+        passed_count=0,
+        failed_count=1,
+        golden_run_ids=["g1"],
+        recorded_at=datetime(2026, 12, 6, 21, 0),
+    )
     assert ci.golden_run_ids == ("g1",)
+    assert not ci.passed
 
 
 BOUND = Baseline(head="h1", app_config="cfg1", epoch="e1")
@@ -187,5 +209,7 @@ def test_evidence_names_come_from_the_classes(screening, ci, superior_lift):
     ]
     assert evidence_name(LiveConfirmation) == "live_confirmation"
     assert screening.to_json()["kind"] == "offline_screening"
+    assert ci.to_json()["kind"] == "application_ci"
+    assert ci.to_json()["note"] == "a passed CI check is not a live confirmation"
     with pytest.raises(TypeError, match="not staged evidence"):
         evidence_name({"kind": "live_confirmation"})
