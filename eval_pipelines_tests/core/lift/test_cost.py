@@ -149,6 +149,15 @@ def test_cost_per_task_and_intervals_are_the_definitions(events):
     half_b = sequence_half_width(interval_standard_error(expected.interval_b), 60)
     assert result.treated_per_task.low == pytest.approx(expected.mean_b - half_b, abs=1e-12)
     assert result.treated_per_task.clusters == 60 and result.treated_per_task.currency == "USD"
+    # The relative difference's always-valid interval: the same construction on the
+    # bootstrap of treated / lever_holdout - 1.
+    half_r = sequence_half_width(interval_standard_error(expected.relative_interval), 120)
+    assert result.relative_sequence.low == pytest.approx(
+        expected.relative_estimate - half_r, abs=1e-12
+    )
+    assert result.relative_sequence.high == pytest.approx(
+        expected.relative_estimate + half_r, abs=1e-12
+    )
     assert result.verdict == CHEAPER and result.read
 
 
