@@ -135,3 +135,9 @@ def test_without_a_declared_intent_no_cost_verdict_is_read(workdir: Path) -> Non
     (claim,) = lift.report().report["claims"]
     assert claim["cost"]["verdict"] == "no_intent" and claim["cost"]["difference"] is None
     assert claim["cost"]["frozenBound"] is None
+
+
+def test_the_cost_bar_on_a_postgresql_warehouse(postgres_workdir: Path) -> None:
+    """Migration 16's columns (the cost a DOUBLE added to a PostgreSQL table) and the cost
+    settings and claim documents round-trip on PostgreSQL as on DuckDB."""
+    test_a_cheaper_tier_reads_cheaper_and_the_bound_is_frozen_when_the_claim_opens(postgres_workdir)
