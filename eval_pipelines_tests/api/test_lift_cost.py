@@ -23,9 +23,9 @@ CLAIM = "ws/invoice_coding/e2/memo-v2"
 
 
 def _week(workdir: Path, **cost: object) -> Path:
-    """A week of traffic (no true quality lift) with tokens and the full envelope, the
+    """Two days of traffic (no true quality lift) with tokens and the full envelope, the
     treated arm on the cheaper tier."""
-    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.0, seed=4, days=4)
+    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.0, seed=4, days=2)
     return with_cost(log, **cost)  # type: ignore[arg-type]
 
 
@@ -55,7 +55,7 @@ def test_a_cheaper_tier_reads_cheaper_and_the_bound_is_frozen_when_the_claim_ope
         lever_split(),  # the same split: still e2
         true_lift=0.0,
         seed=9,
-        days=2,
+        days=1,
         first_day=date(2026, 11, 28),
         request_prefix="more-",
     )
