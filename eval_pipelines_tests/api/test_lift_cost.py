@@ -23,9 +23,9 @@ CLAIM = "ws/invoice_coding/e2/memo-v2"
 
 
 def _week(workdir: Path, **cost: object) -> Path:
-    """A week of traffic (no true quality lift) with tokens and the full envelope, the
+    """Two days of traffic (no true quality lift) with tokens and the full envelope, the
     treated arm on the cheaper tier."""
-    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.0, seed=4, days=4)
+    log = write_log(workdir / "week.jsonl", lever_split(), true_lift=0.0, seed=4, days=2)
     return with_cost(log, **cost)  # type: ignore[arg-type]
 
 
@@ -55,7 +55,7 @@ def test_a_cheaper_tier_reads_cheaper_and_the_bound_is_frozen_when_the_claim_ope
         lever_split(),  # the same split: still e2
         true_lift=0.0,
         seed=9,
-        days=2,
+        days=1,
         first_day=date(2026, 11, 28),
         request_prefix="more-",
     )
@@ -135,3 +135,9 @@ def test_without_a_declared_intent_no_cost_verdict_is_read(workdir: Path) -> Non
     (claim,) = lift.report().report["claims"]
     assert claim["cost"]["verdict"] == "no_intent" and claim["cost"]["difference"] is None
     assert claim["cost"]["frozenBound"] is None
+
+
+def test_the_cost_bar_on_a_postgresql_warehouse(postgres_workdir: Path) -> None:
+    """Migration 16's columns (the cost a DOUBLE added to a PostgreSQL table) and the cost
+    settings and claim documents round-trip on PostgreSQL as on DuckDB."""
+    test_a_cheaper_tier_reads_cheaper_and_the_bound_is_frozen_when_the_claim_opens(postgres_workdir)

@@ -99,7 +99,7 @@ def _intent_words(intent: dict[str, Any] | None) -> str:
 
 def cost_line(cost: dict[str, Any] | None) -> str | None:
     """A ledger claim's cost (:func:`ledger_cost`) in one line; None for a claim stored before
-    the cost bar."""
+    the cost bar, and for one without an intent in a workspace that declares none."""
     if cost is None:
         return None
     verdict = cost["verdict"]
@@ -111,6 +111,9 @@ def cost_line(cost: dict[str, Any] | None) -> str | None:
         else ""
     )
     if verdict == NO_INTENT:
+        # A set-up that declares no intent reads as before the cost bar: no line at all.
+        if not changed:
+            return None
         return (
             "cost: no decision intent was declared when the claim opened: no cost verdict is "
             "read" + changed
