@@ -156,6 +156,10 @@ def test_a_variant_without_a_cost_says_why_and_shows_no_number(
         "reason": "candidate has no cost per record: the variant calls no model",
         "currency": None,
     }
+    # euro asks what small asks: whichever of the two was answered from the call cache, the
+    # answer costs what it took when it was made (the setup's cost, whoever paid it).
+    assert variants["euro"]["cost"]["perRecord"] == variants["small"]["cost"]["perRecord"]
+    assert variants["euro"]["cost"]["currency"] == "EUR"
     assert by_candidate["euro"]["status"] == "not_compared"
     assert "currencies differ (USD vs EUR)" in by_candidate["euro"]["reason"]
     assert "difference" not in by_candidate["euro"] and "relative" not in by_candidate["unpriced"]
