@@ -176,7 +176,7 @@ def _lacking_words(lacking: pl.DataFrame, prices: PriceTable | None) -> str:
         if prices is None:
             parts.append(
                 f"{with_tokens.height} rows log tokens and the workspace has no price table "
-                "(lift settings --prices FILE)"
+                "(`eval-pipelines lift settings --prices FILE` declares one)"
             )
         else:
             unpriced = sorted({str(m) for m in with_tokens.get_column("model").to_list()})
