@@ -64,6 +64,8 @@ PREDICTIONS_SCHEMA = table_schema(
     ("memo_applied", "VARCHAR", "JSON list of memo entry ids that fired"),
     ("error", "VARCHAR", "why the row failed, if it did"),
     ("tokens", "BIGINT", "tokens used (0 for the built-in classifier)"),
+    ("input_tokens", "BIGINT", "input tokens of the scored invocation; null before 0017"),
+    ("output_tokens", "BIGINT", "output tokens of the scored invocation; null before 0017"),
 )
 VARIANT_LEVEL_SCORES_SCHEMA = table_schema(
     ("eval_id", "VARCHAR", "evaluation id"),

@@ -32,30 +32,15 @@ from eval_pipelines.core.lift.envelope import (
     parse_lever_changes,
 )
 from eval_pipelines.core.lift.intents import DecisionIntent
-from eval_pipelines.core.lift.lift import PARKED, SEQUENCE_N_STAR
+from eval_pipelines.core.lift.lift import PARKED, always_valid
 from eval_pipelines.core.lift.prices import PriceTable, RowCosts, row_costs
 from eval_pipelines.core.lift.rollup import _validated
 from eval_pipelines.core.lift.scope import CONTROL_ARM, TREATED_ARM, contrast_rows
 from eval_pipelines.core.stats.intervals import Interval
-from eval_pipelines.core.stats.lift_power import interval_standard_error
 from eval_pipelines.core.stats.mean_difference import unpaired_mean_difference
 from eval_pipelines.core.stats.policy import INSUFFICIENT
-from eval_pipelines.core.stats.sequential import sequence_half_width
 
-__all__ = ["CostArm", "CostBound", "CostResult", "always_valid", "live_cost"]
-
-
-def always_valid(estimate: float, interval: Interval, units: int) -> Interval:
-    """The always-valid interval about ``estimate`` of a one-look bootstrap ``interval`` from
-    ``units`` clusters: its standard error read off the interval's width
-    (:func:`~eval_pipelines.core.stats.lift_power.interval_standard_error`) times the
-    confidence sequence's multiplier at ``units`` (as
-    :func:`~eval_pipelines.core.lift.lift.live_lift` does for quality)."""
-    se = interval_standard_error(interval)
-    half = sequence_half_width(
-        se, units, alpha=1.0 - interval.confidence_level, n_star=SEQUENCE_N_STAR
-    )
-    return Interval(estimate - half, estimate + half, interval.confidence_level)
+__all__ = ["CostArm", "CostBound", "CostResult", "live_cost"]
 
 
 def live_cost(

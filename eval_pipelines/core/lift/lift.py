@@ -47,6 +47,7 @@ __all__ = [
     "SUPERIOR",
     "TREATED_ARM",
     "ArmSummary",
+    "always_valid",
     "LiftResult",
     "live_lift",
 ]
@@ -209,6 +210,19 @@ class LiftResult:
         }
 
 
+def always_valid(estimate: float, interval: Interval, units: int) -> Interval:
+    """The always-valid interval about ``estimate`` of a one-look bootstrap ``interval`` from
+    ``units`` clusters: its standard error read off the interval's width
+    (:func:`~eval_pipelines.core.stats.lift_power.interval_standard_error`) times the
+    confidence sequence's multiplier at ``units``. The quality lift and the cost bar both read
+    their verdicts off it."""
+    se = interval_standard_error(interval)
+    half = sequence_half_width(
+        se, units, alpha=1.0 - interval.confidence_level, n_star=SEQUENCE_N_STAR
+    )
+    return Interval(estimate - half, estimate + half, interval.confidence_level)
+
+
 def live_lift(
     events: pl.DataFrame,
     *,
@@ -347,18 +361,12 @@ def live_lift(
             rng=lift_rng,
         )
         if difference.interval is not None and difference.estimate is not None:
-            se = interval_standard_error(difference.interval)
-            half = sequence_half_width(
-                se,
+            sequence = always_valid(
+                difference.estimate,
+                difference.interval,
                 difference.clusters_a + difference.clusters_b,
-                alpha=1.0 - difference.interval.confidence_level,
-                n_star=SEQUENCE_N_STAR,
             )
-            sequence = Interval(
-                difference.estimate - half,
-                difference.estimate + half,
-                difference.interval.confidence_level,
-            )
+            se = interval_standard_error(difference.interval)
             if se > 0.0:
                 mde = minimum_detectable_effect_from_se(se, alpha=MDE_ALPHA, power=MDE_POWER)
         # The one verdict rule, read off the always-valid interval.
