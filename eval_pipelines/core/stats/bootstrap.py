@@ -199,9 +199,7 @@ def paired_difference(
     cluster_sums = np.bincount(codes, weights=differences, minlength=n_clusters)
     cluster_sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
     replicates = _cluster_replicates(cluster_sums, cluster_sizes, int(n_resamples), generator)
-    tail = (1.0 - confidence_level) / 2.0
-    low, high = np.quantile(replicates, [tail, 1.0 - tail])
-    interval = Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
+    interval = _percentile_interval(replicates, confidence_level)
     return dataclasses.replace(counts_only, estimate=estimate, interval=interval)
 
 
@@ -288,6 +286,14 @@ def _cluster_replicates(
         (cluster_sums, cluster_sizes), n_resamples, generator
     )
     return resampled_sums / resampled_sizes
+
+
+def _percentile_interval(replicates: np.ndarray, confidence_level: float) -> Interval:
+    """The percentile interval of bootstrap ``replicates``: their ``(1 - confidence_level) / 2``
+    and ``(1 + confidence_level) / 2`` quantiles (linear interpolation)."""
+    tail = (1.0 - confidence_level) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    return Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
 
 
 def _resampled_sums(

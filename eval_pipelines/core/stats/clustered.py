@@ -15,9 +15,9 @@ from eval_pipelines.core.stats.bootstrap import (
     _check_options,
     _cluster_codes,
     _cluster_replicates,
+    _percentile_interval,
     _unestimated,
 )
-from eval_pipelines.core.stats.intervals import Interval
 from eval_pipelines.core.stats.policy import MIN_N
 
 #: ``ClusterRatio.method`` for every interval this module computes.
@@ -151,9 +151,7 @@ def cluster_ratio(
     cluster_sums = np.bincount(codes, weights=values, minlength=n_clusters)
     cluster_weights = np.bincount(codes, weights=weights, minlength=n_clusters)
     replicates = _cluster_replicates(cluster_sums, cluster_weights, int(n_resamples), generator)
-    tail = (1.0 - confidence_level) / 2.0
-    low, high = np.quantile(replicates, [tail, 1.0 - tail])
-    interval = Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
+    interval = _percentile_interval(replicates, confidence_level)
     return dataclasses.replace(counts_only, estimate=total / weight, interval=interval)
 
 

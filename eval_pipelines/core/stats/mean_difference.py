@@ -15,6 +15,7 @@ from eval_pipelines.core.stats.bootstrap import (
     BootstrapEstimate,
     _check_options,
     _cluster_replicates,
+    _percentile_interval,
     _unestimated,
 )
 from eval_pipelines.core.stats.intervals import Interval
@@ -186,26 +187,23 @@ def unpaired_mean_difference(
     replicates_a = _cluster_replicates(sums_a, sizes_a, int(n_resamples), generator)
     replicates_b = _cluster_replicates(sums_b, sizes_b, int(n_resamples), generator)
 
-    def percentile(replicates: np.ndarray) -> Interval:
-        tail = (1.0 - confidence_level) / 2.0
-        low, high = np.quantile(replicates, [tail, 1.0 - tail])
-        return Interval(low=float(low), high=float(high), confidence_level=float(confidence_level))
-
     relative_estimate = relative_interval = None
     if mean_a != 0.0:
         relative_estimate = mean_b / mean_a - 1.0
         if np.all(replicates_a != 0.0):
-            relative_interval = percentile(replicates_b / replicates_a - 1.0)
+            relative_interval = _percentile_interval(
+                replicates_b / replicates_a - 1.0, confidence_level
+            )
     return dataclasses.replace(
         counts_only,
         estimate=mean_b - mean_a,
-        interval=percentile(replicates_b - replicates_a),
+        interval=_percentile_interval(replicates_b - replicates_a, confidence_level),
         mean_a=mean_a,
         mean_b=mean_b,
         relative_estimate=relative_estimate,
         relative_interval=relative_interval,
-        interval_a=percentile(replicates_a),
-        interval_b=percentile(replicates_b),
+        interval_a=_percentile_interval(replicates_a, confidence_level),
+        interval_b=_percentile_interval(replicates_b, confidence_level),
     )
 
 

@@ -15,6 +15,7 @@ from eval_pipelines.core.stats.bootstrap import (
     BootstrapEstimate,
     _check_options,
     _cluster_codes,
+    _percentile_interval,
     _resampled_sums,
     _unestimated,
 )
@@ -142,11 +143,6 @@ def paired_mean_difference(
     )
     if n < min_n or n_clusters < min_n:
         return counts_only
-    tail = (1.0 - confidence_level) / 2.0
-
-    def percentile(replicates: np.ndarray) -> Interval:
-        low, high = np.quantile(replicates, [tail, 1.0 - tail])
-        return Interval(low=float(low), high=float(high), confidence_level=confidence_level)
 
     base_sums = np.bincount(codes, weights=base, minlength=n_clusters)
     cand_sums = np.bincount(codes, weights=cand, minlength=n_clusters)
@@ -158,7 +154,7 @@ def paired_mean_difference(
     result = dataclasses.replace(
         counts_only,
         estimate=estimate,
-        interval=percentile((cand_drawn - base_drawn) / sizes_drawn),
+        interval=_percentile_interval((cand_drawn - base_drawn) / sizes_drawn, confidence_level),
     )
     if base.sum() <= 0:
         return result
@@ -167,5 +163,5 @@ def paired_mean_difference(
         relative=float(cand.sum() / base.sum() - 1.0),
         relative_interval=None
         if (base_drawn <= 0).any()
-        else percentile(cand_drawn / base_drawn - 1.0),
+        else _percentile_interval(cand_drawn / base_drawn - 1.0, confidence_level),
     )
