@@ -32,7 +32,7 @@ from eval_pipelines.core.lift.envelope import (
     parse_lever_changes,
 )
 from eval_pipelines.core.lift.intents import DecisionIntent
-from eval_pipelines.core.lift.lift import PARKED, always_valid
+from eval_pipelines.core.lift.lift import PARKED, always_valid, arm_summary
 from eval_pipelines.core.lift.prices import PriceTable, RowCosts, row_costs
 from eval_pipelines.core.lift.rollup import _validated
 from eval_pipelines.core.lift.scope import CONTROL_ARM, TREATED_ARM, contrast_rows
@@ -183,14 +183,13 @@ def live_cost(
 
 
 def _arm(arm: str, rows: pl.DataFrame) -> CostArm:
-    total = rows.height
-    censored = rows.get_column("outcome").null_count()
+    counts = arm_summary(arm, rows)
     return CostArm(
         arm=arm,
-        rows=total,
-        clusters=rows.get_column("cluster").n_unique(),
-        censored=censored,
-        censored_share=censored / total if total else None,
+        rows=counts.total,
+        clusters=counts.clusters,
+        censored=counts.censored,
+        censored_share=counts.censored_share,
     )
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "TREATED_ARM",
     "ArmSummary",
     "always_valid",
+    "arm_summary",
     "LiftResult",
     "live_lift",
 ]
@@ -333,7 +334,10 @@ def live_lift(
     checks = instrument_checks(contrast.epoch_rows, workspace_id=workspace_id, config=config)
     mixed = contrast.mixed
     treated_rows, control_rows = contrast.treated, contrast.control
-    treated, control = _summary(TREATED_ARM, treated_rows), _summary(CONTROL_ARM, control_rows)
+    treated, control = (
+        arm_summary(TREATED_ARM, treated_rows),
+        arm_summary(CONTROL_ARM, control_rows),
+    )
     control_right, control_clusters = _scored(control_rows)
     treated_right, treated_clusters = _scored(treated_rows)
 
@@ -393,7 +397,8 @@ def live_lift(
     return dataclasses.replace(result, message=_message(result))
 
 
-def _summary(arm: str, rows: pl.DataFrame) -> ArmSummary:
+def arm_summary(arm: str, rows: pl.DataFrame) -> ArmSummary:
+    """The raw counts of one arm's rows, resolved or not: the lift's and the cost bar's."""
     total = rows.height
     resolved = total - rows.get_column("outcome").null_count()
     return ArmSummary(
