@@ -1,13 +1,16 @@
 """User modules run as their files are now: the hash of a module's file, and importing it
-afresh when the file changed since this process imported it (as a new process would). Shared
-by the ``python`` workflow node and plug-ins, so both pin and run the same code the same way."""
+afresh when the file changed since this process imported it (as a new process would), or,
+in a step worker, when it is not the file the run's process has. Shared by the ``python``
+workflow node and plug-ins, so both pin and run the same code the same way."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -42,3 +45,43 @@ def forget_if_edited(module_name: str, hash_of: Callable[[ModuleType], str]) -> 
 def remember_import(module_name: str, hash_of: Callable[[ModuleType], str]) -> None:
     """Record the hash of the file the module was just imported from."""
     _IMPORTED[module_name] = hash_of(sys.modules[module_name])
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which file a module was imported from (its real path; None for a built-in) and the
+    :func:`file_hash` of that file."""
+
+    file: str | None
+    sha256: str
+
+    def where(self) -> str:
+        return f"{self.file or 'a built-in module'} (sha256 {self.sha256})"
+
+
+def identity(module: ModuleType) -> Identity:
+    """The module's file as it is now. Raises ``OSError`` when the file cannot be read."""
+    return Identity(_real_path(module), file_hash(module))
+
+
+def forget_unless(module_name: str, expected: Identity) -> None:
+    """Drop the module from ``sys.modules`` unless it was imported from ``expected``: the
+    same file, with the same hash when it was imported (the hash now, for a module this
+    process imported some other way), so the next import finds the module afresh."""
+    loaded = sys.modules.get(module_name)
+    if loaded is None:
+        return
+    imported = _IMPORTED.get(module_name)
+    if imported is None:
+        try:
+            imported = file_hash(loaded)
+        except OSError:
+            imported = ""
+    if Identity(_real_path(loaded), imported) != expected:
+        del sys.modules[module_name]
+        importlib.invalidate_caches()
+
+
+def _real_path(module: ModuleType) -> str | None:
+    path = getattr(module, "__file__", None)
+    return None if path is None else os.path.realpath(path)

@@ -22,9 +22,10 @@ covered: keep what the function's output depends on in its module, or put a vers
 The function runs in a worker process with a time limit
 (:mod:`~eval_pipelines.core.workflows.step_worker`), so a function that never returns fails
 that document's step ("timed out after 30 s") and a canceled run kills it, instead of the
-run waiting for a stuck thread. The worker finds modules on this process's ``sys.path`` and
-imports a module again when its source file changed since it imported it, as a new process
-would; the document, upstream outputs and options reach the function as copies.
+run waiting for a stuck thread. The worker imports the module from the file this process
+finds (searching this process's ``sys.path`` first): again when that file changed since the
+worker imported it, or when this process now finds the module in another folder; the
+document, upstream outputs and options reach the function as copies.
 """
 
 from __future__ import annotations
@@ -98,23 +99,23 @@ class PythonNode:
         reference = config["function"]
         pinned = config.get("source")  # absent in revisions saved before it was pinned
         try:
-            function = load_function(reference)
-            now = source_of(reference) if pinned is not None else None
-        except LookupError as error:
+            load_function(reference)  # imported here to check it; called in the worker
+            now = source_of(reference)
+            expected = module_files.identity(sys.modules[reference.partition(":")[0]])
+        except (LookupError, OSError) as error:
             # The environment, not the document: a fixed import must run the step again.
             raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
         if pinned is not None and now != pinned:
-            assert now is not None
             raise NodeFailed(
                 f"the source of module {pinned['module']} changed since this revision was "
                 f"saved (pinned {pinned['sha256']}, now {now['sha256']}): save the workflow "
                 "again to gate the new code",
                 cacheable=False,  # reverting the module must run the step again
             )
-        del function  # imported here to check it; called in the worker
         return run_step(  # type: ignore[no-any-return]
             call_in_worker,
             reference,
+            expected,
             [p for p in sys.path if p],
             sys.dont_write_bytecode,
             document,
@@ -127,26 +128,38 @@ class PythonNode:
 
 def call_in_worker(
     reference: str,
+    expected: module_files.Identity,
     paths: list[str],
     dont_write_bytecode: bool,
     document: Document,
     upstream: dict[str, dict[str, Any]],
     options: dict[str, Any],
 ) -> dict[str, Any]:
-    """The worker's side of :meth:`PythonNode.run`: import the function the way the run's
-    process finds it (its ``sys.path``), again when its module's file changed since, call it
-    and return its output as JSON values."""
-    for path in reversed(paths):
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    """The worker's side of :meth:`PythonNode.run`: import the function from the file the
+    run's process has (``expected``: the file and its hash), searching its ``sys.path`` first,
+    call it and return its output as JSON values.
+
+    A kept worker may have imported a module of that name before: from another folder (the
+    run's process now finds it elsewhere) or from the file before an edit. Either way it is
+    imported again; should it still not be the expected file, the step fails rather than
+    score code the revision does not pin."""
+    sys.path[:] = paths + [p for p in sys.path if p not in paths]
     sys.dont_write_bytecode = dont_write_bytecode
     module_name = reference.partition(":")[0]
     try:
-        module_files.forget_if_edited(module_name, _file_hash)  # edited since: afresh
+        module_files.forget_unless(module_name, expected)
         function = load_function(reference)
         module_files.remember_import(module_name, _file_hash)
-    except LookupError as error:
+        found = module_files.identity(sys.modules[module_name])
+    except (LookupError, OSError) as error:
         raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
+    if found != expected:
+        raise NodeFailed(
+            f"the step's worker process imported {module_name} from {found.where()}, not "
+            f"{expected.where()} as the run's process does: the step is not run on code "
+            "the revision does not pin",
+            cacheable=False,
+        )
     try:
         result = function(document, upstream, options=options)
     except Exception as error:  # user code: any failure is this document's failure

@@ -184,3 +184,51 @@ def test_a_module_changed_since_the_revision_was_saved_fails_the_node(
         f"(pinned {config['source']['sha256']}, now "
     )
     assert str(raised.value).endswith("save the workflow again to gate the new code")
+
+
+def test_a_module_of_the_same_name_in_another_folder_runs_as_this_process_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step workers are kept between steps. One that imported ``user_fields`` from one folder
+    must not answer a step whose process now finds ``user_fields`` in another folder with the
+    old folder's code (the file there unchanged): the output would be scored under a revision
+    that pins the other file. Found in CI, where a golden test's steps got another test's
+    function from a kept worker."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    document = document_from_text("d.txt", "x")
+    reference = write_user_module(first, monkeypatch, DROPS_CUSTOMER)
+    assert NODE.run(prepare({"function": reference}), document, {}) == {"number": "INV-1"}
+
+    write_user_module(second, monkeypatch, KEEPS_CUSTOMER)
+    config = prepare({"function": reference})
+
+    assert config["source"]["sha256"] == hashlib.sha256(KEEPS_CUSTOMER.encode()).hexdigest()[:16]
+    assert NODE.run(config, document, {}) == {"number": "INV-1", "customer": "Acme"}
+
+
+def test_a_worker_that_finds_another_file_than_this_process_fails_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This process has ``user_fields`` from one folder imported while its ``sys.path`` now
+    finds another: the revision pins the imported file, so the worker, which can only import
+    the other, fails the step (not cached) instead of running code the revision does not pin."""
+    first, second = tmp_path.resolve() / "first", tmp_path.resolve() / "second"
+    first.mkdir()
+    second.mkdir()
+    reference = write_user_module(first, monkeypatch, KEEPS_CUSTOMER)
+    config = prepare({"function": reference})
+    monkeypatch.syspath_prepend(str(second))
+    (second / f"{MODULE}.py").write_text(DROPS_CUSTOMER, encoding="utf-8")
+
+    with pytest.raises(NodeFailed) as raised:
+        NODE.run(config, document_from_text("d.txt", "x"), {})
+
+    assert str(raised.value) == (
+        f"the step's worker process imported {MODULE} from {second / MODULE}.py (sha256 "
+        f"{hashlib.sha256(DROPS_CUSTOMER.encode()).hexdigest()[:16]}), not {first / MODULE}.py "
+        f"(sha256 {config['source']['sha256']}) as the run's process does: the step is not "
+        "run on code the revision does not pin"
+    )
+    assert raised.value.cacheable is False
