@@ -139,9 +139,9 @@ docs-serve: docs  ## serve the built site on http://127.0.0.1:$(DOCS_PORT) (sear
 # run's folders stay for a look until the next run.
 TEST_TMP := $(shell df -Pk /dev/shm 2>/dev/null | awk -v id=$$(echo '$(CURDIR)' | cksum | cut -d' ' -f1) 'NR == 2 && $$4 > 8388608 {print "/dev/shm/eval_pipelines_tests-" id}')
 
-test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers (the tests that build a pynndescent index together on one: eval_pipelines_tests/helpers/nn_descent_builds.py; folders in /dev/shm when it has room); the 25 slowest listed at the end
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=25 $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
-	$(if $(TEST_TMP),rm -rf $(TEST_TMP))
+test: lint docs  ## lint, type check, build the docs, every test but the long statistical simulations (marked slow), on two pytest workers (the tests that build a pynndescent index together on one: eval_pipelines_tests/helpers/nn_descent_builds.py; folders in /dev/shm when it has room, removed after the run even when it fails); the 25 slowest listed at the end
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=25 $(if $(TEST_TMP),--basetemp=$(TEST_TMP)); \
+	status=$$?; $(if $(TEST_TMP),rm -rf $(TEST_TMP);) exit $$status
 
 test-fast: install  ## the core's tests alone: pure functions, no Dagster run, no warehouse (timing in docs/benchmarks.md)
 	$(BIN)/python -m pytest -q -m "not slow and not exhaustive" eval_pipelines_tests/core
