@@ -23,9 +23,12 @@ def checked_cost_options(
     clear_intent: bool,
     changes: str | Sequence[str] | None,
     prices: Path | str | Mapping[str, Any] | None,
+    clear_prices: bool,
 ) -> CostOptions:
     """The options given, checked (:class:`~eval_pipelines.core.errors.InputError` naming
     the option, value and rule); ``prices`` a JSON file's path or its document."""
+    if clear_prices and prices is not None:  # refused before the file is read
+        return cost_options(prices=prices, clear_prices=True)
     document = read_json(prices, "prices") if isinstance(prices, Path | str) else prices
     return cost_options(
         intent=intent,
@@ -34,6 +37,7 @@ def checked_cost_options(
         clear_intent=clear_intent,
         changes=changes,
         prices=document,
+        clear_prices=clear_prices,
     )
 
 
@@ -45,7 +49,7 @@ def save_cost_options(
     found = lift_store.cost_settings(conn, workspace_id)
     stored = found or lift_store.CostSettings(workspace_id, None, (), None)
     given = (options.intent, options.lever_changes, options.prices) != (None, None, None)
-    if not (given or options.clear_intent):
+    if not (given or options.clear_intent or options.clear_prices):
         return stored
     intent = (
         None
@@ -56,7 +60,9 @@ def save_cost_options(
         workspace_id,
         intent,
         options.lever_changes if options.lever_changes is not None else stored.lever_changes,
-        options.prices if options.prices is not None else stored.prices,
+        None
+        if options.clear_prices
+        else (options.prices if options.prices is not None else stored.prices),
     )
     lift_store.save_cost_settings(conn, after)
     return after

@@ -250,6 +250,7 @@ def set_settings(
     clear_intent: bool = False,
     lever_changes: str | Sequence[str] | None = None,
     prices: Path | str | Mapping[str, Any] | None = None,
+    clear_prices: bool = False,
     warehouse: Path | str | None = None,
 ) -> WorkspaceSettings:
     """Set a workspace's standing holdout (within [5%, 30%]) and lever. A change of the split
@@ -263,8 +264,8 @@ def set_settings(
     ``required_migration`` or ``product_improvement``) with, for the last two, a ``budget``
     per task in ``budget_currency``; ``clear_intent``; ``lever_changes``, the execution-envelope
     elements the lever changes (``"model,provider"``, a list, or ``"none"``); ``prices``, a
-    price table (a JSON file's path, or its document). A claim keeps the intent it opened
-    under (docs/lift-cost.md)."""
+    price table (a JSON file's path, or its document); ``clear_prices``. A claim keeps the
+    intent it opened under (docs/lift-cost.md)."""
     # Every value given is checked (as a config would be) before anything is opened; the
     # others come from the stored, already valid, settings. The workspace id and lever are
     # stored: they follow the one name rule (assignment alone keys any UTF-8 workspace id,
@@ -286,6 +287,7 @@ def set_settings(
         clear_intent=clear_intent,
         changes=lever_changes,
         prices=prices,
+        clear_prices=clear_prices,
     )
     if case is not None and not _case_exists(case, warehouse):
         raise InputError("case", case, "no such case (create it with `case create`)")

@@ -71,6 +71,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
         clear_intent=args.no_intent,
         lever_changes=args.lever_changes,
         prices=args.prices,
+        clear_prices=args.no_prices,
         warehouse=args.warehouse,
     )
     if args.json:

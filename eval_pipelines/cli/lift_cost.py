@@ -18,6 +18,7 @@ COST_FLAGS = {
     "budget_currency": "--budget-currency",
     "clear_intent": "--no-intent",
     "lever_changes": "--lever-changes",
+    "clear_prices": "--no-prices",
 }
 
 
@@ -57,6 +58,11 @@ def add_cost_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='JSON price table that prices logged tokens: {"currency": "USD", "models": '
         '{"<model>": {"input": <per 1M>, "output": <per 1M>}}}',
+    )
+    parser.add_argument(
+        "--no-prices",
+        action="store_true",
+        help="no price table any more (logged tokens are not priced; a logged cost still is)",
     )
 
 

@@ -55,3 +55,36 @@ def test_from_a_log_with_tokens_to_a_cost_verdict(
     }
     assert cost["difference"] < cost["interval"][1] < 0 and cost["currency"] == "USD"
     assert cost["treated"]["clusters"] >= 20 and cost["frozenBound"]["currency"] == "USD"
+
+
+def test_clearing_the_price_table_leaves_token_rows_without_a_cost(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-prices``: logged tokens are priced no more, so an open claim whose rows log only
+    tokens reads ``envelope_incomplete: cost`` at its next report, with no figure (never a
+    cost of zero)."""
+    prices = workdir / "prices.json"
+    prices.write_text(json.dumps(PRICES), encoding="utf-8")
+    settings = ["lift", "settings", "--workspace", "ws", "--lever", "small-tier"]
+    succeeded(capsys, *settings, "--intent", "cost_optimization", "--lever-changes", "model")
+    out = succeeded(capsys, "lift", "settings", "--workspace", "ws", "--prices", prices)
+    assert out.endswith("the lever changes model; prices in USD for big-1, small-1\n"), out
+    log = write_log(
+        workdir / "week.jsonl", LiftConfig("ws", "e2", lever="small-tier"), true_lift=0.0, days=4
+    )
+    with_cost(log)
+    succeeded(capsys, "lift", "ingest", log)
+
+    out = succeeded(capsys, "lift", "settings", "--workspace", "ws", "--no-prices")
+
+    assert out.endswith("the lever changes model; no price table\n"), out
+    report = succeeded(capsys, "lift", "report")
+    (line,) = [row for row in report.splitlines() if row.startswith("  - cost ")]
+    assert line.startswith(
+        "  - cost (cost_optimization): verdict ineligible (envelope_incomplete: cost): no cost "
+        "figure is read (rows "
+    )
+    assert "rows log tokens and the workspace has no price table" in line
+    (claim,) = json.loads(succeeded(capsys, "lift", "ledger", "--json"))
+    assert claim["cost"]["verdict"] == "ineligible"
+    assert claim["cost"]["treated"]["totalCost"] is None

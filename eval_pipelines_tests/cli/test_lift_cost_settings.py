@@ -44,6 +44,10 @@ def _prices(workdir: Path, document: object) -> Path:
         (["--budget", "0.01", "--budget-currency", "USD"], "--budget=0.01: a budget is declared "),
         (["--lever-changes", "model,toolz"], "--lever-changes='toolz': must name envelope "),
         (["--intent", "cost_optimization", "--no-intent"], "--intent='cost_optimization': either"),
+        (
+            ["--prices", "prices.json", "--no-prices"],
+            "--prices='prices.json': either give a price table or clear it, not both",
+        ),
     ],
 )
 def test_a_bad_cost_option_is_refused_naming_it_and_nothing_is_written(
@@ -118,5 +122,9 @@ def test_cost_options_are_stored_and_start_no_epoch(
         succeeded(capsys, "lift", "settings", "--workspace", "ws", "--no-intent", "--json")
     )
     assert document["intent"] is None and document["prices"] == PRICES
+    document = json.loads(
+        succeeded(capsys, "lift", "settings", "--workspace", "ws", "--no-prices", "--json")
+    )
+    assert document["prices"] is None and document["leverChanges"] == ["model", "provider"]
     code, _, _ = cli(capsys, "lift", "settings", "--workspace", "ws", "--lever-changes", "none")
     assert code == 0

@@ -8,7 +8,8 @@ epoch.
   (:data:`~eval_pipelines.core.lift.cost_columns.ENVELOPE`); the arms of a cost claim must
   agree on every other one.
 - The price table: the JSON file ``{"currency": "USD", "models": {"<model>": {"input": <per
-  1M tokens>, "output": <per 1M tokens>}}}``, which prices logged tokens.
+  1M tokens>, "output": <per 1M tokens>}}}``, which prices logged tokens; cleared, logged
+  tokens are priced no more (a row's logged ``cost`` still counts).
 
 A claim keeps the intent it opened under (:mod:`eval_pipelines.core.lift.claim_cost`): a
 later change of these settings applies to claims opened after it.
@@ -39,6 +40,7 @@ class CostOptions:
     clear_intent: bool = False
     lever_changes: tuple[str, ...] | None = None
     prices: dict[str, Any] | None = None
+    clear_prices: bool = False
 
 
 def cost_options(
@@ -49,12 +51,15 @@ def cost_options(
     clear_intent: bool = False,
     changes: str | Sequence[str] | None = None,
     prices: Any = None,
+    clear_prices: bool = False,
 ) -> CostOptions:
     """The options checked (:class:`InputError` naming the option, its value and the rule);
     ``prices``, a price table's document
     (:func:`~eval_pipelines.core.lift.prices.parse_price_table`), stored as it writes it."""
     if clear_intent and intent is not None:
         raise InputError("intent", intent, "either declare an intent or clear it, not both")
+    if clear_prices and prices is not None:
+        raise InputError("prices", prices, "either give a price table or clear it, not both")
     declared = None
     if intent is not None:
         declared = decision_intent(intent, budget=budget, currency=budget_currency)
@@ -70,6 +75,7 @@ def cost_options(
         clear_intent=clear_intent,
         lever_changes=_lever_changes(changes),
         prices=parse_price_table(prices).to_json() if prices is not None else None,
+        clear_prices=clear_prices,
     )
 
 
