@@ -16,6 +16,8 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
+from eval_pipelines.core.holdout.cost import NO_MODEL_CALLS
+from eval_pipelines.core.holdout.cost_report import cost_per_record_text, relative_cost_text
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
@@ -325,7 +327,9 @@ def variant_scores(
 
 def _comparisons_table(report: dict[str, Any]) -> dg.MetadataValue:
     """Each candidate against the baseline at each target level: difference, interval,
-    verdict, MDE and p (the Holm-adjusted one with several candidates)."""
+    verdict, MDE and p (the Holm-adjusted one with several candidates), and the pair's
+    difference in cost per record when a variant calls a model (as the markdown words it)."""
+    with_cost = any("cost" in comparison for comparison in report["comparisons"])
     records = []
     for comparison in report["comparisons"]:
         for depth in map(str, report["targetDepth"]):
@@ -343,6 +347,11 @@ def _comparisons_table(report: dict[str, Any]) -> dg.MetadataValue:
                         "verdict": level["verdict"],
                         "mde": level["minimumDetectableEffect"],
                         "p": p if p == INSUFFICIENT else float(p),
+                        **(
+                            {"cost": relative_cost_text(comparison.get("cost"))}
+                            if with_cost
+                            else {}
+                        ),
                     }
                 )
             )
@@ -358,6 +367,7 @@ def _comparisons_table(report: dict[str, Any]) -> dg.MetadataValue:
                 dg.TableColumn("verdict", "string"),
                 dg.TableColumn("mde", "float"),
                 dg.TableColumn("p", "float"),
+                *([dg.TableColumn("cost", "string")] if with_cost else []),
             ]
         ),
     )
@@ -378,7 +388,23 @@ def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
         decline = score["declineRate"]["value"]
         if isinstance(decline, int | float):
             metadata[f"decline_rate/{variant['name']} @ {comparable}"] = shown(float(decline))
+        figure = (variant.get("cost") or {}).get("perRecord") or {}
+        if isinstance(figure.get("value"), int | float):
+            # Keyed by currency too (no exchange rate is applied), and never rounded to the
+            # metadata's decimals: a cost per record can be 1e-7 of a currency unit.
+            currency = variant["cost"]["currency"] or "currency not declared"
+            key = f"cost_per_record/{variant['name']} @ {comparable} ({currency})"
+            metadata[key] = float(figure["value"])
     return metadata
+
+
+def _calls_a_model(report: dict[str, Any]) -> bool:
+    """Whether some variant calls a model: only then has the report a cost per record (an
+    evaluation of knn-vote variants has none), as the markdown shows it."""
+    return any(
+        (variant.get("cost") or {}).get("status", NO_MODEL_CALLS) != NO_MODEL_CALLS
+        for variant in report["variants"]
+    )
 
 
 @dg.asset(
@@ -428,8 +454,11 @@ def eval_report(
             row[f"accuracy_L{depth}"] = accuracy["value"]
             row[f"n_L{depth}"] = accuracy["n"]
         row["decline_rate"] = variant["score"]["declineRate"]["value"]
+        if _calls_a_model(report):
+            row["cost_per_record"] = cost_per_record_text(variant.get("cost"))
         rows.append(row)
     columns = list(rows[0]) if rows else ["variant"]
+    text_columns = ("variant", "cost_per_record")
     metadata: dict[str, Any] = {
         "report": dg.MetadataValue.md(markdown),
         "warnings": dg.MetadataValue.json([w["code"] for w in report["warnings"]]),
@@ -439,7 +468,7 @@ def eval_report(
             records=[dg.TableRecord(shown(r)) for r in rows],
             schema=dg.TableSchema(
                 columns=[
-                    dg.TableColumn(c, "string" if c == "variant" else "float") for c in columns
+                    dg.TableColumn(c, "string" if c in text_columns else "float") for c in columns
                 ]
             ),
         ),

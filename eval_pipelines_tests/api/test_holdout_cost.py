@@ -137,6 +137,52 @@ def test_a_model_tier_ab_reads_cost_per_record_beside_accuracy(
     assert percent in comparison_markdown(compared)
 
 
+def test_the_eval_report_asset_shows_and_plots_cost_per_record(
+    module_small_case: str, tier_ab: str
+) -> None:
+    """The Dagster UI sees what the markdown shows: a cost per record column beside the
+    accuracy, the pair's cost beside each level's difference, and a plot per variant keyed by
+    its currency (never rounded to the metadata's four decimals)."""
+    import dagster as dg
+
+    report = api.get_holdout_eval(module_small_case, tier_ab).report
+    assert report is not None
+    (record,) = (
+        dg.DagsterInstance.get()
+        .fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("eval_report"), asset_partitions=[tier_ab]),
+            limit=1,
+        )
+        .records
+    )
+    assert record.asset_materialization is not None
+    metadata = record.asset_materialization.metadata
+    variants = {v["name"]: v for v in report["variants"]}
+    cells = {
+        r.data["variant"]: r.data["cost_per_record"] for r in metadata["variants"].value.records
+    }
+    assert cells["knn"] == "no model calls"
+    assert cells["unpriced"].startswith("no price (model 'm-free'")
+    assert cells["large"].startswith(f"{variants['large']['cost']['perRecord']['value']:.3g} USD [")
+    comparable = metadata["comparable_as"].value
+    small = variants["small"]["cost"]["perRecord"]["value"]
+    assert small < 1e-3  # four decimals would plot it as 0
+    assert metadata[f"cost_per_record/small @ {comparable} (USD)"].value == small
+    assert metadata[f"cost_per_record/euro @ {comparable} (EUR)"].value == small
+    assert not any(k.startswith("cost_per_record/knn") for k in metadata)
+    assert not any(k.startswith("cost_per_record/unpriced") for k in metadata)
+    by_row = {
+        (r.data["candidate"], r.data["level"]): r.data["cost"]
+        for r in metadata["comparisons"].value.records
+    }
+    pair = next(c for c in report["comparisons"] if c["candidate"] == "small")
+    percent = f"{pair['cost']['relative']['value'] * 100:+.0f}%"
+    assert all(by_row[("small", depth)].startswith(percent) for depth in report["targetDepth"])
+    assert by_row[("euro", report["targetDepth"][0])].startswith(
+        "not compared: the price tables' currencies differ (USD vs EUR)"
+    )
+
+
 def test_a_variant_without_a_cost_says_why_and_shows_no_number(
     module_small_case: str, tier_ab: str
 ) -> None:
