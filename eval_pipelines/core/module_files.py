@@ -42,9 +42,10 @@ def forget_if_edited(module_name: str, hash_of: Callable[[ModuleType], str]) -> 
             importlib.invalidate_caches()
 
 
-def remember_import(module_name: str, hash_of: Callable[[ModuleType], str]) -> None:
-    """Record the hash of the file the module was just imported from."""
+def remember_import(module_name: str, hash_of: Callable[[ModuleType], str]) -> str:
+    """Record the hash of the file the module was just imported from, and return it."""
     _IMPORTED[module_name] = hash_of(sys.modules[module_name])
+    return _IMPORTED[module_name]
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,6 @@ class Identity:
 
     def where(self) -> str:
         return f"{self.file or 'a built-in module'} (sha256 {self.sha256})"
-
-
-def identity(module: ModuleType) -> Identity:
-    """The module's file as it is now. Raises ``OSError`` when the file cannot be read."""
-    return Identity(_real_path(module), file_hash(module))
 
 
 def forget_unless(module_name: str, expected: Identity) -> None:
@@ -77,11 +73,12 @@ def forget_unless(module_name: str, expected: Identity) -> None:
             imported = file_hash(loaded)
         except OSError:
             imported = ""
-    if Identity(_real_path(loaded), imported) != expected:
+    if Identity(real_path(loaded), imported) != expected:
         del sys.modules[module_name]
         importlib.invalidate_caches()
 
 
-def _real_path(module: ModuleType) -> str | None:
+def real_path(module: ModuleType) -> str | None:
+    """The real path of the module's file (symbolic links resolved); None for a built-in."""
     path = getattr(module, "__file__", None)
     return None if path is None else os.path.realpath(path)

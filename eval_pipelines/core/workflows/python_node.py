@@ -101,8 +101,7 @@ class PythonNode:
         try:
             load_function(reference)  # imported here to check it; called in the worker
             now = source_of(reference)
-            expected = module_files.identity(sys.modules[reference.partition(":")[0]])
-        except (LookupError, OSError) as error:
+        except LookupError as error:
             # The environment, not the document: a fixed import must run the step again.
             raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
         if pinned is not None and now != pinned:
@@ -112,6 +111,8 @@ class PythonNode:
                 "again to gate the new code",
                 cacheable=False,  # reverting the module must run the step again
             )
+        module = sys.modules[now["module"]]
+        expected = module_files.Identity(module_files.real_path(module), now["sha256"])
         return run_step(  # type: ignore[no-any-return]
             call_in_worker,
             reference,
@@ -149,10 +150,10 @@ def call_in_worker(
     try:
         module_files.forget_unless(module_name, expected)
         function = load_function(reference)
-        module_files.remember_import(module_name, _file_hash)
-        found = module_files.identity(sys.modules[module_name])
-    except (LookupError, OSError) as error:
+        imported = module_files.remember_import(module_name, _file_hash)
+    except LookupError as error:
         raise NodeFailed(f"{reference}: {error}", cacheable=False) from None
+    found = module_files.Identity(module_files.real_path(sys.modules[module_name]), imported)
     if found != expected:
         raise NodeFailed(
             f"the step's worker process imported {module_name} from {found.where()}, not "
