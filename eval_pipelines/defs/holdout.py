@@ -16,8 +16,11 @@ from typing import Any
 import dagster as dg
 
 from eval_pipelines.core.holdout.classify_config import CHAT_CLASSIFIER
-from eval_pipelines.core.holdout.cost import NO_MODEL_CALLS
-from eval_pipelines.core.holdout.cost_report import cost_per_record_text, relative_cost_text
+from eval_pipelines.core.holdout.cost_report import (
+    cost_per_record_text,
+    relative_cost_text,
+    shows_cost_per_record,
+)
 from eval_pipelines.core.stats import INSUFFICIENT
 from eval_pipelines.defs.dagster_private import DagsterExecutionInterruptedError
 from eval_pipelines.defs.families import REFUSALS, AssetFamily, refusal, shown
@@ -398,15 +401,6 @@ def _plot_metadata(report: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-def _calls_a_model(report: dict[str, Any]) -> bool:
-    """Whether some variant calls a model: only then has the report a cost per record (an
-    evaluation of knn-vote variants has none), as the markdown shows it."""
-    return any(
-        (variant.get("cost") or {}).get("status", NO_MODEL_CALLS) != NO_MODEL_CALLS
-        for variant in report["variants"]
-    )
-
-
 @dg.asset(
     **FAMILY.options(
         "With `--leakage-check`: the baseline scored again with only each record itself held "
@@ -447,6 +441,7 @@ def eval_report(
 ) -> dg.MaterializeResult:
     with warehouse.connect() as conn, transaction(conn):
         report, markdown = report_stage(conn, context.partition_key, run_id=context.run_id)
+    with_cost = shows_cost_per_record(report)  # as the markdown shows it
     rows = []
     for variant in report["variants"]:
         row: dict[str, Any] = {"variant": variant["name"]}
@@ -454,7 +449,7 @@ def eval_report(
             row[f"accuracy_L{depth}"] = accuracy["value"]
             row[f"n_L{depth}"] = accuracy["n"]
         row["decline_rate"] = variant["score"]["declineRate"]["value"]
-        if _calls_a_model(report):
+        if with_cost:
             row["cost_per_record"] = cost_per_record_text(variant.get("cost"))
         rows.append(row)
     columns = list(rows[0]) if rows else ["variant"]

@@ -118,6 +118,15 @@ def _currency(cost: dict[str, Any]) -> str:
     return cost.get("currency") or "(currency not declared)"
 
 
+def shows_cost_per_record(report: dict[str, Any]) -> bool:
+    """Whether the report shows a cost per record: once some variant calls a model (an
+    evaluation of knn-vote variants has no cost)."""
+    return any(
+        variant.get("cost") and variant["cost"]["status"] != NO_MODEL_CALLS
+        for variant in report["variants"]
+    )
+
+
 def cost_per_record_text(cost: dict[str, Any] | None) -> str:
     """A variant's cost per record: ``0.000118 USD [0.000109, 0.000127] n=200``, or why there
     is none (``no model calls``, ``not recorded (...)``, ``no price (...)``)."""

@@ -8,8 +8,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from eval_pipelines.core.holdout.cost import NO_MODEL_CALLS
-from eval_pipelines.core.holdout.cost_report import cost_per_record_text, relative_cost_text
+from eval_pipelines.core.holdout.cost_report import (
+    cost_per_record_text,
+    relative_cost_text,
+    shows_cost_per_record,
+)
 from eval_pipelines.core.holdout.trials import DECLINED, FAILED
 from eval_pipelines.core.stats import INSUFFICIENT
 
@@ -230,8 +233,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += _plugin_rows(report["variants"])
     lines += _model_usage_rows(report["variants"])
     costs = [variant.get("cost") for variant in report["variants"]]
-    # Shown once some variant calls a model (an evaluation of knn-vote variants has no cost).
-    if any(cost and cost["status"] != NO_MODEL_CALLS for cost in costs):
+    if shows_cost_per_record(report):
         lines.append(_row(["cost per record (95% interval)", *map(cost_per_record_text, costs)]))
         basis = next(cost["basis"] for cost in costs if cost)
         lines += ["", f"_{basis[0].upper()}{basis[1:]}._"]
