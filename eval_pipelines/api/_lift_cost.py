@@ -27,9 +27,12 @@ def checked_cost_options(
 ) -> CostOptions:
     """The options given, checked (:class:`~eval_pipelines.core.errors.InputError` naming
     the option, value and rule); ``prices`` a JSON file's path or its document."""
-    if clear_prices and prices is not None:  # refused before the file is read
-        return cost_options(prices=prices, clear_prices=True)
-    document = read_json(prices, "prices") if isinstance(prices, Path | str) else prices
+    # Cleared and given at once is refused by cost_options, naming the path: no file is read.
+    document = (
+        read_json(prices, "prices")
+        if isinstance(prices, Path | str) and not clear_prices
+        else prices
+    )
     return cost_options(
         intent=intent,
         budget=budget,
